@@ -1,0 +1,593 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * leakwatch kernel side: allocator uprobes, anonymous-mmap syscall tracing,
+ * process lifecycle. See docs/architecture.md for the data path.
+ *
+ * Invariants kept here:
+ *  - The live map is authoritative: a free matches an allocation only by
+ *    lookup in it, never by anything the daemon believes.
+ *  - Every event attempt is counted (SEEN) and ends as DELIVERED or
+ *    DROPPED_RINGBUF; a drop also bumps the target's `lost` so the daemon
+ *    knows which process to resync from the live map.
+ *  - Every other failure path bumps its own per-CPU counter.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "leakwatch_abi.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* An entry context older than this is an orphan (longjmp, exception) and
+ * never counts as "the outer call" for nesting. No allocator call takes a
+ * second; if one is stopped that long, a nested call is counted on its own. */
+#define LW_CTX_STALE_NS 1000000000ULL
+
+#define LW_PAGE_SIZE 4096ULL
+#define LW_MAP_ANONYMOUS 0x20
+#define LW_PROT_EXEC 0x4
+#define LW_UNMAP_MAX_RECORDS 8
+
+/* x86-64 syscall numbers. */
+#define LW_NR_MMAP 9
+#define LW_NR_MUNMAP 11
+#define LW_NR_BRK 12
+#define LW_NR_MREMAP 25
+
+/* Sizes are set by the daemon between open and load. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 262144);
+  __type(key, struct lw_live_key);
+  __type(value, struct lw_live_val);
+} live SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, __u64);
+  __type(value, struct lw_stack);
+} stacks SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct lw_ctx_key);
+  __type(value, struct lw_ctx_val);
+} ctxs SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct lw_target);
+} targets SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, LW_CNT_MAX);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct lw_stack);
+} stack_scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/* Set at load time. */
+const volatile bool collect_stacks = true;
+
+static __always_inline void count(__u32 which)
+{
+  __u64 *v = bpf_map_lookup_elem(&counters, &which);
+  if (v)
+    __sync_fetch_and_add(v, 1); /* a uprobe program can be preempted on its CPU */
+}
+
+static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __u32 kind,
+                                 __u64 addr, __u64 size, __u64 alloc_ns, __u64 stack_hash,
+                                 __u32 flags)
+{
+  count(LW_CNT_EVENTS_SEEN);
+  struct lw_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    count(LW_CNT_EVENTS_DROPPED_RINGBUF);
+    if (t)
+      __sync_fetch_and_add(&t->lost, 1);
+    return;
+  }
+  __u64 id = bpf_get_current_pid_tgid();
+  e->type = (__u16)type;
+  e->flags = (__u16)flags;
+  e->tgid = tgid;
+  e->tid = (__u32)id;
+  e->kind = kind;
+  e->ts_ns = bpf_ktime_get_ns();
+  e->addr = addr;
+  e->size = size;
+  e->alloc_ns = alloc_ns;
+  e->stack_hash = stack_hash;
+  bpf_ringbuf_submit(e, 0);
+  count(LW_CNT_EVENTS_DELIVERED);
+}
+
+static __always_inline __u64 mix64(__u64 h)
+{
+  /* splitmix64 finalizer: cheap, and good enough that a 64-bit collision
+   * between two distinct stacks is not a practical concern. */
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h;
+}
+
+/* Stores the current user stack in `stacks` and returns its hash, or 0 when
+ * the stack is unknown (counted). The hash is of the raw addresses; the
+ * daemon derives the stable, cross-host stack_id from (build-id, offset). */
+static __always_inline __u64 capture_stack(void *ctx)
+{
+  if (!collect_stacks)
+    return 0;
+  __u32 zero = 0;
+  struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+  if (!s) {
+    count(LW_CNT_SCRATCH_FAILED);
+    return 0;
+  }
+  long n = bpf_get_stack(ctx, s->ips, sizeof(s->ips), BPF_F_USER_STACK);
+  if (n <= 0) {
+    count(LW_CNT_STACK_FAILED);
+    return 0;
+  }
+  __u32 nr = (__u32)n / 8;
+  s->nr = nr;
+  __u64 h = 0x6c65616b77617463ULL ^ nr;
+  for (__u32 i = 0; i < LW_MAX_STACK_DEPTH; i++) {
+    if (i >= nr)
+      break;
+    h = mix64(h ^ s->ips[i]);
+  }
+  if (h == 0)
+    h = 1;
+  if (!bpf_map_lookup_elem(&stacks, &h)) {
+    long err = bpf_map_update_elem(&stacks, &h, s, BPF_NOEXIST);
+    if (err && err != -17 /* EEXIST: another CPU stored it */) {
+      count(LW_CNT_STACK_MAP_FULL);
+      return 0;
+    }
+  }
+  return h;
+}
+
+static __always_inline void record_alloc(void *ctx, struct lw_target *t, __u32 tgid,
+                                         __u32 kind, __u64 addr, __u64 size, __u64 alloc_ns,
+                                         __u64 stack_hash)
+{
+  struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
+  struct lw_live_val val = {.size = size, .alloc_ns = alloc_ns, .stack_hash = stack_hash};
+  __u32 flags = 0;
+  if (bpf_map_lookup_elem(&live, &key)) {
+    /* The allocator handed out an address we still think is live: its free
+     * was missed (before attach, or lost). Retire the old record. */
+    count(LW_CNT_MISSED_FREE);
+    flags |= LW_EVF_REPLACED;
+  }
+  if (bpf_map_update_elem(&live, &key, &val, BPF_ANY)) {
+    count(LW_CNT_LIVE_INSERT_FAILED);
+    if (flags & LW_EVF_REPLACED)
+      bpf_map_delete_elem(&live, &key);
+    /* Tell the daemon the old record is gone; the new one is untracked. */
+    if (flags & LW_EVF_REPLACED)
+      emit(t, LW_EV_FREE, tgid, kind, addr, 0, 0, 0, LW_EVF_REPLACED);
+    return;
+  }
+  emit(t, LW_EV_ALLOC, tgid, kind, addr, size, alloc_ns, stack_hash, flags);
+}
+
+/* Retires the record at exactly (tgid, kind, addr). Returns its size, or -1. */
+static __always_inline long retire(struct lw_target *t, __u32 tgid, __u32 kind, __u64 addr)
+{
+  struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
+  struct lw_live_val *v = bpf_map_lookup_elem(&live, &key);
+  if (!v)
+    return -1;
+  __u64 size = v->size, alloc_ns = v->alloc_ns;
+  /* A concurrent free of the same pointer (a double free in the target)
+   * loses this race; only the winner reports it. */
+  if (bpf_map_delete_elem(&live, &key))
+    return -1;
+  emit(t, LW_EV_FREE, tgid, kind, addr, size, alloc_ns, 0, 0);
+  return (long)size;
+}
+
+/* ---------------------------------------------------------------------------
+ * Allocator entry/return.
+ */
+
+static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t || !(t->flags & LW_TARGET_HEAP))
+    return 0;
+
+  __u64 sp = PT_REGS_SP(ctx);
+  __u64 ret_addr = 0;
+  bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)sp);
+  __u64 now = bpf_ktime_get_ns();
+
+  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_ALLOC};
+  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  if (c) {
+    if (now - c->start_ns < LW_CTX_STALE_NS &&
+        (sp < c->sp || (sp == c->sp && ret_addr == c->ret_addr))) {
+      /* Deeper than an accounted call in flight (operator new -> malloc,
+       * memalign -> malloc), or a tail call from it (operator new[] ->
+       * operator new, reallocarray -> realloc): the outer call accounts. */
+      count(LW_CNT_NESTED_SKIPPED);
+      return 0;
+    }
+    count(LW_CNT_CTX_STALE);
+  }
+  struct lw_ctx_val v = {
+      .sp = sp, .ret_addr = ret_addr, .start_ns = now, .arg0 = arg0, .arg1 = size, .func = func};
+  if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
+    count(LW_CNT_CTX_INSERT_FAILED);
+  return 0;
+}
+
+/* n * size, or ~0 on overflow: the call then fails, and the product must
+ * not be mistaken for a small (or zero: realloc's free) size. */
+static __always_inline __u64 checked_mul(__u64 n, __u64 size)
+{
+  if (!n)
+    return 0;
+  __u64 limit = ~0ULL / n;
+  /* Keep clang from folding this into a 128-bit multiply (__multi3), which
+   * BPF cannot call. */
+  asm volatile("" : "+r"(limit));
+  if (size > limit)
+    return ~0ULL;
+  return n * size;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_malloc_enter, __u64 size)
+{
+  return alloc_enter(ctx, LW_FUNC_MALLOC, 0, size);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_new_enter, __u64 size)
+{
+  return alloc_enter(ctx, LW_FUNC_NEW, 0, size);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_calloc_enter, __u64 n, __u64 size)
+{
+  return alloc_enter(ctx, LW_FUNC_CALLOC, 0, checked_mul(n, size));
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_realloc_enter, __u64 ptr, __u64 size)
+{
+  return alloc_enter(ctx, LW_FUNC_REALLOC, ptr, size);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_reallocarray_enter, __u64 ptr, __u64 n, __u64 size)
+{
+  return alloc_enter(ctx, LW_FUNC_REALLOCARRAY, ptr, checked_mul(n, size));
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_posix_memalign_enter, __u64 out, __u64 align, __u64 size)
+{
+  return alloc_enter(ctx, LW_FUNC_POSIX_MEMALIGN, out, size);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_aligned_enter, __u64 align, __u64 size)
+{
+  return alloc_enter(ctx, LW_FUNC_ALIGNED, 0, size);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t || !(t->flags & LW_TARGET_HEAP))
+    return 0;
+
+  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_ALLOC};
+  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  if (!c) {
+    count(LW_CNT_RETURN_NO_CTX);
+    return 0;
+  }
+  /* After `ret`, sp is one slot above the entry sp. Anything else is the
+   * return of a nested call whose entry we skipped. */
+  if (PT_REGS_SP(ctx) != c->sp + 8)
+    return 0;
+  struct lw_ctx_val v = *c;
+  bpf_map_delete_elem(&ctxs, &key);
+
+  __u64 ptr = ret;
+  __u64 size = v.arg1;
+  switch (v.func) {
+  case LW_FUNC_POSIX_MEMALIGN:
+    if ((int)ret != 0) {
+      count(LW_CNT_ALLOC_FAILED);
+      return 0;
+    }
+    ptr = 0;
+    if (bpf_probe_read_user(&ptr, sizeof(ptr), (void *)v.arg0) || !ptr) {
+      count(LW_CNT_ALLOC_FAILED);
+      return 0;
+    }
+    break;
+  case LW_FUNC_REALLOC:
+  case LW_FUNC_REALLOCARRAY:
+    if (!ret) {
+      /* glibc: realloc(p, 0) frees p and returns NULL; any other NULL is a
+       * failure that leaves p live. */
+      if (size == 0 && v.arg0)
+        retire(t, tgid, LW_KIND_HEAP, v.arg0);
+      else
+        count(LW_CNT_ALLOC_FAILED);
+      return 0;
+    }
+    if (v.arg0)
+      retire(t, tgid, LW_KIND_HEAP, v.arg0);
+    break;
+  default:
+    if (!ret) {
+      count(LW_CNT_ALLOC_FAILED);
+      return 0;
+    }
+    break;
+  }
+  record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), capture_stack(ctx));
+  return 0;
+}
+
+/* Entry-only: it may sit past the function's NULL check (see the attacher's
+ * probe placement), so it sees only non-NULL pointers there. */
+SEC("uprobe")
+int BPF_KPROBE(lw_free_enter, __u64 ptr)
+{
+  if (!ptr)
+    return 0;
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t || !(t->flags & LW_TARGET_HEAP))
+    return 0;
+  if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0)
+    count(LW_CNT_FREE_UNKNOWN);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Anonymous mmap/munmap/mremap/brk, from raw syscall tracepoints (no kprobes
+ * or tracefs needed). Syscalls made inside an allocator call in flight are
+ * the allocator's own (glibc maps large chunks) and are not counted twice.
+ */
+
+static __always_inline bool inside_alloc_call(__u32 tid, __u64 user_sp)
+{
+  struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
+  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  return c && bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS && user_sp < c->sp;
+}
+
+SEC("raw_tp/sys_enter")
+int lw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+  long nr = (long)ctx->args[1];
+  if (nr != LW_NR_MMAP && nr != LW_NR_MUNMAP && nr != LW_NR_MREMAP && nr != LW_NR_BRK)
+    return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t || !(t->flags & (LW_TARGET_MMAP | LW_TARGET_HEAP)))
+    return 0;
+
+  struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+  __u64 a0 = BPF_CORE_READ(regs, di), a1 = BPF_CORE_READ(regs, si);
+  __u64 a2 = BPF_CORE_READ(regs, dx), a3 = BPF_CORE_READ(regs, r10);
+  struct lw_ctx_val v = {.start_ns = bpf_ktime_get_ns(), .func = (__u32)nr};
+
+  if (nr == LW_NR_MMAP) {
+    bool anon = a3 & LW_MAP_ANONYMOUS;
+    if (anon && !(t->flags & LW_TARGET_MMAP))
+      return 0;
+    if (!anon && !(a2 & LW_PROT_EXEC))
+      return 0; /* a data file mapping: neither a leak nor new code */
+    if (anon && inside_alloc_call((__u32)id, BPF_CORE_READ(regs, sp)))
+      return 0;
+    v.arg0 = a1;                       /* length */
+    v.arg2 = anon ? 1 : 0;             /* 1 = anonymous, 0 = executable file */
+  } else {
+    if (!(t->flags & LW_TARGET_MMAP))
+      return 0;
+    if (inside_alloc_call((__u32)id, BPF_CORE_READ(regs, sp)))
+      return 0;
+    if (nr == LW_NR_MUNMAP) {
+      v.arg0 = a0;
+      v.arg1 = a1;
+    } else if (nr == LW_NR_MREMAP) {
+      v.arg0 = a0; /* old address */
+      v.arg1 = a2; /* new size */
+      v.arg2 = a1; /* old size */
+    } else { /* brk */
+      struct task_struct *task = bpf_get_current_task_btf();
+      v.arg2 = BPF_CORE_READ(task, mm, brk); /* break before the call */
+    }
+  }
+  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_SYSCALL};
+  if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
+    count(LW_CNT_CTX_INSERT_FAILED);
+  return 0;
+}
+
+/* munmap of [addr, addr+len): retires the tracked regions it covers,
+ * starting at `addr`; a region it only covers the head of is trimmed. */
+static __always_inline void unmap_range(struct lw_target *t, __u32 tgid, __u64 addr, __u64 len)
+{
+  for (int i = 0; i < LW_UNMAP_MAX_RECORDS; i++) {
+    if (len == 0)
+      return;
+    struct lw_live_key key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = addr};
+    struct lw_live_val *p = bpf_map_lookup_elem(&live, &key);
+    if (!p) {
+      count(LW_CNT_MUNMAP_UNKNOWN);
+      return;
+    }
+    struct lw_live_val v = *p;
+    if (bpf_map_delete_elem(&live, &key))
+      return;
+    if (len < v.size) {
+      struct lw_live_key rest_key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = addr + len};
+      struct lw_live_val rest = {
+          .size = v.size - len, .alloc_ns = v.alloc_ns, .stack_hash = v.stack_hash};
+      count(LW_CNT_MUNMAP_PARTIAL);
+      if (bpf_map_update_elem(&live, &rest_key, &rest, BPF_ANY)) {
+        count(LW_CNT_LIVE_INSERT_FAILED);
+        emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, addr, v.size, v.alloc_ns, 0, 0);
+        return;
+      }
+      emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, addr, len, v.alloc_ns, 0, LW_EVF_PARTIAL);
+      return;
+    }
+    emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, addr, v.size, v.alloc_ns, 0, 0);
+    addr += v.size;
+    len -= v.size;
+  }
+}
+
+SEC("raw_tp/sys_exit")
+int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+  struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+  long nr = BPF_CORE_READ(regs, orig_ax);
+  if (nr != LW_NR_MMAP && nr != LW_NR_MUNMAP && nr != LW_NR_MREMAP && nr != LW_NR_BRK)
+    return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_SYSCALL};
+  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  if (!c)
+    return 0;
+  struct lw_ctx_val v = *c;
+  bpf_map_delete_elem(&ctxs, &key);
+  if (v.func != nr)
+    return 0;
+  __u32 tgid = id >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t)
+    return 0;
+  long ret = (long)ctx->args[1];
+  bool failed = ret < 0 && ret > -4096;
+
+  switch (nr) {
+  case LW_NR_MMAP: {
+    if (failed)
+      return 0;
+    __u64 len = (v.arg0 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
+    if (v.arg2)
+      record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
+                   capture_stack(ctx));
+    else
+      emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
+    return 0;
+  }
+  case LW_NR_MUNMAP:
+    if (!failed)
+      unmap_range(t, tgid, v.arg0, (v.arg1 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1));
+    return 0;
+  case LW_NR_MREMAP: {
+    if (failed)
+      return 0;
+    struct lw_live_key old_key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = v.arg0};
+    struct lw_live_val *p = bpf_map_lookup_elem(&live, &old_key);
+    if (!p) {
+      count(LW_CNT_MUNMAP_UNKNOWN); /* not ours (file-backed or pre-attach) */
+      return 0;
+    }
+    struct lw_live_val old = *p;
+    if (retire(t, tgid, LW_KIND_MMAP, v.arg0) < 0)
+      return 0;
+    /* The region keeps its allocation site and age; only address and size
+     * change. */
+    __u64 len = (v.arg1 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
+    record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, old.alloc_ns, old.stack_hash);
+    return 0;
+  }
+  case LW_NR_BRK: {
+    __u64 old_brk = v.arg2, new_brk = (__u64)ret;
+    if (new_brk > old_brk)
+      record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
+                   capture_stack(ctx));
+    else if (new_brk < old_brk)
+      unmap_range(t, tgid, new_brk, old_brk - new_brk);
+    return 0;
+  }
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Process lifecycle.
+ */
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(lw_exec, struct task_struct *p)
+{
+  __u32 tgid = BPF_CORE_READ(p, tgid);
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t)
+    return 0;
+  /* The old image is gone. Stop accounting until the daemon has purged the
+   * old records and attached to the new image. */
+  t->flags = 0;
+  emit(t, LW_EV_EXEC, tgid, 0, 0, 0, 0, 0, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lw_exit, struct task_struct *p)
+{
+  __u32 tid = BPF_CORE_READ(p, pid);
+  __u32 tgid = BPF_CORE_READ(p, tgid);
+  /* Entry contexts left by this thread (longjmp out of an allocator, a
+   * thread killed mid-call) die with it. */
+  struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
+  bpf_map_delete_elem(&ctxs, &key);
+  key.cls = LW_CTX_SYSCALL;
+  bpf_map_delete_elem(&ctxs, &key);
+
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t)
+    return 0;
+  if (BPF_CORE_READ(p, signal, live.counter) != 0)
+    return 0; /* other threads of the process live on */
+  t->flags = 0;
+  emit(t, LW_EV_EXIT, tgid, 0, 0, 0, 0, 0, 0);
+  return 0;
+}

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The one ABI shared by the BPF programs (bpf/leakwatch.bpf.c) and the
+ * daemon. Both sides include this file; nothing is copied. Every struct that
+ * crosses the boundary has a fixed size checked at compile time on both
+ * sides, and no implicit padding (explicit pad fields instead), so the kernel
+ * and user space agree byte for byte and hash-map keys hash the same.
+ */
+#ifndef LEAKWATCH_ABI_H
+#define LEAKWATCH_ABI_H
+
+#ifdef __BPF__
+/* vmlinux.h provides __u32/__u64. */
+#else
+#include <linux/types.h>
+#endif
+
+#define LW_ABI_VERSION 1
+
+/* Deepest user stack we record. PERF_MAX_STACK_DEPTH is 127 by default. */
+#define LW_MAX_STACK_DEPTH 127
+
+/* What kind of memory a live record describes. Frees match only their own
+ * kind, so a munmap can never retire a malloc block at the same address. */
+enum lw_kind {
+  LW_KIND_HEAP = 0,         /* malloc family, operator new */
+  LW_KIND_MMAP = 1,         /* anonymous mmap/mremap and brk outside malloc */
+  LW_KIND_CUDA_DEVICE = 2,  /* reserved for the GPU work */
+  LW_KIND_CUDA_HOST = 3,
+  LW_KIND_CUDA_MANAGED = 4,
+  LW_KIND_MAX = 5,
+};
+
+/* Which allocator function a probe program stands for. The BPF side uses it
+ * to decode arguments at entry and the result at return. */
+enum lw_func {
+  LW_FUNC_MALLOC = 0,        /* (size) -> ptr; also valloc, pvalloc */
+  LW_FUNC_CALLOC = 1,        /* (n, size) -> ptr */
+  LW_FUNC_REALLOC = 2,       /* (ptr, size) -> ptr */
+  LW_FUNC_REALLOCARRAY = 3,  /* (ptr, n, size) -> ptr */
+  LW_FUNC_POSIX_MEMALIGN = 4,/* (void **out, align, size) -> int */
+  LW_FUNC_ALIGNED = 5,       /* (align, size) -> ptr: aligned_alloc, memalign */
+  LW_FUNC_NEW = 6,           /* (size, ...) -> ptr: every operator new variant */
+  LW_FUNC_FREE = 7,          /* (ptr): free, cfree */
+  LW_FUNC_MAX = 8,
+};
+
+/* Entry contexts are keyed by (tid, class): one outstanding accounted call
+ * per class and thread. Calls nested inside an accounted call of the same
+ * class (operator new -> malloc, memalign -> malloc, tail calls) are not
+ * accounted again; syscalls made inside an allocator call are its own
+ * business (glibc's mmap of a large chunk). */
+enum lw_ctx_class {
+  LW_CTX_ALLOC = 0,
+  LW_CTX_SYSCALL = 1,
+  LW_CTX_MAX = 2,
+};
+
+/* Per-CPU counters, indexed by this enum. Every path that gives up on an
+ * event or fails to update a map increments one of these.
+ * Invariant, once the ring buffer is drained and targets are quiet:
+ *   EVENTS_SEEN == EVENTS_DELIVERED + EVENTS_DROPPED_RINGBUF */
+enum lw_counter {
+  LW_CNT_EVENTS_SEEN = 0,          /* events the BPF side tried to emit */
+  LW_CNT_EVENTS_DELIVERED = 1,     /* submitted to the ring buffer */
+  LW_CNT_EVENTS_DROPPED_RINGBUF = 2, /* ring buffer full */
+  LW_CNT_LIVE_INSERT_FAILED = 3,   /* live map full: allocation not tracked */
+  LW_CNT_STACK_FAILED = 4,         /* bpf_get_stack failed: stack unknown */
+  LW_CNT_STACK_MAP_FULL = 5,       /* stack not stored: stack unknown */
+  LW_CNT_CTX_INSERT_FAILED = 6,    /* entry context map full: call not seen */
+  LW_CNT_FREE_UNKNOWN = 7,         /* free of an address not in the live map */
+  LW_CNT_MISSED_FREE = 8,          /* alloc returned a still-live address */
+  LW_CNT_ALLOC_FAILED = 9,         /* allocator returned failure: not counted */
+  LW_CNT_NESTED_SKIPPED = 10,      /* nested allocator call not counted again */
+  LW_CNT_RETURN_NO_CTX = 11,       /* return probe without a matching entry */
+  LW_CNT_MUNMAP_UNKNOWN = 12,      /* munmap/mremap of an untracked range */
+  LW_CNT_MUNMAP_PARTIAL = 13,      /* munmap trimmed a tracked region */
+  LW_CNT_SCRATCH_FAILED = 14,      /* per-CPU scratch lookup failed */
+  LW_CNT_CTX_STALE = 15,           /* stale entry context replaced */
+  LW_CNT_MAX = 16,
+};
+
+/* Live map key. (tgid, kind, addr): 16 bytes, no padding. */
+struct lw_live_key {
+  __u32 tgid;
+  __u32 kind;
+  __u64 addr;
+};
+
+/* Live map value. `alloc_ns` (bpf_ktime_get_ns at the allocation) is also
+ * the record's identity: events carry it so that a replayed or late event
+ * can never retire a newer record at the same address after a resync. */
+struct lw_live_val {
+  __u64 size;
+  __u64 alloc_ns;
+  __u64 stack_hash; /* key into the stacks map; 0 = unknown stack */
+};
+
+/* Stored stack: user return addresses, leaf first. */
+struct lw_stack {
+  __u32 nr;
+  __u32 pad;
+  __u64 ips[LW_MAX_STACK_DEPTH];
+};
+
+struct lw_ctx_key {
+  __u32 tid;
+  __u32 cls;
+};
+
+struct lw_ctx_val {
+  __u64 sp;        /* user sp at entry: nesting and tail-call detection */
+  __u64 ret_addr;  /* *(sp) at entry: tells a tail call from a stale ctx */
+  __u64 start_ns;
+  __u64 arg0;      /* old ptr (realloc), out ptr (posix_memalign), addr (syscalls) */
+  __u64 arg1;      /* size */
+  __u64 arg2;      /* syscall: old size / flags */
+  __u32 func;      /* enum lw_func, or syscall nr */
+  __u32 pad;
+};
+
+/* Per-target state, written by the daemon when it attaches. */
+enum lw_target_flags {
+  LW_TARGET_HEAP = 1u << 0, /* uprobes on the malloc family are attached */
+  LW_TARGET_MMAP = 1u << 1, /* account anonymous mmap/munmap/mremap/brk */
+};
+
+struct lw_target {
+  __u32 flags;
+  __u32 pad;
+  __u64 lost;      /* events for this tgid lost in the ring buffer */
+  __u64 start_ns;  /* process start time (task->start_time), identity check */
+};
+
+enum lw_event_type {
+  LW_EV_ALLOC = 1,     /* new live record (addr, size, stack) */
+  LW_EV_FREE = 2,      /* live record retired (addr, size, alloc_ns) */
+  LW_EV_EXIT = 3,      /* the process (thread group) exited */
+  LW_EV_EXEC = 4,      /* the process exec'd: its image and heap are gone */
+  LW_EV_MAP_EXEC = 5,  /* an executable file mapping appeared (dlopen) */
+};
+
+/* Event flags. */
+#define LW_EVF_REPLACED 1u /* ALLOC retired a still-live record (missed free) */
+#define LW_EVF_PARTIAL 2u  /* FREE of part of a region; see `size` */
+
+/* One ring-buffer record: 56 bytes, fixed size. */
+struct lw_event {
+  __u16 type;       /* enum lw_event_type */
+  __u16 flags;      /* LW_EVF_* */
+  __u32 tgid;
+  __u32 tid;
+  __u32 kind;       /* enum lw_kind */
+  __u64 ts_ns;      /* bpf_ktime_get_ns when emitted */
+  __u64 addr;
+  __u64 size;       /* ALLOC: bytes; FREE: bytes retired */
+  __u64 alloc_ns;   /* identity of the record allocated or retired */
+  __u64 stack_hash; /* ALLOC only */
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
+static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
+static_assert(sizeof(struct lw_stack) == 8 + 8 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
+static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
+static_assert(sizeof(struct lw_target) == 24, "lw_target ABI");
+static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
+#else
+_Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
+_Static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
+_Static_assert(sizeof(struct lw_stack) == 8 + 8 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+_Static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
+_Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
+_Static_assert(sizeof(struct lw_target) == 24, "lw_target ABI");
+_Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
+#endif
+
+#endif /* LEAKWATCH_ABI_H */

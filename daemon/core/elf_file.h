@@ -1,0 +1,68 @@
+// Read-only, bounds-checked view of an ELF file (libelf underneath).
+// Input is untrusted (it comes from target processes): every offset and size
+// is checked, and hostile files give an Error, never a crash or a hang.
+// Thread-safety: an ElfFile is immutable after open(); const methods may be
+// called from several threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/core/result.h"
+
+namespace lw {
+
+struct ElfSymbol {
+  std::string name;   // without version suffix
+  uint64_t vaddr = 0; // st_value
+  uint64_t size = 0;  // st_size
+};
+
+struct ElfSegment {   // a PT_LOAD program header
+  uint64_t vaddr = 0, memsz = 0, offset = 0, filesz = 0;
+  bool executable = false;
+};
+
+class ElfFile {
+ public:
+  // Opens and indexes the file. The fd is dup'ed; the caller keeps its own.
+  static Result<std::shared_ptr<const ElfFile>> open_fd(int fd, const std::string& display_path);
+  static Result<std::shared_ptr<const ElfFile>> open_path(const std::string& path);
+  ~ElfFile();
+
+  const std::string& path() const { return path_; }
+  // Lowercase hex of NT_GNU_BUILD_ID, or "" when the file has none.
+  const std::string& build_id() const { return build_id_; }
+  bool is_exec() const { return is_exec_; }  // ET_EXEC (non-PIE executable)
+  const std::vector<ElfSegment>& segments() const { return segments_; }
+
+  // Finds a defined function symbol by name in .dynsym, then .symtab.
+  // For versioned symbols the default version (name@@VER) wins over hidden
+  // ones (name@VER); `name` is given without a version.
+  std::optional<ElfSymbol> find_function(std::string_view name) const;
+
+  // Address translation through the PT_LOAD segments.
+  std::optional<uint64_t> vaddr_to_offset(uint64_t vaddr) const;
+  std::optional<uint64_t> offset_to_vaddr(uint64_t offset) const;
+
+  // Up to `n` bytes of file content at `vaddr` (fewer at a segment's end).
+  std::vector<uint8_t> read_at_vaddr(uint64_t vaddr, size_t n) const;
+
+  ElfFile(const ElfFile&) = delete;
+  ElfFile& operator=(const ElfFile&) = delete;
+
+ private:
+  ElfFile() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+  std::string build_id_;
+  bool is_exec_ = false;
+  std::vector<ElfSegment> segments_;
+};
+
+}  // namespace lw

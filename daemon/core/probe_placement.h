@@ -1,0 +1,44 @@
+// Where to put an entry-only uprobe (free, cfree, operator delete...).
+//
+// A uprobe's cost is dominated by what the kernel does with the probed
+// instruction: it emulates push/nop/jmp/call/jcc, but single-steps anything
+// else, and a single-step trap costs about 12 us in these VMs against about
+// 1.2 us for an emulated one (shared/FACTS.md). glibc's free begins with
+// `test %rdi,%rdi; je <return>`, so probing its first instruction single-steps.
+//
+// Safety rule for moving an entry-only probe forward from the symbol:
+//  - only these instructions may be skipped: endbr64 (no effect), and
+//    `test %rdi,%rdi` immediately followed by `je`/`jz` (taken only when the
+//    pointer argument is NULL, which frees nothing);
+//  - neither touches an argument register, so the probe still sees the same
+//    rdi/rsi/rdx;
+//  - the landing instruction must be one the kernel emulates (push r64);
+//    otherwise the probe stays at the symbol (the safe fallback).
+// A probe whose function needs a return probe never moves: the uretprobe
+// hijacks the return address at [sp], which is only there at entry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "daemon/core/elf_file.h"
+
+namespace lw {
+
+struct ProbePlacement {
+  uint64_t vaddr = 0;       // where to probe
+  uint64_t skipped = 0;     // bytes skipped from the symbol (0 = at entry)
+  bool emulated = false;    // the probed instruction is one the kernel emulates
+  std::string reason;       // human-readable: "after NULL check", "entry: unknown prologue"
+};
+
+// Decides the probe address for an entry-only probe on `sym` in `elf`.
+ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym);
+
+// Same decision from raw code bytes at `vaddr` (exposed for unit tests).
+ProbePlacement place_entry_only_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr);
+
+// True if the kernel emulates (does not single-step) the instruction at `code`.
+bool kernel_emulates(const uint8_t* code, size_t len);
+
+}  // namespace lw
