@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# Probe-cost benchmark: how much slower a malloc+free loop runs with each
+# tracer attached. See bench/README.md for what each row means.
+#
+#   bench/run.sh [--quick] [BUILD_DIR]      (as root; BUILD_DIR defaults to ./build)
+#
+# Builds nothing: BUILD_DIR must already hold bench/malloc_free_loop,
+# bench/lw_bench_noop and, for its row, leakwatch.
+#
+# Every configuration gets a fresh target process and the same protocol:
+# start the target, wait for `ready PID`, start the tracer, wait until it has
+# attached, run a short calibration batch (which also warms the traced path),
+# size the measured batch from it to last about $seconds_per_config, run it,
+# check the tracer is still attached, stop the tracer.
+
+# The tracer_*/ready_* functions and cleanup are called indirectly.
+# shellcheck disable=SC2317
+set -euo pipefail
+
+usage() { echo "usage: $0 [--quick] [BUILD_DIR]" >&2; exit 2; }
+
+quick=0
+build=./build
+while (($#)); do
+  case $1 in
+    --quick) quick=1 ;;
+    -h|--help) usage ;;
+    -*) usage ;;
+    *) build=$1 ;;
+  esac
+  shift
+done
+
+if ((quick)); then
+  seconds_per_config=1 rounds=3 cal_pairs=2000
+else
+  seconds_per_config=4 rounds=5 cal_pairs=10000
+fi
+attach_timeout_s=30   # leakwatch and bpftrace load BPF and resolve symbols first
+line_timeout_s=120    # one round; generous, a heavily traced round is slow
+
+loop_bin=$build/bench/malloc_free_loop
+noop_bin=$build/bench/lw_bench_noop
+leakwatch_bin=$build/leakwatch
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+((EUID == 0)) || die "must run as root (uprobes need CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)"
+for bin in "$loop_bin" "$noop_bin"; do
+  [[ -x $bin ]] || die "$bin not found; build it: cmake --build $build --target malloc_free_loop lw_bench_noop"
+done
+
+tmp=$(mktemp -d /tmp/lw-bench.XXXXXX)
+target_pid=
+tracer_pid=
+
+# Never leave a tracer attached or a target waiting, whatever way we exit.
+cleanup() {
+  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
+  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- the target ---------------------------------------------------------
+
+# Starts the loop as a coprocess: we write batch lines to its stdin and read
+# its results from its stdout.
+start_target() {
+  coproc TARGET { exec "$loop_bin" "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
+  local word
+  read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
+  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
+}
+
+# Runs one batch; $1 is the batch line (empty: the calibration size given on
+# the command line). Echoes the median ns per pair; round lines go to stderr.
+run_batch() {
+  printf '%s\n' "$1" >&"${TARGET[1]}"
+  local key value
+  while read -r -t "$line_timeout_s" -u "${TARGET[0]}" key value; do
+    case $key in
+      round) echo "    round $value ns/pair" >&2 ;;
+      ns_per_pair) echo "$value"; return 0 ;;
+    esac
+  done
+  die "target stopped answering: $(cat "$tmp/target.err")"
+}
+
+stop_target() {
+  local fd=${TARGET[1]}
+  exec {fd}>&-   # end of input: the target exits
+  wait "$target_pid" 2>/dev/null || true
+  target_pid=
+}
+
+# --- tracers ------------------------------------------------------------
+# Each tracer_X execs the tracer for pid $1 (exec: so $! is the tracer itself
+# and our signals reach it); each ready_X says whether that kind of tracer has
+# attached, from its stdout in $1.
+
+tracer_noop() { exec "$noop_bin" -p "$1"; }
+tracer_noop_free_entry() { exec "$noop_bin" -p "$1" --free-at-entry; }
+ready_noop() { grep -qx attached "$1"; }
+
+# leakwatch writes its first report only once its probes are in; the reports
+# go to a file instead of /dev/null only so that first line can be seen.
+tracer_leakwatch() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json; }
+ready_leakwatch() { (($(wc -l <"$1") >= 1)); }
+
+# The anchor: what a memleak-style tracer costs when written the usual way,
+# every probe at the symbol (so free's single-stepped first instruction is
+# probed) and a stack captured per allocation.
+tracer_bpftrace() {
+  local libc
+  libc=$(awk '$2 ~ /x/ && $6 ~ /\/libc(\.so|-[0-9.]+\.so)/ { print $6; exit }' "/proc/$1/maps")
+  exec bpftrace -p "$1" -e "
+uprobe:$libc:malloc { @size[tid] = arg0; }
+uretprobe:$libc:malloc /@size[tid]/ { @live[retval] = (@size[tid], ustack); delete(@size[tid]); }
+uprobe:$libc:free { delete(@live[arg0]); }
+END { clear(@size); clear(@live); }"
+}
+# bpftrace prints this line before it attaches, not after: allow a second.
+ready_bpftrace() { grep -qE '^Attaching [0-9]+ probes' "$1" && sleep 1; }
+
+# The last line a failed tracer wrote, as the reason it is not available.
+failure_reason() {
+  local line
+  line=$(grep -v '^[[:space:]]*$' "$1" | tail -n 1)
+  echo "${line:-no message}"
+}
+
+# wait_attached NAME READY: waits until ready_READY holds for tracer NAME's
+# output; on failure echoes why.
+wait_attached() {
+  local name=$1 ready=$2 deadline=$((SECONDS + attach_timeout_s))
+  until "ready_$ready" "$tmp/$name.out"; do
+    if ! kill -0 "$tracer_pid" 2>/dev/null; then
+      echo "exited before attaching: $(failure_reason "$tmp/$name.err")"
+      return 1
+    fi
+    if ((SECONDS >= deadline)); then
+      echo "not attached after ${attach_timeout_s}s: $(failure_reason "$tmp/$name.err")"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+stop_tracer() {
+  kill -INT "$tracer_pid" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$tracer_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$tracer_pid" 2>/dev/null || true
+  wait "$tracer_pid" 2>/dev/null || true
+  tracer_pid=
+}
+
+# --- configurations -----------------------------------------------------
+
+labels=() results=() unavailable=()
+
+# measure LABEL [TRACER READY]: one table row, or one "not available" line.
+measure() {
+  local label=$1 name=${2:-} ready=${3:-} reason cal pairs ns
+  echo "== $label" >&2
+  start_target
+  if [[ -n $name ]]; then
+    "tracer_$name" "$target_pid" <"/dev/null" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    tracer_pid=$!
+    if ! reason=$(wait_attached "$name" "$ready"); then
+      stop_tracer
+      stop_target
+      unavailable+=("$label: not available ($reason)")
+      echo "   ${unavailable[-1]}" >&2
+      return
+    fi
+  fi
+  cal=$(run_batch "")
+  pairs=$(awk -v s="$seconds_per_config" -v ns="$cal" -v r="$rounds" -v min="$cal_pairs" \
+    'BEGIN { p = int(s * 1e9 / (ns * r)); print (p > min ? p : min) }')
+  echo "   calibration $cal ns/pair; measuring $rounds rounds of $pairs pairs" >&2
+  ns=$(run_batch "$pairs")
+  if [[ -n $name ]]; then
+    # A tracer that died mid-run leaves a number that measures nothing.
+    if ! kill -0 "$tracer_pid" 2>/dev/null; then
+      reason="exited during the run: $(failure_reason "$tmp/$name.err")"
+      stop_tracer
+      stop_target
+      unavailable+=("$label: not available ($reason)")
+      echo "   ${unavailable[-1]}" >&2
+      return
+    fi
+    stop_tracer
+  fi
+  stop_target
+  labels+=("$label") results+=("$ns")
+}
+
+echo "host: $(uname -r), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
+echo "each configuration: ~${seconds_per_config}s, median of $rounds rounds" >&2
+
+measure "bare loop (no probes)"
+floor_label="no-op, leakwatch placement (floor)"
+measure "$floor_label" noop noop
+floor_placement=$(grep -m1 '^lw_bench_noop:' "$tmp/noop.err" 2>/dev/null || true)
+measure "no-op probes, free at entry" noop_free_entry noop
+if [[ -x $leakwatch_bin ]]; then
+  measure "leakwatch top" leakwatch leakwatch
+else
+  unavailable+=("leakwatch top: not available ($leakwatch_bin not built)")
+fi
+if command -v bpftrace >/dev/null; then
+  measure "bpftrace memleak-like (anchor)" bpftrace bpftrace
+else
+  unavailable+=("bpftrace memleak-like (anchor): not available (bpftrace not installed)")
+fi
+
+# --- report -------------------------------------------------------------
+
+bare=${results[0]}
+floor=
+[[ ${labels[1]:-} == "$floor_label" ]] && floor=${results[1]}
+
+echo
+printf '%-34s %12s %10s %10s\n' configuration ns/pair "x bare" "x floor"
+for i in "${!labels[@]}"; do
+  awk -v l="${labels[i]}" -v ns="${results[i]}" -v bare="$bare" -v floor="$floor" 'BEGIN {
+    xf = floor == "" ? "-" : sprintf("%.2f", ns / floor)
+    printf "%-34s %12.1f %10.1f %10s\n", l, ns, ns / bare, xf
+  }'
+done
+for line in "${unavailable[@]}"; do echo "$line"; done
+[[ -n $floor_placement ]] && echo "floor probes: ${floor_placement#lw_bench_noop: }"
+exit 0
