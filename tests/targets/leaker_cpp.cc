@@ -1,0 +1,192 @@
+// Leaks known amounts through every replaceable operator new / new[]
+// variant (plain, nothrow, aligned, aligned + nothrow), each from its own
+// call site, amid sites that new and delete a lot. See target_protocol.h.
+//
+// libstdc++'s operator new calls malloc (and the aligned ones aligned_alloc),
+// so each block is seen by two probes: it must count once, at the function
+// that called operator new. Operator delete goes through free.
+//
+// The site functions are extern "C" so their names in the ground truth are
+// exactly the names a symbolizer reports, with no demangling conventions.
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "target_protocol.h"
+
+namespace {
+
+void *volatile keep[128];
+unsigned keep_count;
+
+// Where churn sites store each block before deleting it, so that the
+// compiler may not elide the new/delete pair.
+void *volatile sink;
+
+void keep_ptr(void *p) {
+  if (p == nullptr) lw_die("operator new returned null");
+  if (keep_count == sizeof keep / sizeof keep[0]) {
+    errno = ENOBUFS;
+    lw_die("keep[] full");
+  }
+  keep[keep_count++] = p;
+}
+
+// Above __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16), so new-expressions of it call
+// the align_val_t overloads.
+struct alignas(64) Aligned {
+  char bytes[192];
+};
+
+struct Blob {
+  char bytes[212];
+};
+
+// Huge sizes come through a volatile so the calls can't be folded away.
+volatile std::size_t huge_size = SIZE_MAX / 2;
+
+}  // namespace
+
+extern "C" {
+
+LW_SITE unsigned long long leak_new(void) {
+  for (int i = 0; i < 5; i++) keep_ptr(new Blob);
+  return 5 * sizeof(Blob);
+}
+
+LW_SITE unsigned long long leak_new_array(void) {
+  for (int i = 0; i < 2; i++) keep_ptr(new char[1234]);
+  return 2 * 1234;
+}
+
+LW_SITE unsigned long long leak_new_nothrow(void) {
+  keep_ptr(new (std::nothrow) Blob);
+  keep_ptr(::operator new(333, std::nothrow));
+  return sizeof(Blob) + 333;
+}
+
+LW_SITE unsigned long long leak_new_array_nothrow(void) {
+  for (int i = 0; i < 3; i++) keep_ptr(new (std::nothrow) char[777]);
+  return 3 * 777;
+}
+
+LW_SITE unsigned long long leak_new_aligned(void) {
+  keep_ptr(new Aligned);
+  keep_ptr(::operator new(4100, std::align_val_t{256}));
+  return sizeof(Aligned) + 4100;
+}
+
+LW_SITE unsigned long long leak_new_array_aligned(void) {
+  keep_ptr(new Aligned[3]);
+  return 3 * sizeof(Aligned);
+}
+
+LW_SITE unsigned long long leak_new_aligned_nothrow(void) {
+  keep_ptr(::operator new(1111, std::align_val_t{128}, std::nothrow));
+  return 1111;
+}
+
+LW_SITE unsigned long long leak_new_array_aligned_nothrow(void) {
+  keep_ptr(new (std::nothrow) Aligned[5]);
+  keep_ptr(::operator new[](2221, std::align_val_t{512}, std::nothrow));
+  return 5 * sizeof(Aligned) + 2221;
+}
+
+// 3 MiB through operator new: malloc's own mmap inside, counted once, heap.
+LW_SITE unsigned long long leak_new_big(void) {
+  keep_ptr(new char[3u << 20]);
+  return 3u << 20;
+}
+
+// Every variant, deleted through every matching delete (sized, aligned).
+LW_SITE void churn_new_delete(void) {
+  for (int i = 0; i < 300; i++) {
+    Blob *b = new Blob;
+    sink = b;
+    delete b;
+    char *a = new char[10 + i];
+    sink = a;
+    delete[] a;
+    Aligned *x = new Aligned;
+    sink = x;
+    delete x;
+    Aligned *xs = new Aligned[2];
+    sink = xs;
+    delete[] xs;
+    void *p = ::operator new(100, std::nothrow);
+    sink = p;
+    ::operator delete(p, std::nothrow);
+    p = ::operator new[](200, std::align_val_t{64}, std::nothrow);
+    sink = p;
+    ::operator delete[](p, std::align_val_t{64}, std::nothrow);
+    p = ::operator new(300, std::align_val_t{128});
+    sink = p;
+    ::operator delete(p, 300, std::align_val_t{128});
+  }
+}
+
+// Failed operator new: nothrow ones return null, throwing ones throw
+// bad_alloc (whose exception object libstdc++ mallocs and frees in
+// __cxa_*_exception, away from this site). Nothing may be counted.
+LW_SITE void fail_new(void) {
+  if (::operator new(huge_size, std::nothrow) != nullptr) lw_die("huge nothrow new succeeded");
+  if (::operator new[](huge_size, std::align_val_t{64}, std::nothrow) != nullptr) {
+    lw_die("huge aligned nothrow new[] succeeded");
+  }
+  try {
+    sink = ::operator new(huge_size);
+    lw_die("huge new did not throw");
+  } catch (const std::bad_alloc &) {
+    // Expected.
+  }
+  try {
+    sink = ::operator new[](huge_size, std::align_val_t{32});
+    lw_die("huge aligned new[] did not throw");
+  } catch (const std::bad_alloc &) {
+    // Expected.
+  }
+}
+
+}  // extern "C"
+
+namespace {
+
+void work() {
+  churn_new_delete();
+  lw_truth_site("churn_new_delete", 0);
+  fail_new();
+  lw_truth_site("fail_new", 0);
+
+  struct Leak {
+    const char *name;
+    unsigned long long (*fn)(void);
+  };
+  const Leak leaks[] = {
+      {"leak_new", leak_new},
+      {"leak_new_array", leak_new_array},
+      {"leak_new_nothrow", leak_new_nothrow},
+      {"leak_new_array_nothrow", leak_new_array_nothrow},
+      {"leak_new_aligned", leak_new_aligned},
+      {"leak_new_array_aligned", leak_new_array_aligned},
+      {"leak_new_aligned_nothrow", leak_new_aligned_nothrow},
+      {"leak_new_array_aligned_nothrow", leak_new_array_aligned_nothrow},
+      {"leak_new_big", leak_new_big},
+  };
+  unsigned long long total = 0;
+  for (const Leak &leak : leaks) {
+    unsigned long long n = leak.fn();
+    lw_truth_site(leak.name, n);
+    total += n;
+  }
+  lw_truth_total(total);
+}
+
+}  // namespace
+
+int main() {
+  if (lw_ready_wait_go() != 0) return 0;
+  work();
+  lw_done();
+  lw_wait_exit();
+  return 0;
+}
