@@ -137,7 +137,7 @@ static __always_inline __u64 mix64(__u64 h)
 /* Stores the current user stack in `stacks` and returns its hash, or 0 when
  * the stack is unknown (counted). The hash is of the raw addresses; the
  * daemon derives the stable, cross-host stack_id from (build-id, offset). */
-static __always_inline __u64 capture_stack(void *ctx)
+static __always_inline __u64 capture_stack(void *ctx, __u64 ret_hint)
 {
   if (!collect_stacks)
     return 0;
@@ -147,12 +147,23 @@ static __always_inline __u64 capture_stack(void *ctx)
     count(LW_CNT_SCRATCH_FAILED);
     return 0;
   }
-  long n = bpf_get_stack(ctx, s->ips, sizeof(s->ips), BPF_F_USER_STACK);
+  long n;
+  if (ret_hint)
+    n = bpf_get_stack(ctx, &s->ips[1], sizeof(s->ips) - sizeof(s->ips[0]), BPF_F_USER_STACK);
+  else
+    n = bpf_get_stack(ctx, s->ips, sizeof(s->ips), BPF_F_USER_STACK);
   if (n <= 0) {
     count(LW_CNT_STACK_FAILED);
     return 0;
   }
   __u32 nr = (__u32)n / 8;
+  s->flags = 0;
+  if (ret_hint) {
+    s->ips[0] = s->ips[1];
+    s->ips[1] = ret_hint;
+    s->flags = LW_STACK_RET_HINT;
+    nr += 1;
+  }
   s->nr = nr;
   __u64 h = 0x6c65616b77617463ULL ^ nr;
   for (__u32 i = 0; i < LW_MAX_STACK_DEPTH; i++) {
@@ -364,7 +375,7 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
     }
     break;
   }
-  record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), capture_stack(ctx));
+  record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), capture_stack(ctx, 0));
   return 0;
 }
 
@@ -510,9 +521,14 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     if (failed)
       return 0;
     __u64 len = (v.arg0 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
-    if (v.arg2)
+    if (v.arg2) {
+      /* glibc's mmap wrapper has no frame: the word at the user sp is the
+       * return address into its caller (validated by the daemon). */
+      __u64 hint = 0;
+      bpf_probe_read_user(&hint, sizeof(hint), (void *)BPF_CORE_READ(regs, sp));
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
-                   capture_stack(ctx));
+                   capture_stack(ctx, hint ? hint : 1));
+    }
     else
       emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
     return 0;
@@ -543,7 +559,7 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     __u64 old_brk = v.arg2, new_brk = (__u64)ret;
     if (new_brk > old_brk)
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
-                   capture_stack(ctx));
+                   capture_stack(ctx, 0));
     else if (new_brk < old_brk)
       unmap_range(t, tgid, new_brk, old_brk - new_brk);
     return 0;

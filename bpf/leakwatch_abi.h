@@ -96,10 +96,17 @@ struct lw_live_val {
   __u64 stack_hash; /* key into the stacks map; 0 = unknown stack */
 };
 
-/* Stored stack: user return addresses, leaf first. */
+/* lw_stack.flags */
+#define LW_STACK_RET_HINT 1u /* ips[1] is *(user sp) at a syscall, see below */
+
+/* Stored stack: user addresses, leaf first. With LW_STACK_RET_HINT, ips[0]
+ * is the ip inside a syscall wrapper and ips[1] the word at the user sp,
+ * which is the return address into the wrapper's caller when the wrapper
+ * has no frame (glibc's mmap). Frame-pointer walking skips that caller, so
+ * the daemon keeps the hint if it validates as a return address. */
 struct lw_stack {
   __u32 nr;
-  __u32 pad;
+  __u32 flags;
   __u64 ips[LW_MAX_STACK_DEPTH];
 };
 

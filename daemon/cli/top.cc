@@ -1,0 +1,293 @@
+// `leakwatch top`: attach to one running process and print the stacks that
+// hold its memory, once per interval, as a table or as JSON lines.
+#include "daemon/cli/top.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "daemon/cli/exit_codes.h"
+#include "daemon/kernel/snapshot.h"
+#include "daemon/kernel/tracer.h"
+
+namespace lw {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }
+
+struct TopOptions {
+  pid_t pid = 0;
+  double interval_s = 1.0;
+  long count = -1;  // -1: until the process exits or a signal
+  bool json = false;
+  size_t max_sites = 20;
+  long stall_consumer_ms = 0;
+  BpfOptions bpf;
+};
+
+void top_usage(FILE* out) {
+  fprintf(out,
+          "usage: leakwatch top -p PID [options]\n"
+          "  -p, --pid PID               process to attach to (it keeps running)\n"
+          "  -i, --interval SECONDS      time between snapshots (default 1)\n"
+          "  -n, --count N               exit after N snapshots (default: until exit)\n"
+          "      --json                  one JSON object per snapshot, one per line\n"
+          "  -k, --top K                 sites shown per snapshot (default 20)\n"
+          "      --ringbuf-bytes N       ring buffer size, power of two >= 4096 (8 MiB)\n"
+          "      --live-max N            kernel live-allocation map entries (262144)\n"
+          "      --stack-max N           kernel stack map entries (16384)\n"
+          "      --debug-stall-consumer-ms N\n"
+          "                              stop reading events for N ms after attach\n"
+          "                              (fault testing: forces ring-buffer loss)\n");
+}
+
+bool parse_u64(const char* s, uint64_t& out) {
+  if (!s || !*s) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || s[0] == '-') return false;
+  out = v;
+  return true;
+}
+
+// Returns an exit code on error, or -1 when parsing succeeded.
+int parse(int argc, char** argv, TopOptions& o) {
+  bool have_pid = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "leakwatch top: %s needs a value\n", name);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    uint64_t n = 0;
+    if (a == "-h" || a == "--help") {
+      top_usage(stdout);
+      return exit_code::kOk;
+    } else if (a == "-p" || a == "--pid") {
+      const char* v = value("--pid");
+      if (!v || !parse_u64(v, n) || n == 0 || n > 4194304) {
+        fprintf(stderr, "leakwatch top: invalid pid '%s'\n", v ? v : "");
+        return exit_code::kUsage;
+      }
+      o.pid = static_cast<pid_t>(n);
+      have_pid = true;
+    } else if (a == "-i" || a == "--interval") {
+      const char* v = value("--interval");
+      char* end = nullptr;
+      double d = v ? strtod(v, &end) : 0;
+      if (!v || *end || !(d >= 0.05 && d <= 86400)) {
+        fprintf(stderr, "leakwatch top: --interval must be between 0.05 and 86400 seconds\n");
+        return exit_code::kUsage;
+      }
+      o.interval_s = d;
+    } else if (a == "-n" || a == "--count") {
+      const char* v = value("--count");
+      if (!v || !parse_u64(v, n) || n == 0) {
+        fprintf(stderr, "leakwatch top: --count must be a positive integer\n");
+        return exit_code::kUsage;
+      }
+      o.count = static_cast<long>(n);
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "-k" || a == "--top") {
+      const char* v = value("--top");
+      if (!v || !parse_u64(v, n) || n == 0 || n > 100000) {
+        fprintf(stderr, "leakwatch top: --top must be between 1 and 100000\n");
+        return exit_code::kUsage;
+      }
+      o.max_sites = n;
+    } else if (a == "--ringbuf-bytes") {
+      const char* v = value("--ringbuf-bytes");
+      if (!v || !parse_u64(v, n) || n < 4096 || n > (1u << 30) || (n & (n - 1))) {
+        fprintf(stderr, "leakwatch top: --ringbuf-bytes must be a power of two in [4096, 1 GiB]\n");
+        return exit_code::kUsage;
+      }
+      o.bpf.ringbuf_bytes = static_cast<uint32_t>(n);
+    } else if (a == "--live-max") {
+      const char* v = value("--live-max");
+      if (!v || !parse_u64(v, n) || n < 16 || n > (1u << 26)) {
+        fprintf(stderr, "leakwatch top: --live-max must be between 16 and 67108864\n");
+        return exit_code::kUsage;
+      }
+      o.bpf.live_max_entries = static_cast<uint32_t>(n);
+    } else if (a == "--stack-max") {
+      const char* v = value("--stack-max");
+      if (!v || !parse_u64(v, n) || n < 1 || n > (1u << 22)) {
+        fprintf(stderr, "leakwatch top: --stack-max must be between 1 and 4194304\n");
+        return exit_code::kUsage;
+      }
+      o.bpf.stack_max_entries = static_cast<uint32_t>(n);
+    } else if (a == "--debug-stall-consumer-ms") {
+      const char* v = value("--debug-stall-consumer-ms");
+      if (!v || !parse_u64(v, n) || n > 600000) {
+        fprintf(stderr, "leakwatch top: --debug-stall-consumer-ms must be <= 600000\n");
+        return exit_code::kUsage;
+      }
+      o.stall_consumer_ms = static_cast<long>(n);
+    } else {
+      fprintf(stderr, "leakwatch top: unknown option '%s'\n", a.c_str());
+      top_usage(stderr);
+      return exit_code::kUsage;
+    }
+  }
+  if (!have_pid) {
+    fprintf(stderr, "leakwatch top: -p PID is required\n");
+    top_usage(stderr);
+    return exit_code::kUsage;
+  }
+  return -1;
+}
+
+std::string human_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+void print_table(const ProcessSnapshot& s) {
+  printf("\nleakwatch top: pid %d (%s)%s  live %s in %llu allocations  events %llu seen, %llu "
+         "dropped\n",
+         s.pid, s.comm.c_str(), s.final ? " [exited]" : "", human_bytes(s.live_bytes).c_str(),
+         static_cast<unsigned long long>(s.live_allocations),
+         static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_SEEN]),
+         static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]));
+  printf("%12s %10s %6s  %s\n", "LIVE", "ALLOCS", "KIND", "STACK");
+  for (const SiteSnapshot& site : s.sites) {
+    printf("%12s %10llu %6s  %016llx\n", human_bytes(site.live_bytes).c_str(),
+           static_cast<unsigned long long>(site.live_allocations), kind_name(site.kind),
+           static_cast<unsigned long long>(site.stack_id));
+    size_t shown = 0;
+    for (const Frame& f : site.frames) {
+      if (++shown > 8) {
+        printf("%32s ... %zu more frames\n", "", site.frames.size() - 8);
+        break;
+      }
+      std::string where = f.file.empty() ? "" : " (" + f.file + ":" + std::to_string(f.line) + ")";
+      printf("%32s %s%s [%s]\n", "", f.function.empty() ? "??" : f.function.c_str(),
+             where.c_str(), f.module.c_str());
+    }
+  }
+  if (s.sites_total > s.sites.size())
+    printf("  ... %zu more sites\n", s.sites_total - s.sites.size());
+  fflush(stdout);
+}
+
+void emit(const ProcessSnapshot& s, bool json) {
+  if (json) {
+    std::string line =
+        to_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    fputs(line.c_str(), stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+  } else {
+    print_table(s);
+  }
+}
+
+int exit_code_for(const Error& e) {
+  switch (e.code) {
+    case ESRCH: return exit_code::kNoSuchProcess;
+    case EPERM:
+    case EACCES: return exit_code::kPermissionDenied;
+    case ENOTSUP: return exit_code::kUnsupportedKernel;
+    default: return exit_code::kError;
+  }
+}
+
+// Each attached probe and the ring buffer hold an fd; a process with ~40
+// probes per traced object needs more than the default 1024.
+void raise_fd_limit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+}  // namespace
+
+int run_top(int argc, char** argv) {
+  TopOptions opt;
+  if (int rc = parse(argc, argv, opt); rc >= 0) return rc;
+  raise_fd_limit();
+
+  if (kill(opt.pid, 0) != 0 && errno == ESRCH) {
+    fprintf(stderr, "leakwatch: no such process: %d\n", opt.pid);
+    return exit_code::kNoSuchProcess;
+  }
+  auto tracer = Tracer::create(opt.bpf);
+  if (!tracer) {
+    fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
+    return exit_code_for(tracer.error());
+  }
+  if (Status st = (*tracer)->attach(opt.pid); !st) {
+    fprintf(stderr, "leakwatch: attaching to %d: %s\n", opt.pid, st.error().message.c_str());
+    return exit_code_for(st.error());
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Tracer& t = **tracer;
+  // The first snapshot is printed once every probe is attached: a caller
+  // can wait for it before starting the workload.
+  emit(take_snapshot(t, *t.process(opt.pid), opt.max_sites, opt.json), opt.json);
+  if (opt.stall_consumer_ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(opt.stall_consumer_ms));
+
+  using clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(opt.interval_s));
+  auto next = clock::now() + interval;
+  long printed = 0;
+  for (;;) {
+    TracedProcess* proc = t.process(opt.pid);
+    if (proc->exited || g_stop.load()) break;
+    auto now = clock::now();
+    if (now >= next) {
+      emit(take_snapshot(t, *proc, opt.max_sites, opt.json), opt.json);
+      if (opt.count > 0 && ++printed >= opt.count) return exit_code::kOk;
+      next += interval;
+      if (next < now) next = now + interval;
+      continue;
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
+    Result<int> n = t.poll(static_cast<int>(std::min<long>(wait + 1, 100)));
+    if (!n) {
+      fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
+      return exit_code::kError;
+    }
+  }
+  // Exit or signal: apply what is still buffered, then the last word.
+  while (true) {
+    Result<int> n = t.poll(0);
+    if (!n || *n == 0) break;
+  }
+  emit(take_snapshot(t, *t.process(opt.pid), opt.max_sites, opt.json), opt.json);
+  return exit_code::kOk;
+}
+
+}  // namespace lw

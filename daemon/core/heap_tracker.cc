@@ -1,0 +1,147 @@
+#include "daemon/core/heap_tracker.h"
+
+#include <algorithm>
+
+namespace lw {
+
+HeapTracker::HeapTracker() = default;
+
+uint32_t HeapTracker::site_index(uint64_t stack_hash, uint32_t kind) {
+  FlatMap<uint32_t>& by_stack = site_by_stack_[kind];
+  if (const uint32_t* idx = by_stack.find(stack_hash)) return *idx;
+  auto idx = static_cast<uint32_t>(sites_.size());
+  SiteStats s;
+  s.stack_hash = stack_hash;
+  s.kind = kind;
+  sites_.push_back(s);
+  by_stack.insert(stack_hash, idx);
+  return idx;
+}
+
+void HeapTracker::add_live(const LiveRecord& r) {
+  live_.insert(live_key(r.kind, r.addr), r);
+  SiteStats& s = sites_[r.site];
+  s.live_bytes += r.size;
+  s.live_allocations += 1;
+  live_bytes_[r.kind] += r.size;
+}
+
+void HeapTracker::drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes) {
+  SiteStats& s = sites_[r.site];
+  s.live_bytes -= r.size;
+  s.live_allocations -= 1;
+  s.freed_bytes += freed_bytes;
+  s.frees += 1;
+  live_bytes_[r.kind] -= r.size;
+  live_.erase(key);
+}
+
+void HeapTracker::apply(const Event& e) {
+  if (e.kind >= LW_KIND_MAX) return;
+  const uint64_t key = live_key(e.kind, e.addr);
+  if (e.type == EventType::kAlloc) {
+    if (LiveRecord* old = live_.find(key)) {
+      if (old->alloc_ns == e.alloc_ns) {
+        ++counters_.duplicate_allocs;
+        return;
+      }
+      // The kernel saw this address handed out again while live: the old
+      // record's free was missed. It is retired, not leaked.
+      ++counters_.missed_frees;
+      LiveRecord gone = *old;
+      drop_live(key, gone, gone.size);
+    }
+    LiveRecord r{e.addr, e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
+    SiteStats& s = sites_[r.site];
+    s.allocated_bytes += e.size;
+    s.allocations += 1;
+    add_live(r);
+    return;
+  }
+  if (e.type != EventType::kFree) return;
+  LiveRecord* rec = live_.find(key);
+  // The kernel retires records with a REPLACED-flagged FREE (alloc_ns 0)
+  // when the replacement could not be stored: drop whatever is there.
+  bool matches = rec && (rec->alloc_ns == e.alloc_ns || (e.flags & LW_EVF_REPLACED));
+  if (!matches) {
+    ++counters_.stale_frees;
+    return;
+  }
+  LiveRecord r = *rec;
+  if ((e.flags & LW_EVF_PARTIAL) && e.size < r.size) {
+    // munmap of the head of a region: the rest lives on at addr + size.
+    drop_live(key, r, e.size);
+    SiteStats& s = sites_[r.site];
+    s.frees -= 1;  // a trim is not a whole free
+    LiveRecord rest = r;
+    rest.addr = r.addr + e.size;
+    rest.size = r.size - e.size;
+    add_live(rest);
+    return;
+  }
+  drop_live(key, r, r.size);
+}
+
+void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
+  ++counters_.resyncs;
+  FlatMap<LiveRecord> fresh;
+  std::vector<uint64_t> site_live(sites_.size(), 0), site_count(sites_.size(), 0);
+  std::array<uint64_t, LW_KIND_MAX> kind_live{};
+  for (const KernelRecord& k : kernel) {
+    if (k.kind >= LW_KIND_MAX) continue;
+    const uint64_t key = live_key(k.kind, k.addr);
+    const LiveRecord* known = live_.find(key);
+    LiveRecord r;
+    if (known && known->alloc_ns == k.alloc_ns && known->size == k.size) {
+      r = *known;
+    } else {
+      r = LiveRecord{k.addr, k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
+      SiteStats& s = sites_[r.site];
+      s.allocated_bytes += k.size;
+      s.allocations += 1;
+      ++counters_.resync_added;
+      site_live.resize(sites_.size(), 0);
+      site_count.resize(sites_.size(), 0);
+    }
+    fresh.insert(key, r);
+    site_live[r.site] += r.size;
+    site_count[r.site] += 1;
+    kind_live[r.kind] += r.size;
+  }
+  // Records only on our side were freed while their FREE events were lost.
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    const LiveRecord* now = fresh.find(key);
+    if (now && now->alloc_ns == r.alloc_ns && now->size == r.size) return;
+    SiteStats& s = sites_[r.site];
+    s.freed_bytes += r.size;
+    s.frees += 1;
+    ++counters_.resync_removed;
+  });
+  for (size_t i = 0; i < sites_.size(); ++i) {
+    sites_[i].live_bytes = site_live[i];
+    sites_[i].live_allocations = site_count[i];
+  }
+  live_bytes_ = kind_live;
+  live_ = std::move(fresh);
+}
+
+void HeapTracker::clear() {
+  live_.clear();
+  for (auto& m : site_by_stack_) m.clear();
+  sites_.clear();
+  live_bytes_ = {};
+}
+
+uint64_t HeapTracker::live_bytes_total() const {
+  uint64_t total = 0;
+  for (uint64_t b : live_bytes_) total += b;
+  return total;
+}
+
+size_t HeapTracker::memory_bytes() const {
+  size_t bytes = live_.memory_bytes() + sites_.capacity() * sizeof(SiteStats);
+  for (const auto& m : site_by_stack_) bytes += m.memory_bytes();
+  return bytes;
+}
+
+}  // namespace lw

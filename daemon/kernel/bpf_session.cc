@@ -1,0 +1,250 @@
+#include "daemon/kernel/bpf_session.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+
+#include "leakwatch_bpf.skel.h"
+
+namespace lw {
+
+namespace {
+
+// libbpf prints verifier logs and attach warnings here. Keep warnings and
+// errors (they explain a failed load); drop debug chatter.
+int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  if (getenv("LEAKWATCH_LIBBPF_QUIET") != nullptr) return 0;
+  return vfprintf(stderr, fmt, args);
+}
+
+constexpr const char* kCounterNames[LW_CNT_MAX] = {
+    "events_seen",       "events_delivered",  "events_dropped_ringbuf", "live_insert_failed",
+    "stack_failed",      "stack_map_full",    "ctx_insert_failed",      "free_unknown",
+    "missed_free",       "alloc_failed",      "nested_skipped",         "return_no_ctx",
+    "munmap_unknown",    "munmap_partial",    "scratch_failed",         "ctx_stale",
+};
+
+Error load_error(int err) {
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    return Error{ENOTSUP, "kernel has no BTF (/sys/kernel/btf/vmlinux missing): leakwatch needs "
+                          "a kernel >= 5.8 built with CONFIG_DEBUG_INFO_BTF"};
+  if (err == EPERM || err == EACCES)
+    return Error{EPERM, "permission denied loading BPF: run as root or with CAP_BPF, "
+                        "CAP_PERFMON and CAP_SYS_PTRACE"};
+  return errno_error("loading BPF programs", err);
+}
+
+}  // namespace
+
+const char* counter_name(size_t index) {
+  return index < LW_CNT_MAX ? kCounterNames[index] : "unknown";
+}
+
+Link& Link::operator=(Link&& o) noexcept {
+  if (this != &o) {
+    if (link_) bpf_link__destroy(link_);
+    link_ = o.link_;
+    o.link_ = nullptr;
+  }
+  return *this;
+}
+
+Link::~Link() {
+  if (link_) bpf_link__destroy(link_);
+}
+
+Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options) {
+  libbpf_set_print(libbpf_log);
+  if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
+    return Error{EINVAL, "ring buffer size must be a power of two >= 4096"};
+
+  std::unique_ptr<BpfSession> s(new BpfSession());
+  s->skel_ = leakwatch_bpf__open();
+  if (!s->skel_) return load_error(errno);
+  leakwatch_bpf* sk = s->skel_;
+  sk->rodata->collect_stacks = options.collect_stacks;
+  bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
+  bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
+  bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
+  bpf_map__set_max_entries(sk->maps.ctxs, options.ctx_max_entries);
+  bpf_map__set_max_entries(sk->maps.targets, options.max_targets);
+  if (!options.trace_syscalls) {
+    bpf_program__set_autoload(sk->progs.lw_sys_enter, false);
+    bpf_program__set_autoload(sk->progs.lw_sys_exit, false);
+  }
+  if (int err = leakwatch_bpf__load(sk); err != 0) return load_error(-err);
+
+  // Lifecycle tracepoints are system-wide but filter on the targets map
+  // first thing. The skeleton owns these links and detaches them on destroy.
+  sk->links.lw_exec = bpf_program__attach(sk->progs.lw_exec);
+  if (!sk->links.lw_exec) return errno_error("attaching tp_btf/sched_process_exec");
+  sk->links.lw_exit = bpf_program__attach(sk->progs.lw_exit);
+  if (!sk->links.lw_exit) return errno_error("attaching tp_btf/sched_process_exit");
+  if (options.trace_syscalls) {
+    sk->links.lw_sys_enter = bpf_program__attach(sk->progs.lw_sys_enter);
+    if (!sk->links.lw_sys_enter) return errno_error("attaching raw_tp/sys_enter");
+    sk->links.lw_sys_exit = bpf_program__attach(sk->progs.lw_sys_exit);
+    if (!sk->links.lw_sys_exit) return errno_error("attaching raw_tp/sys_exit");
+  }
+
+  s->ringbuf_ = ring_buffer__new(bpf_map__fd(sk->maps.events), &BpfSession::on_record, s.get(),
+                                 nullptr);
+  if (!s->ringbuf_) return errno_error("creating ring buffer consumer");
+  return s;
+}
+
+BpfSession::~BpfSession() {
+  if (ringbuf_) ring_buffer__free(ringbuf_);
+  if (skel_) leakwatch_bpf__destroy(skel_);
+}
+
+int BpfSession::on_record(void* ctx, void* data, size_t len) {
+  auto* self = static_cast<BpfSession*>(ctx);
+  if (self->handler_) self->handler_(data, len);
+  return 0;
+}
+
+Result<int> BpfSession::poll(int timeout_ms) {
+  int n = ring_buffer__poll(ringbuf_, timeout_ms);
+  if (n < 0 && n != -EINTR) return errno_error("polling ring buffer", -n);
+  return n < 0 ? 0 : n;
+}
+
+Result<int> BpfSession::drain() {
+  int n = ring_buffer__consume(ringbuf_);
+  if (n < 0) return errno_error("consuming ring buffer", -n);
+  return n;
+}
+
+bpf_program* BpfSession::program(ProbeProgram p) const {
+  switch (p) {
+    case ProbeProgram::kMallocEnter: return skel_->progs.lw_malloc_enter;
+    case ProbeProgram::kNewEnter: return skel_->progs.lw_new_enter;
+    case ProbeProgram::kCallocEnter: return skel_->progs.lw_calloc_enter;
+    case ProbeProgram::kReallocEnter: return skel_->progs.lw_realloc_enter;
+    case ProbeProgram::kReallocarrayEnter: return skel_->progs.lw_reallocarray_enter;
+    case ProbeProgram::kPosixMemalignEnter: return skel_->progs.lw_posix_memalign_enter;
+    case ProbeProgram::kAlignedEnter: return skel_->progs.lw_aligned_enter;
+    case ProbeProgram::kAllocReturn: return skel_->progs.lw_alloc_return;
+    case ProbeProgram::kFreeEnter: return skel_->progs.lw_free_enter;
+  }
+  return nullptr;
+}
+
+Result<Link> BpfSession::attach_uprobe(ProbeProgram p, pid_t pid, const std::string& path,
+                                       uint64_t file_offset, bool retprobe) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
+  bpf_link* link = bpf_program__attach_uprobe_opts(program(p), pid, path.c_str(),
+                                                   static_cast<size_t>(file_offset), &opts);
+  if (!link) return errno_error("attaching uprobe at " + path + "+" + std::to_string(file_offset));
+  return Link(link);
+}
+
+Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns) {
+  auto key = static_cast<uint32_t>(tgid);
+  lw_target t{};
+  t.flags = flags;
+  t.start_ns = start_ns;
+  // Keep the loss count across updates (exec re-arms flags only).
+  if (auto old = get_target(tgid)) t.lost = old->lost;
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &t, BPF_ANY) != 0)
+    return errno_error("registering target " + std::to_string(tgid) +
+                       " (targets map full or out of memory)");
+  return ok_status();
+}
+
+Status BpfSession::remove_target(pid_t tgid) {
+  auto key = static_cast<uint32_t>(tgid);
+  if (bpf_map_delete_elem(bpf_map__fd(skel_->maps.targets), &key) != 0 && errno != ENOENT)
+    return errno_error("removing target " + std::to_string(tgid));
+  return ok_status();
+}
+
+std::optional<lw_target> BpfSession::get_target(pid_t tgid) const {
+  auto key = static_cast<uint32_t>(tgid);
+  lw_target t{};
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.targets), &key, &t) != 0) return std::nullopt;
+  return t;
+}
+
+namespace {
+
+// Visits every (key, value) of the live map in batches. The map changes
+// while we read; the tracker's resync is built to tolerate that.
+template <typename F>
+Status for_each_live_entry(int fd, F&& fn) {
+  constexpr uint32_t kBatch = 4096;
+  std::vector<lw_live_key> keys(kBatch);
+  std::vector<lw_live_val> vals(kBatch);
+  uint64_t in_token = 0, out_token = 0;
+  bool first = true;
+  for (;;) {
+    uint32_t count = kBatch;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    int err = bpf_map_lookup_batch(fd, first ? nullptr : &in_token, &out_token, keys.data(),
+                                   vals.data(), &count, &opts);
+    int e = err ? errno : 0;
+    for (uint32_t i = 0; i < count; ++i) fn(keys[i], vals[i]);
+    if (err) {
+      if (e == ENOENT) return ok_status();  // end of map
+      return errno_error("reading live map", e);
+    }
+    in_token = out_token;
+    first = false;
+  }
+}
+
+}  // namespace
+
+Result<std::vector<KernelRecord>> BpfSession::read_live(pid_t tgid) const {
+  std::vector<KernelRecord> out;
+  auto want = static_cast<uint32_t>(tgid);
+  Status st = for_each_live_entry(bpf_map__fd(skel_->maps.live),
+                                  [&](const lw_live_key& k, const lw_live_val& v) {
+                                    if (k.tgid == want)
+                                      out.push_back({k.kind, k.addr, v.size, v.alloc_ns,
+                                                     v.stack_hash});
+                                  });
+  if (!st) return st.error();
+  return out;
+}
+
+Status BpfSession::purge_live(pid_t tgid) {
+  std::vector<lw_live_key> doomed;
+  auto want = static_cast<uint32_t>(tgid);
+  int fd = bpf_map__fd(skel_->maps.live);
+  Status st = for_each_live_entry(fd, [&](const lw_live_key& k, const lw_live_val&) {
+    if (k.tgid == want) doomed.push_back(k);
+  });
+  if (!st) return st;
+  for (const lw_live_key& k : doomed) bpf_map_delete_elem(fd, &k);  // ENOENT: freed meanwhile
+  return ok_status();
+}
+
+StoredStack BpfSession::read_stack(uint64_t stack_hash) const {
+  if (stack_hash == 0) return {};
+  lw_stack s{};
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, &s) != 0) return {};
+  uint32_t nr = s.nr > LW_MAX_STACK_DEPTH ? LW_MAX_STACK_DEPTH : s.nr;
+  return StoredStack{s.flags, std::vector<uint64_t>(s.ips, s.ips + nr)};
+}
+
+Counters BpfSession::read_counters() const {
+  Counters total{};
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return total;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  int fd = bpf_map__fd(skel_->maps.counters);
+  for (uint32_t i = 0; i < LW_CNT_MAX; ++i) {
+    if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) continue;
+    for (uint64_t v : per_cpu) total[i] += v;
+  }
+  return total;
+}
+
+}  // namespace lw

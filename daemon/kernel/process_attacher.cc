@@ -1,0 +1,216 @@
+#include "daemon/kernel/process_attacher.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "daemon/core/elf_file.h"
+#include "daemon/core/probe_placement.h"
+
+namespace lw {
+
+namespace {
+
+struct ProbeSpec {
+  const char* symbol;
+  ProbeProgram entry;
+  bool needs_return;  // false: entry-only, may move past a NULL check
+  bool required;      // the process cannot be traced without it
+};
+
+// libc. operator delete is not probed: every libstdc++ delete variant is a
+// tail call to free (checked on this libstdc++: `endbr64; jmp free@plt` or
+// `jmp _ZdlPv@plt`), so the free probe sees each delete once; probing both
+// would trap twice per delete for no extra information.
+constexpr ProbeSpec kLibcProbes[] = {
+    {"malloc", ProbeProgram::kMallocEnter, true, true},
+    {"free", ProbeProgram::kFreeEnter, false, true},
+    {"calloc", ProbeProgram::kCallocEnter, true, false},
+    {"realloc", ProbeProgram::kReallocEnter, true, false},
+    {"reallocarray", ProbeProgram::kReallocarrayEnter, true, false},
+    {"posix_memalign", ProbeProgram::kPosixMemalignEnter, true, false},
+    {"aligned_alloc", ProbeProgram::kAlignedEnter, true, false},
+    {"memalign", ProbeProgram::kAlignedEnter, true, false},
+    {"valloc", ProbeProgram::kMallocEnter, true, false},
+    {"pvalloc", ProbeProgram::kMallocEnter, true, false},  // accounts the requested size
+};
+
+// Every operator new variant takes the size first; the result is the block.
+constexpr ProbeSpec kLibstdcxxProbes[] = {
+    {"_Znwm", ProbeProgram::kNewEnter, true, false},
+    {"_Znam", ProbeProgram::kNewEnter, true, false},
+    {"_ZnwmRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
+    {"_ZnamRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
+    {"_ZnwmSt11align_val_t", ProbeProgram::kNewEnter, true, false},
+    {"_ZnamSt11align_val_t", ProbeProgram::kNewEnter, true, false},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
+};
+
+std::string basename_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Opens the mapped file as the target sees it. /proc/PID/map_files/ names
+// the exact mapping (it works for deleted or replaced files and for other
+// mount namespaces); /proc/PID/root/PATH is the fallback where map_files is
+// not readable. The inode is checked, so a file swapped under the same path
+// is never probed by mistake.
+Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
+  char buf[128];
+  snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, m.start, m.end);
+  std::string candidates[] = {buf, "/proc/" + std::to_string(pid) + "/root" + m.path};
+  Error last{ENOENT, "no path"};
+  for (const std::string& p : candidates) {
+    int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      last = errno_error("open " + p);
+      continue;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_ino == m.inode && S_ISREG(st.st_mode)) return fd;
+    close(fd);
+    last = Error{ESTALE, p + ": file changed since it was mapped"};
+  }
+  return last;
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string allocator_role(const std::string& path) {
+  std::string base = basename_of(path);
+  if (base.rfind("libc.so", 0) == 0 || (base.rfind("libc-", 0) == 0 && base.find(".so") != std::string::npos))
+    return "libc";
+  if (base.rfind("libstdc++.so", 0) == 0) return "libstdc++";
+  return "";
+}
+
+Status ProcessAttacher::attach_new_objects() {
+  Result<ParsedMaps> maps = read_proc_maps(pid_);
+  if (!maps) return maps.error();
+  bool first = objects_.empty();
+  for (const MapEntry& m : maps->entries) {
+    if (!m.is_file()) continue;
+    std::string role = allocator_role(m.path);
+    if (role.empty()) continue;
+    uint64_t dev = makedev(m.dev_major, m.dev_minor);
+    bool known = std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+      return o.inode == m.inode && o.dev == dev;
+    });
+    if (known) continue;
+    Status st = attach_object(m, role);
+    if (!st && role == "libc") return st;
+  }
+  if (first && std::none_of(objects_.begin(), objects_.end(),
+                            [](const AttachedObject& o) { return o.role == "libc"; }))
+    return Error{ENOENT, "process " + std::to_string(pid_) +
+                             " maps no shared libc (statically linked or another allocator); "
+                             "nothing to probe"};
+  return ok_status();
+}
+
+Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role) {
+  Result<int> fd_or = open_mapped_file(pid_, m);
+  if (!fd_or) return fd_or.error();
+  Fd fd(*fd_or);
+  auto elf = ElfFile::open_fd(fd.get(), m.path);
+  if (!elf) return Error{elf.error().code, m.path + ": " + elf.error().message};
+
+  AttachedObject obj;
+  obj.path = m.path;
+  obj.dev = makedev(m.dev_major, m.dev_minor);
+  obj.inode = m.inode;
+  obj.build_id = (*elf)->build_id();
+  obj.role = role;
+  const std::string fd_path = "/proc/self/fd/" + std::to_string(fd.get());
+
+  const ProbeSpec* specs = role == "libc" ? kLibcProbes : kLibstdcxxProbes;
+  size_t nspecs = role == "libc" ? std::size(kLibcProbes) : std::size(kLibstdcxxProbes);
+  std::vector<uint64_t> probed_vaddrs;
+  bool required_failed = false;
+  std::string required_error;
+  for (size_t i = 0; i < nspecs; ++i) {
+    const ProbeSpec& spec = specs[i];
+    std::optional<ElfSymbol> sym = (*elf)->find_function(spec.symbol);
+    if (!sym) {
+      if (spec.required) {
+        required_failed = true;
+        required_error = std::string(spec.symbol) + " not found in " + m.path;
+      }
+      continue;
+    }
+    // aligned_alloc and memalign are one function in glibc: probe it once.
+    auto dup = std::find(probed_vaddrs.begin(), probed_vaddrs.end(), sym->vaddr);
+    if (dup != probed_vaddrs.end()) {
+      obj.probes[static_cast<size_t>(dup - probed_vaddrs.begin())].symbols +=
+          std::string(",") + spec.symbol;
+      continue;
+    }
+    ProbeReport report;
+    report.symbols = spec.symbol;
+    report.retprobe = spec.needs_return;
+    uint64_t probe_vaddr = sym->vaddr;
+    if (spec.needs_return) {
+      report.placement = "entry (return probe needs the entry)";
+    } else {
+      ProbePlacement pl = place_entry_only_probe(**elf, *sym);
+      probe_vaddr = pl.vaddr;
+      report.placement = pl.reason;
+    }
+    std::optional<uint64_t> off = (*elf)->vaddr_to_offset(probe_vaddr);
+    std::optional<uint64_t> entry_off = (*elf)->vaddr_to_offset(sym->vaddr);
+    if (!off || !entry_off) {
+      report.error = "address not in a loadable segment";
+    } else {
+      report.file_offset = *off;
+      Result<Link> entry = session_.attach_uprobe(spec.entry, pid_, fd_path, *off, false);
+      if (!entry) {
+        report.error = entry.error().message;
+      } else if (spec.needs_return) {
+        Result<Link> ret =
+            session_.attach_uprobe(ProbeProgram::kAllocReturn, pid_, fd_path, *entry_off, true);
+        if (!ret) {
+          report.error = ret.error().message;  // entry link is dropped: no half-probed function
+        } else {
+          obj.links.push_back(std::move(*entry));
+          obj.links.push_back(std::move(*ret));
+          report.attached = true;
+        }
+      } else {
+        obj.links.push_back(std::move(*entry));
+        report.attached = true;
+      }
+    }
+    if (!report.attached && spec.required) {
+      required_failed = true;
+      required_error = std::string(spec.symbol) + ": " + report.error;
+    }
+    probed_vaddrs.push_back(sym->vaddr);
+    obj.probes.push_back(std::move(report));
+  }
+  if (required_failed) return Error{EINVAL, required_error};
+  objects_.push_back(std::move(obj));
+  return ok_status();
+}
+
+}  // namespace lw

@@ -1,0 +1,131 @@
+#include "daemon/kernel/snapshot.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "daemon/core/stack_id.h"
+
+namespace lw {
+
+const char* kind_name(uint32_t kind) {
+  switch (kind) {
+    case LW_KIND_HEAP: return "heap";
+    case LW_KIND_MMAP: return "mmap";
+    case LW_KIND_CUDA_DEVICE: return "cuda_device";
+    case LW_KIND_CUDA_HOST: return "cuda_host";
+    case LW_KIND_CUDA_MANAGED: return "cuda_managed";
+  }
+  return "unknown";
+}
+
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live) {
+  ProcessSnapshot snap;
+  snap.pid = proc.pid;
+  snap.comm = proc.comm;
+  snap.final = proc.exited;
+  snap.timestamp = std::chrono::duration<double>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  snap.live_bytes = proc.heap.live_bytes_total();
+  snap.live_allocations = proc.heap.live_allocations_total();
+  snap.kernel_counters = tracer.counters();
+  snap.heap_counters = proc.heap.counters();
+  snap.tracer_stats = tracer.stats();
+  if (read_kernel_live) {
+    if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
+  }
+
+  // Rank by live bytes first (cheap), then symbolize only what is shown.
+  std::vector<const SiteStats*> live;
+  for (const SiteStats& s : proc.heap.sites())
+    if (s.live_allocations > 0) live.push_back(&s);
+  std::sort(live.begin(), live.end(),
+            [](const SiteStats* a, const SiteStats* b) { return a->live_bytes > b->live_bytes; });
+
+  // Distinct kernel stacks can be one stable stack (same code, other
+  // addresses after exec or a re-mapped library): merge them.
+  std::map<std::pair<uint64_t, uint32_t>, size_t> index;
+  for (const SiteStats* s : live) {
+    const ResolvedStack& rs = tracer.resolve_stack(proc, s->stack_hash);
+    auto key = std::make_pair(rs.stack_id, s->kind);
+    auto [it, inserted] = index.emplace(key, snap.sites.size());
+    if (inserted) {
+      if (snap.sites.size() >= max_sites) {
+        index.erase(it);
+        ++snap.sites_total;
+        continue;
+      }
+      SiteSnapshot site;
+      site.stack_id = rs.stack_id;
+      site.kind = s->kind;
+      site.frames = rs.frames;
+      snap.sites.push_back(std::move(site));
+    }
+    SiteSnapshot& site = snap.sites[it->second];
+    site.live_bytes += s->live_bytes;
+    site.live_allocations += s->live_allocations;
+    site.allocated_bytes += s->allocated_bytes;
+    site.allocations += s->allocations;
+    site.freed_bytes += s->freed_bytes;
+    site.frees += s->frees;
+  }
+  snap.sites_total += snap.sites.size();
+  std::stable_sort(snap.sites.begin(), snap.sites.end(),
+                   [](const SiteSnapshot& a, const SiteSnapshot& b) {
+                     return a.live_bytes > b.live_bytes;
+                   });
+  return snap;
+}
+
+nlohmann::json to_json(const ProcessSnapshot& snap) {
+  using nlohmann::json;
+  json sites = json::array();
+  for (const SiteSnapshot& s : snap.sites) {
+    json frames = json::array();
+    for (const Frame& f : s.frames) {
+      frames.push_back({{"function", f.function},
+                        {"file", f.file},
+                        {"line", f.line},
+                        {"module", f.module},
+                        {"build_id", f.build_id},
+                        {"offset", f.offset}});
+    }
+    sites.push_back({{"stack_id", stack_id_hex(s.stack_id)},
+                     {"kind", kind_name(s.kind)},
+                     {"live_bytes", s.live_bytes},
+                     {"live_allocations", s.live_allocations},
+                     {"allocated_bytes", s.allocated_bytes},
+                     {"allocations", s.allocations},
+                     {"freed_bytes", s.freed_bytes},
+                     {"frees", s.frees},
+                     {"frames", std::move(frames)}});
+  }
+  json counters = json::object();
+  for (size_t i = 0; i < LW_CNT_MAX; ++i) counters[counter_name(i)] = snap.kernel_counters[i];
+  counters["resyncs"] = snap.heap_counters.resyncs;
+  counters["resync_added"] = snap.heap_counters.resync_added;
+  counters["resync_removed"] = snap.heap_counters.resync_removed;
+  counters["stale_frees"] = snap.heap_counters.stale_frees;
+  counters["duplicate_allocs"] = snap.heap_counters.duplicate_allocs;
+  counters["decode_errors"] = snap.tracer_stats.decode_errors;
+  counters["attach_errors"] = snap.tracer_stats.attach_errors;
+  json out = {{"pid", snap.pid},
+              {"comm", snap.comm},
+              {"timestamp", snap.timestamp},
+              {"final", snap.final},
+              {"live_bytes", snap.live_bytes},
+              {"live_allocations", snap.live_allocations},
+              {"events",
+               {{"seen", snap.kernel_counters[LW_CNT_EVENTS_SEEN]},
+                {"delivered", snap.kernel_counters[LW_CNT_EVENTS_DELIVERED]},
+                {"dropped", snap.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]}}},
+              {"counters", std::move(counters)},
+              {"sites_total", snap.sites_total},
+              {"sites", std::move(sites)}};
+  if (snap.kernel_live_bytes >= 0) out["kernel_live_bytes"] = snap.kernel_live_bytes;
+  return out;
+}
+
+}  // namespace lw

@@ -1,0 +1,50 @@
+// A point-in-time view of one traced process: its sites merged by stable
+// stack id and symbolized. Built by the consumer thread; plain data after.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/kernel/tracer.h"
+
+namespace lw {
+
+struct SiteSnapshot {
+  uint64_t stack_id = 0;
+  uint32_t kind = 0;
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t freed_bytes = 0;
+  uint64_t frees = 0;
+  std::vector<Frame> frames;
+};
+
+struct ProcessSnapshot {
+  pid_t pid = 0;
+  std::string comm;
+  double timestamp = 0;        // unix seconds
+  bool final = false;          // the process has exited; last snapshot
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  std::vector<SiteSnapshot> sites;  // live_bytes descending, top `max_sites`
+  size_t sites_total = 0;           // sites holding memory before truncation
+  Counters kernel_counters{};
+  HeapCounters heap_counters;
+  TracerStats tracer_stats;
+  int64_t kernel_live_bytes = -1;   // -1 when not read
+};
+
+// Sites with live allocations, merged by (stack_id, kind), sorted by live
+// bytes; only the top `max_sites` are symbolized and returned.
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live);
+
+const char* kind_name(uint32_t kind);
+nlohmann::json to_json(const ProcessSnapshot& snap);
+
+}  // namespace lw

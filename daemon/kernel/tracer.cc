@@ -1,0 +1,275 @@
+#include "daemon/kernel/tracer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "daemon/core/event.h"
+#include "daemon/core/stack_id.h"
+
+namespace lw {
+
+namespace {
+
+std::string read_small_file(const std::string& path, size_t max = 4096) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out(max, '\0');
+  ssize_t n = read(fd, out.data(), max);
+  close(fd);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// True if the bytes before `addr` in the target end in a call instruction,
+// i.e. `addr` is a return address. Used to validate the word read at the
+// user sp of a frameless syscall wrapper.
+bool is_return_address(pid_t pid, uint64_t addr) {
+  if (addr < 8) return false;
+  uint8_t b[7];
+  struct iovec local = {b, sizeof(b)};
+  struct iovec remote = {reinterpret_cast<void*>(addr - sizeof(b)), sizeof(b)};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(b)))
+    return false;
+  if (b[2] == 0xe8) return true;                                      // call rel32
+  if (b[1] == 0xff && b[2] == 0x15) return true;                      // call *rel32(%rip)
+  if (b[5] == 0xff && (b[6] & 0xf8) == 0xd0) return true;             // call *%reg
+  if (b[4] == 0x41 && b[5] == 0xff && (b[6] & 0xf8) == 0xd0) return true;  // call *%r8-15
+  if (b[4] == 0xff && (b[5] & 0x38) == 0x10) return true;             // call *disp8(%reg)
+  return false;
+}
+
+}  // namespace
+
+uint64_t process_start_ticks(pid_t pid) {
+  std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
+  // comm may contain spaces and parentheses: fields start after the last ')'.
+  size_t close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  const char* p = stat.c_str() + close_paren + 1;
+  // Field 22 (starttime) is the 20th field after comm.
+  for (int field = 3; field < 22 && *p; ++field) {
+    p = strchr(p + 1, ' ');
+    if (!p) return 0;
+  }
+  return strtoull(p, nullptr, 10);
+}
+
+std::string process_comm(pid_t pid) {
+  std::string comm = read_small_file("/proc/" + std::to_string(pid) + "/comm", 64);
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();
+  return comm;
+}
+
+Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options) {
+  auto session = BpfSession::create(options);
+  if (!session) return session.error();
+  std::unique_ptr<Tracer> t(new Tracer(std::move(*session)));
+  return t;
+}
+
+Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
+  session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
+}
+
+Status Tracer::attach(pid_t pid) {
+  if (pid <= 0) return Error{ESRCH, "invalid pid " + std::to_string(pid)};
+  if (kill(pid, 0) != 0) {
+    if (errno == ESRCH) return Error{ESRCH, "no such process: " + std::to_string(pid)};
+    if (errno == EPERM)
+      return Error{EPERM, "permission denied for pid " + std::to_string(pid) +
+                              ": run as root or with CAP_SYS_PTRACE"};
+  }
+  if (procs_.count(pid)) return ok_status();
+  auto proc = std::make_unique<TracedProcess>();
+  proc->pid = pid;
+  proc->start_ticks = process_start_ticks(pid);
+  proc->comm = process_comm(pid);
+  char exe[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1);
+  if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
+  proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
+
+  // Records left by an earlier process with this pid must not be inherited.
+  if (Status st = session_->purge_live(pid); !st) return st;
+  if (Status st = session_->set_target(pid, LW_TARGET_HEAP | LW_TARGET_MMAP, 0); !st) return st;
+  if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
+  Status st = proc->attacher->attach_new_objects();
+  if (!st) {
+    (void)session_->remove_target(pid);  // best effort: the attach error is what matters
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+      return Error{ESRCH, "no such process: " + std::to_string(pid)};
+    return st;
+  }
+  if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
+  procs_[pid] = std::move(proc);
+  return ok_status();
+}
+
+void Tracer::detach(pid_t pid) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return;
+  it->second->attacher->detach_all();
+  // Best effort: a leftover entry is purged again on the next attach of
+  // this pid, and the target entry only filters events.
+  (void)session_->remove_target(pid);
+  (void)session_->purge_live(pid);
+  procs_.erase(it);
+}
+
+TracedProcess* Tracer::process(pid_t pid) {
+  auto it = procs_.find(pid);
+  return it == procs_.end() ? nullptr : it->second.get();
+}
+
+void Tracer::on_record(const void* data, size_t len) {
+  std::optional<Event> e = decode_event(data, len);
+  if (!e) {
+    ++stats_.decode_errors;
+    return;
+  }
+  auto it = procs_.find(static_cast<pid_t>(e->tgid));
+  if (it == procs_.end()) {
+    ++stats_.events_unknown_pid;
+    return;
+  }
+  TracedProcess& p = *it->second;
+  switch (e->type) {
+    case EventType::kAlloc:
+    case EventType::kFree:
+      if (!p.exec_pending) p.heap.apply(*e);
+      break;
+    case EventType::kExit:
+      p.exited = true;
+      break;
+    case EventType::kExec:
+      p.exec_pending = true;
+      break;
+    case EventType::kMapExec:
+      p.rescan_pending = true;
+      break;
+  }
+}
+
+Result<int> Tracer::poll(int timeout_ms) {
+  Result<int> n = session_->poll(timeout_ms);
+  if (!n) return n;
+  after_poll();
+  return n;
+}
+
+void Tracer::after_poll() {
+  // A drop anywhere shows in the global counter; only then look per target.
+  Counters c = session_->read_counters();
+  bool drops = c[LW_CNT_EVENTS_DROPPED_RINGBUF] != drops_seen_;
+  if (drops) {
+    // Consume what is already buffered first, so the map read below is not
+    // older than the events still queued before it.
+    if (!session_->drain()) ++stats_.ringbuf_errors;
+    drops_seen_ = c[LW_CNT_EVENTS_DROPPED_RINGBUF];
+  }
+  for (auto& [pid, proc] : procs_) {
+    if (proc->exited) continue;
+    if (proc->exec_pending) {
+      reattach_after_exec(*proc);
+      continue;
+    }
+    if (proc->rescan_pending) {
+      proc->rescan_pending = false;
+      ++stats_.rescans;
+      if (!proc->attacher->attach_new_objects()) ++stats_.attach_errors;
+      if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
+    }
+    if (drops) {
+      auto t = session_->get_target(pid);
+      if (t && t->lost != proc->lost_seen) {
+        proc->lost_seen = t->lost;
+        resync(*proc);
+      }
+    }
+  }
+}
+
+void Tracer::resync(TracedProcess& proc) {
+  Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid);
+  if (!records) return;  // retried on the next loss; counted by the caller's metrics
+  proc.heap.resync(*records);
+  ++stats_.resyncs;
+}
+
+void Tracer::reattach_after_exec(TracedProcess& proc) {
+  proc.exec_pending = false;
+  ++proc.execs;
+  proc.attacher->detach_all();
+  if (!session_->purge_live(proc.pid)) ++stats_.attach_errors;
+  proc.heap.clear();
+  proc.stacks.clear();
+  proc.comm = process_comm(proc.pid);
+  if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+  if (!session_->set_target(proc.pid, LW_TARGET_HEAP | LW_TARGET_MMAP, 0)) return;
+  if (!proc.attacher->attach_new_objects()) ++stats_.attach_errors;
+}
+
+Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {
+  auto records = session_->read_live(pid);
+  if (!records) return records.error();
+  uint64_t total = 0;
+  for (const KernelRecord& r : *records) total += r.size;
+  return total;
+}
+
+const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_hash) {
+  auto it = proc.stacks.find(stack_hash);
+  if (it != proc.stacks.end()) return it->second;
+  ResolvedStack rs;
+  StoredStack stored = session_->read_stack(stack_hash);
+  std::vector<uint64_t> ips = std::move(stored.ips);
+  if ((stored.flags & LW_STACK_RET_HINT) && ips.size() >= 2) {
+    // A syscall stack: ips[0] is inside the (frameless) wrapper and ips[1]
+    // the word at the user sp. The leaf we report is the wrapper's caller,
+    // so keep the hint in place of the wrapper if it is a real return
+    // address; otherwise drop the hint and keep the wrapper.
+    const MapEntry* m = find_mapping(proc.maps, ips[1]);
+    bool valid = m && m->executable && is_return_address(proc.pid, ips[1]);
+    ips.erase(ips.begin() + (valid ? 0 : 1));
+  }
+  bool refreshed = false;
+  for (size_t i = 0; i < ips.size(); ++i) {
+    uint64_t ip = ips[i];
+    const MapEntry* m = find_mapping(proc.maps, ip);
+    if (!m && !refreshed && !proc.exited) {
+      if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+      refreshed = true;
+      m = find_mapping(proc.maps, ip);
+    }
+    Frame f;
+    if (m && m->is_file()) {
+      ModuleRef ref;
+      ref.path = m->path;
+      char buf[96];
+      snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, proc.pid, m->start,
+               m->end);
+      ref.open_path = buf;
+      ref.inode = m->inode;
+      f = symbolizer_.symbolize(ref, ip - m->start + m->offset);
+      if (f.build_id.empty() && f.function.empty()) {
+        // map_files is gone (the process exited): try the path in its root.
+        ref.open_path = "/proc/" + std::to_string(proc.pid) + "/root" + m->path;
+        f = symbolizer_.symbolize(ref, ip - m->start + m->offset);
+      }
+    } else {
+      f.module = m ? m->path : "[unknown]";
+      f.offset = ip;
+    }
+    rs.frames.push_back(std::move(f));
+  }
+  rs.stack_id = stable_stack_id(rs.frames);
+  return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
+}
+
+}  // namespace lw

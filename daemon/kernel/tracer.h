@@ -1,0 +1,103 @@
+// The tracing engine shared by `leakwatch top` and the daemon: one BPF
+// session, the processes attached to it, their heap trackers, and the stack
+// resolver. Consumes the ring buffer, applies events, resyncs a process from
+// the kernel's live map after a counted loss, and follows exec and dlopen.
+//
+// Contract: poll() consumes events and then does the deferred work (exec
+// re-attach, dlopen rescan, resync, stack resolution). Everything runs on
+// the calling thread. Thread-safety: not thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/core/heap_tracker.h"
+#include "daemon/core/proc_maps.h"
+#include "daemon/core/symbolizer.h"
+#include "daemon/kernel/bpf_session.h"
+#include "daemon/kernel/process_attacher.h"
+
+namespace lw {
+
+struct ResolvedStack {
+  uint64_t stack_id = 0;      // stable_stack_id() of the frames
+  std::vector<Frame> frames;  // leaf first
+};
+
+struct TracedProcess {
+  pid_t pid = 0;
+  uint64_t start_ticks = 0;   // /proc/PID/stat starttime: pid + this = identity
+  std::string comm;
+  std::string exe;
+  bool exited = false;
+  uint64_t execs = 0;
+  HeapTracker heap;
+  std::unique_ptr<ProcessAttacher> attacher;
+  ParsedMaps maps;            // last read; kept after exit for symbolization
+  std::unordered_map<uint64_t, ResolvedStack> stacks;  // by kernel stack hash
+  // Deferred work, set by events, done after the poll.
+  bool exec_pending = false;
+  bool rescan_pending = false;
+  uint64_t lost_seen = 0;
+};
+
+struct TracerStats {
+  uint64_t decode_errors = 0;       // ring-buffer records that did not decode
+  uint64_t events_unknown_pid = 0;  // events for a pid we no longer track
+  uint64_t resyncs = 0;
+  uint64_t rescans = 0;
+  uint64_t attach_errors = 0;
+  uint64_t ringbuf_errors = 0;
+};
+
+class Tracer {
+ public:
+  static Result<std::unique_ptr<Tracer>> create(const BpfOptions& options);
+
+  // Attaches to a running process. Errors: ESRCH (no such process), EPERM,
+  // ENOENT (nothing to probe).
+  Status attach(pid_t pid);
+  void detach(pid_t pid);
+
+  // Waits up to timeout_ms for events, applies them, then does the deferred
+  // work. Returns the number of events consumed.
+  Result<int> poll(int timeout_ms);
+
+  TracedProcess* process(pid_t pid);
+  const std::map<pid_t, std::unique_ptr<TracedProcess>>& processes() const { return procs_; }
+
+  // The symbolized stack for a kernel stack hash of `proc` (cached).
+  const ResolvedStack& resolve_stack(TracedProcess& proc, uint64_t stack_hash);
+
+  // Sum of the kernel live map's records for `pid`, for consistency checks.
+  Result<uint64_t> kernel_live_bytes(pid_t pid) const;
+
+  Counters counters() const { return session_->read_counters(); }
+  const TracerStats& stats() const { return stats_; }
+  BpfSession& session() { return *session_; }
+
+ private:
+  explicit Tracer(std::unique_ptr<BpfSession> session);
+  void on_record(const void* data, size_t len);
+  void after_poll();
+  void resync(TracedProcess& proc);
+  void reattach_after_exec(TracedProcess& proc);
+
+  std::unique_ptr<BpfSession> session_;
+  std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;
+  Symbolizer symbolizer_;
+  TracerStats stats_;
+  uint64_t drops_seen_ = 0;
+};
+
+// /proc/PID/stat starttime (clock ticks since boot), or 0.
+uint64_t process_start_ticks(pid_t pid);
+std::string process_comm(pid_t pid);
+
+}  // namespace lw
