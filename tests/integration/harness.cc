@@ -1,0 +1,293 @@
+#include "harness.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace lw::itest {
+namespace {
+
+[[noreturn]] void fail(const std::string &what) { throw std::runtime_error(what); }
+
+[[noreturn]] void fail_errno(const std::string &what) { fail(what + ": " + std::strerror(errno)); }
+
+double now_unix_seconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string basename_of(const std::string &path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// What the child does between fork and exec: only async-signal-safe calls.
+[[noreturn]] void exec_child(char *const *argv, int in_fd, int out_fd, int err_fd,
+                             const Process::Options &options) {
+  // Its own process group, so teardown can kill it with everything it
+  // forked; and killed if the test process dies first.
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(126);
+  if (options.as_nobody) {
+    const gid_t nobody = 65534;
+    if (setgroups(0, nullptr) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0) _exit(126);
+  }
+  execv(argv[0], argv);
+  _exit(127);
+}
+
+}  // namespace
+
+std::string target_path(const std::string &name) { return std::string(LW_TARGETS_DIR) + "/" + name; }
+
+Process::Process(const std::vector<std::string> &argv, Options options) : name_(basename_of(argv.at(0))) {
+  std::vector<char *> args;
+  for (const std::string &arg : argv) args.push_back(const_cast<char *>(arg.c_str()));
+  args.push_back(nullptr);
+
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) fail_errno("pipe2");
+  if (pipe2(out, O_CLOEXEC) != 0) fail_errno("pipe2");
+  stderr_fd_ = memfd_create((name_ + ".stderr").c_str(), MFD_CLOEXEC);
+  if (stderr_fd_ < 0) fail_errno("memfd_create");
+
+  pid_ = fork();
+  if (pid_ < 0) fail_errno("fork");
+  if (pid_ == 0) exec_child(args.data(), in[0], out[1], stderr_fd_, options);
+  // Also from this side, so the group exists before anyone signals it.
+  setpgid(pid_, pid_);
+  close(in[0]);
+  close(out[1]);
+  stdin_fd_ = in[1];
+  stdout_fd_ = out[0];
+}
+
+Process::~Process() {
+  // The whole group: the process and whatever it forked (forker's child).
+  kill(-pid_, SIGKILL);
+  if (!status_) {
+    int status;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close(stdin_fd_);
+  close(stdout_fd_);
+  close(stderr_fd_);
+}
+
+void Process::write_line(const std::string &line) {
+  std::string data = line + "\n";
+  const char *p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = write(stdin_fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("write to " + name_);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+std::optional<std::string> Process::read_line(milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto newline = buffer_.find('\n'); newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      fail(name_ + ": no line within " + std::to_string(timeout.count()) + " ms; partial output: '" +
+           buffer_ + "'");
+    }
+    pollfd pfd{stdout_fd_, POLLIN, 0};
+    int ready = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("poll");
+    }
+    if (ready == 0) continue;
+    char chunk[65536];
+    ssize_t n = read(stdout_fd_, chunk, sizeof chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("read from " + name_);
+    }
+    if (n == 0) {
+      if (buffer_.empty()) return std::nullopt;
+      // A last line without a newline still counts.
+      return std::exchange(buffer_, std::string());
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+std::optional<int> Process::wait_exit(milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!status_) {
+    int status;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r < 0 && errno != EINTR) fail_errno("waitpid " + name_);
+    if (r == pid_) {
+      status_ = status;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return status_;
+}
+
+std::string Process::stderr_text() const {
+  std::string text;
+  char chunk[4096];
+  off_t offset = 0;
+  for (;;) {
+    ssize_t n = pread(stderr_fd_, chunk, sizeof chunk, offset);
+    if (n <= 0) break;
+    text.append(chunk, static_cast<size_t>(n));
+    offset += n;
+  }
+  return text;
+}
+
+TraceSession::TraceSession(TraceOptions options)
+    : options_(std::move(options)),
+      target_([&] {
+        std::vector<std::string> argv{target_path(options_.target)};
+        argv.insert(argv.end(), options_.target_args.begin(), options_.target_args.end());
+        return argv;
+      }()),
+      leakwatch_([&] {
+        // The target must have announced itself before leakwatch starts:
+        // leakwatch attaches to an already running process.
+        auto ready = target_.read_line(milliseconds(10000));
+        std::string expected = "ready " + std::to_string(target_.pid());
+        if (!ready || *ready != expected) {
+          fail(options_.target + ": expected '" + expected + "', got '" + ready.value_or("<EOF>") + "'");
+        }
+        std::vector<std::string> argv{LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target_.pid()),
+                                      "--json", "--interval", "0.2"};
+        argv.insert(argv.end(), options_.leakwatch_args.begin(), options_.leakwatch_args.end());
+        return argv;
+      }()) {
+  // The first line means all probes are attached; only then may the work
+  // start. Attaching resolves symbols in every module: allow for it.
+  attach_snapshot_ = next_snapshot(milliseconds(60000));
+  target_.write_line("go");
+
+  std::optional<std::string> done;
+  do {
+    done = target_.read_line(milliseconds(120000));
+    if (!done) fail(options_.target + " ended before 'done'; stderr: " + target_.stderr_text());
+  } while (done->rfind("done ", 0) != 0);
+  const double done_at = now_unix_seconds();
+  truth_ = Json::parse(done->substr(5));
+
+  const double attached_at = attach_snapshot_.at("timestamp").get<double>();
+  const double settled_at =
+      std::max(done_at + options_.settle_after_done_s, attached_at + options_.settle_after_attach_s);
+  for (;;) {
+    Json snapshot = next_snapshot(milliseconds(30000));
+    if (snapshot.at("timestamp").get<double>() >= settled_at) {
+      snapshot_ = std::move(snapshot);
+      break;
+    }
+    if (snapshot.value("final", false)) fail("final snapshot before the target was done" + diagnostics());
+  }
+}
+
+Json TraceSession::next_snapshot(milliseconds timeout) {
+  auto line = leakwatch_.read_line(timeout);
+  if (!line) fail("leakwatch ended its output" + diagnostics());
+  Json snapshot = Json::parse(*line, nullptr, /*allow_exceptions=*/false);
+  if (!snapshot.is_object()) fail("leakwatch printed a line that is no JSON object: '" + *line + "'" + diagnostics());
+  return snapshot;
+}
+
+std::string TraceSession::diagnostics() const {
+  return "\nleakwatch stderr:\n" + leakwatch_.stderr_text();
+}
+
+std::map<std::string, LeafTotals> live_by_leaf(const Json &snapshot) {
+  std::map<std::string, LeafTotals> leaves;
+  for (const Json &site : snapshot.at("sites")) {
+    const Json &frames = site.at("frames");
+    std::string function = frames.empty() ? "<no frames>" : frames[0].value("function", "<unknown>");
+    LeafTotals &leaf = leaves[function];
+    leaf.live_bytes += site.at("live_bytes").get<int64_t>();
+    leaf.live_allocations += site.at("live_allocations").get<int64_t>();
+    leaf.kinds.insert(site.at("kind").get<std::string>());
+    if (!frames.empty()) leaf.modules.insert(basename_of(frames[0].value("module", "")));
+  }
+  return leaves;
+}
+
+std::string describe_sites(const Json &snapshot) {
+  std::ostringstream out;
+  out << "snapshot live_bytes=" << snapshot.value("live_bytes", Json()).dump()
+      << " kernel_live_bytes=" << snapshot.value("kernel_live_bytes", Json()).dump()
+      << " events=" << snapshot.value("events", Json()).dump()
+      << " counters=" << snapshot.value("counters", Json()).dump() << "\n";
+  for (const Json &site : snapshot.at("sites")) {
+    out << "  " << site.value("kind", "?") << " live=" << site.value("live_bytes", Json()).dump() << " in "
+        << site.value("live_allocations", Json()).dump() << ":";
+    for (const Json &frame : site.value("frames", Json::array())) {
+      out << " " << frame.value("function", "?") << "(" << basename_of(frame.value("module", "")) << ")";
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+void expect_matches_truth(const TraceSession &session, const std::set<std::string> &target_modules) {
+  const Json &snapshot = session.snapshot();
+  const Json &truth = session.truth();
+  const std::string context = "\n" + describe_sites(snapshot) + session.diagnostics();
+  const auto leaves = live_by_leaf(snapshot);
+  const auto mmap_sites = truth.at("mmap_sites").get<std::set<std::string>>();
+
+  for (const auto &[function, expected_json] : truth.at("sites").items()) {
+    const int64_t expected = expected_json.get<int64_t>();
+    auto it = leaves.find(function);
+    const int64_t live = it == leaves.end() ? 0 : it->second.live_bytes;
+    EXPECT_EQ(live, expected) << "live bytes of site " << function << context;
+    if (expected > 0 && it != leaves.end()) {
+      const std::set<std::string> kind{mmap_sites.count(function) ? "mmap" : "heap"};
+      EXPECT_EQ(it->second.kinds, kind) << "kind of site " << function << context;
+    }
+  }
+  // Bytes attributed to any other function of the target: misattributed.
+  for (const auto &[function, leaf] : leaves) {
+    if (truth.at("sites").contains(function)) continue;
+    for (const std::string &module : leaf.modules) {
+      if (target_modules.count(module)) {
+        EXPECT_EQ(leaf.live_bytes, 0) << "live bytes of " << function << " in " << module
+                                      << ", which leaks nothing" << context;
+      }
+    }
+  }
+  if (truth.contains("total_live")) {
+    EXPECT_EQ(snapshot.at("live_bytes").get<int64_t>(), truth.at("total_live").get<int64_t>())
+        << "snapshot live_bytes" << context;
+  }
+}
+
+}  // namespace lw::itest

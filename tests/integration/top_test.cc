@@ -1,0 +1,233 @@
+// `leakwatch top -p PID --json` against the target programs of
+// tests/targets: the bytes it reports live per call site must equal each
+// target's ground truth exactly.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace lw::itest {
+namespace {
+
+class LeakwatchTop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // BPF needs root here; as root these tests must run, never skip.
+    if (geteuid() != 0) GTEST_SKIP() << "not root";
+  }
+};
+
+// Runs leakwatch with the given arguments to its end; returns its wait
+// status and stderr.
+struct Outcome {
+  int status;
+  std::string stderr_text;
+};
+Outcome run_leakwatch(const std::vector<std::string> &args, Process::Options options = {}) {
+  std::vector<std::string> argv{LW_LEAKWATCH_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Process leakwatch(argv, options);
+  auto status = leakwatch.wait_exit(milliseconds(30000));
+  if (!status) throw std::runtime_error("leakwatch did not exit; stderr: " + leakwatch.stderr_text());
+  return {*status, leakwatch.stderr_text()};
+}
+
+// Sum of live bytes, and the kinds, of every site with `function` anywhere
+// on its stack (not only as the leaf).
+std::pair<int64_t, std::set<std::string>> live_through(const Json &snapshot, const std::string &function) {
+  int64_t live = 0;
+  std::set<std::string> kinds;
+  for (const Json &site : snapshot.at("sites")) {
+    for (const Json &frame : site.at("frames")) {
+      if (frame.value("function", "") == function) {
+        live += site.at("live_bytes").get<int64_t>();
+        kinds.insert(site.at("kind").get<std::string>());
+        break;
+      }
+    }
+  }
+  return {live, kinds};
+}
+
+TEST_F(LeakwatchTop, FirstLineNamesTheTarget) {
+  TraceSession session({.target = "leaker"});
+  EXPECT_EQ(session.attach_snapshot().at("pid").get<pid_t>(), session.target_pid());
+  EXPECT_EQ(session.attach_snapshot().at("comm").get<std::string>(), "leaker");
+  EXPECT_FALSE(session.attach_snapshot().at("final").get<bool>());
+  EXPECT_EQ(session.snapshot().at("pid").get<pid_t>(), session.target_pid());
+}
+
+TEST_F(LeakwatchTop, EveryCAllocatorExactPerSite) {
+  TraceSession session({.target = "leaker"});
+  expect_matches_truth(session, {"leaker"});
+}
+
+TEST_F(LeakwatchTop, EveryOperatorNewExactPerSite) {
+  TraceSession session({.target = "leaker_cpp"});
+  expect_matches_truth(session, {"leaker_cpp"});
+}
+
+// glibc serves malloc(2 MiB) with its own mmap: one heap block, not also an
+// mmap region, wherever on the stack the site appears.
+TEST_F(LeakwatchTop, BigMallocCountedOnceAsHeap) {
+  TraceSession session({.target = "leaker"});
+  auto [live, kinds] = live_through(session.snapshot(), "leak_big_malloc");
+  EXPECT_EQ(live, session.truth().at("sites").at("leak_big_malloc").get<int64_t>())
+      << describe_sites(session.snapshot());
+  EXPECT_EQ(kinds, std::set<std::string>{"heap"}) << describe_sites(session.snapshot());
+}
+
+TEST_F(LeakwatchTop, BigOperatorNewCountedOnceAsHeap) {
+  TraceSession session({.target = "leaker_cpp"});
+  auto [live, kinds] = live_through(session.snapshot(), "leak_new_big");
+  EXPECT_EQ(live, session.truth().at("sites").at("leak_new_big").get<int64_t>())
+      << describe_sites(session.snapshot());
+  EXPECT_EQ(kinds, std::set<std::string>{"heap"}) << describe_sites(session.snapshot());
+}
+
+TEST_F(LeakwatchTop, ChurnWithoutLeakReturnsToBaseline) {
+  TraceSession session({.target = "churn"});
+  expect_matches_truth(session, {"churn"});
+}
+
+TEST_F(LeakwatchTop, ReallocEdgeCases) {
+  TraceSession session({.target = "realloc_edge"});
+  // The cases are what their names say only if glibc did what they expect.
+  EXPECT_EQ(session.truth().at("facts").at("shrink_moved"), 0);
+  EXPECT_EQ(session.truth().at("facts").at("move_moved"), 1);
+  expect_matches_truth(session, {"realloc_edge"});
+}
+
+TEST_F(LeakwatchTop, SixtyFourThreadsFreeingEachOthersBlocks) {
+  TraceSession session({.target = "threads"});
+  expect_matches_truth(session, {"threads"});
+}
+
+TEST_F(LeakwatchTop, ForkedChildNotAttributedToParent) {
+  TraceSession session({.target = "forker"});
+  const pid_t child = session.truth().at("facts").at("child_pid").get<pid_t>();
+  ASSERT_EQ(kill(child, 0), 0) << "the child must still be alive";
+  EXPECT_EQ(session.snapshot().at("pid").get<pid_t>(), session.target_pid());
+  expect_matches_truth(session, {"forker"});
+}
+
+TEST_F(LeakwatchTop, FollowsPidThroughExec) {
+  TraceSession session({.target = "execer"});
+  EXPECT_EQ(session.snapshot().at("pid").get<pid_t>(), session.target_pid());
+  expect_matches_truth(session, {"execer"});
+}
+
+// The target exits with blocks live: leakwatch prints a final snapshot with
+// them, then exits 0.
+void expect_final_snapshot_at_exit(const std::vector<std::string> &target_args) {
+  TraceSession session({.target = "exiter", .target_args = target_args});
+  expect_matches_truth(session, {"exiter"});
+  session.target().write_line("exit");
+
+  Json final_snapshot;
+  do {
+    final_snapshot = session.next_snapshot(milliseconds(30000));
+  } while (!final_snapshot.at("final").get<bool>());
+  const int64_t live_at_exit = session.truth().at("facts").at("live_at_exit").get<int64_t>();
+  const auto leaves = live_by_leaf(final_snapshot);
+  const int64_t live = leaves.count("exiter_leak") ? leaves.at("exiter_leak").live_bytes : 0;
+  EXPECT_EQ(live, live_at_exit) << describe_sites(final_snapshot) << session.diagnostics();
+  EXPECT_EQ(final_snapshot.at("live_bytes").get<int64_t>(), live_at_exit)
+      << describe_sites(final_snapshot) << session.diagnostics();
+
+  auto leakwatch_status = session.leakwatch().wait_exit(milliseconds(10000));
+  ASSERT_TRUE(leakwatch_status.has_value()) << "leakwatch still running after the final snapshot";
+  EXPECT_TRUE(WIFEXITED(*leakwatch_status) && WEXITSTATUS(*leakwatch_status) == 0)
+      << "leakwatch wait status " << *leakwatch_status << session.diagnostics();
+  auto target_status = session.target().wait_exit(milliseconds(10000));
+  ASSERT_TRUE(target_status.has_value());
+  EXPECT_TRUE(WIFEXITED(*target_status) && WEXITSTATUS(*target_status) == 0);
+}
+
+TEST_F(LeakwatchTop, ExitWithLiveBlocksPrintsFinalSnapshot) { expect_final_snapshot_at_exit({}); }
+
+TEST_F(LeakwatchTop, ExitAfterFreeingAllPrintsEmptyFinalSnapshot) {
+  expect_final_snapshot_at_exit({"--free-before-exit"});
+}
+
+// Libraries dlopen()ed after attach, one of them bringing libstdc++ into
+// the process for the first time: leaks attributed inside the libraries.
+TEST_F(LeakwatchTop, DlopenAfterAttach) {
+  TraceSession session({.target = "dlopener"});
+  expect_matches_truth(session, {"dlopener", "libdltarget.so", "libdltarget_cpp.so"});
+  const auto leaves = live_by_leaf(session.snapshot());
+  for (const auto &[function, module] : {std::pair{"dltarget_leak_site", "libdltarget.so"},
+                                         std::pair{"dltarget_cpp_leak_site", "libdltarget_cpp.so"}}) {
+    ASSERT_TRUE(leaves.count(function)) << function << " missing\n" << describe_sites(session.snapshot());
+    EXPECT_EQ(leaves.at(function).modules, std::set<std::string>{module})
+        << describe_sites(session.snapshot());
+  }
+}
+
+// A 4 KiB ring buffer and a consumer stalled for 2 s under a burst of 40,000
+// allocations: events are dropped, every one is accounted for, and after the
+// resync from the kernel's map there are no phantom (or missing) bytes.
+TEST_F(LeakwatchTop, RingBufferOverflowResyncsExactly) {
+  TraceSession session({.target = "burst",
+                        .leakwatch_args = {"--ringbuf-bytes", "4096", "--debug-stall-consumer-ms", "2000"},
+                        .settle_after_attach_s = 2.5});
+  const Json &snapshot = session.snapshot();
+  const Json &events = snapshot.at("events");
+  const std::string context = describe_sites(snapshot) + session.diagnostics();
+  EXPECT_EQ(events.at("seen").get<int64_t>(),
+            events.at("delivered").get<int64_t>() + events.at("dropped").get<int64_t>())
+      << context;
+  EXPECT_GT(events.at("dropped").get<int64_t>(), 0) << context;
+  const int64_t truth = session.truth().at("total_live").get<int64_t>();
+  EXPECT_EQ(snapshot.at("live_bytes").get<int64_t>(), truth) << context;
+  EXPECT_EQ(snapshot.at("kernel_live_bytes").get<int64_t>(), truth) << context;
+  expect_matches_truth(session, {"burst"});
+}
+
+TEST_F(LeakwatchTop, NoSuchPidExits3) {
+  // A pid that just existed and was reaped: nothing else has it now.
+  pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+
+  Outcome outcome = run_leakwatch({"top", "-p", std::to_string(gone), "--json", "--interval", "0.2"});
+  EXPECT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 3)
+      << "wait status " << outcome.status << ", stderr: " << outcome.stderr_text;
+  EXPECT_FALSE(outcome.stderr_text.empty());
+}
+
+TEST_F(LeakwatchTop, UsageErrorsExit2) {
+  const std::string self = std::to_string(getpid());
+  const std::vector<std::vector<std::string>> misuses = {
+      {"top", "-p", self, "--json", "--interval", "soon"},
+      {"top", "-p", "not-a-pid", "--json", "--interval", "0.2"},
+      {"top", "-p", self, "--json", "--interval", "0.2", "--ringbuf-bytes", "5000"},
+      {"top", "-p", self, "--json", "--interval", "0.2", "--no-such-flag"},
+  };
+  for (const auto &args : misuses) {
+    Outcome outcome = run_leakwatch(args);
+    std::string command;
+    for (const auto &arg : args) command += " " + arg;
+    EXPECT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 2)
+        << "leakwatch" << command << ": wait status " << outcome.status << ", stderr: " << outcome.stderr_text;
+    EXPECT_FALSE(outcome.stderr_text.empty()) << "leakwatch" << command;
+  }
+}
+
+// As nobody, without CAP_BPF, on a root process.
+TEST_F(LeakwatchTop, PermissionDeniedExits4) {
+  Process target({target_path("leaker")});
+  ASSERT_EQ(target.read_line(milliseconds(10000)), "ready " + std::to_string(target.pid()));
+  Outcome outcome = run_leakwatch({"top", "-p", std::to_string(target.pid()), "--json", "--interval", "0.2"},
+                                  {.as_nobody = true});
+  EXPECT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 4)
+      << "wait status " << outcome.status << ", stderr: " << outcome.stderr_text;
+  EXPECT_FALSE(outcome.stderr_text.empty());
+}
+
+}  // namespace
+}  // namespace lw::itest
