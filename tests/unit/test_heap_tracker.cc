@@ -1,0 +1,186 @@
+#include "daemon/core/heap_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <unordered_map>
+
+#include "daemon/core/event.h"
+#include "daemon/core/flat_map.h"
+
+namespace lw {
+namespace {
+
+Event alloc_ev(uint64_t addr, uint64_t size, uint64_t ns, uint64_t stack, uint32_t kind = LW_KIND_HEAP,
+               uint16_t flags = 0) {
+  return Event{EventType::kAlloc, flags, 1, 1, kind, ns, addr, size, ns, stack};
+}
+Event free_ev(uint64_t addr, uint64_t size, uint64_t ns, uint32_t kind = LW_KIND_HEAP,
+              uint16_t flags = 0) {
+  return Event{EventType::kFree, flags, 1, 1, kind, ns + 1, addr, size, ns, 0};
+}
+
+const SiteStats* site(const HeapTracker& t, uint64_t stack, uint32_t kind = LW_KIND_HEAP) {
+  for (const SiteStats& s : t.sites())
+    if (s.stack_hash == stack && s.kind == kind) return &s;
+  return nullptr;
+}
+
+TEST(HeapTracker, AllocFreePerSite) {
+  HeapTracker t;
+  t.apply(alloc_ev(0x1000, 100, 1, 7));
+  t.apply(alloc_ev(0x2000, 50, 2, 7));
+  t.apply(alloc_ev(0x3000, 30, 3, 9));
+  t.apply(free_ev(0x2000, 50, 2));
+  ASSERT_NE(site(t, 7), nullptr);
+  EXPECT_EQ(site(t, 7)->live_bytes, 100u);
+  EXPECT_EQ(site(t, 7)->live_allocations, 1u);
+  EXPECT_EQ(site(t, 7)->allocated_bytes, 150u);
+  EXPECT_EQ(site(t, 7)->freed_bytes, 50u);
+  EXPECT_EQ(site(t, 9)->live_bytes, 30u);
+  EXPECT_EQ(t.live_bytes_total(), 130u);
+  EXPECT_EQ(t.live_allocations_total(), 2u);
+}
+
+TEST(HeapTracker, KindsAreSeparateAtTheSameAddress) {
+  HeapTracker t;
+  t.apply(alloc_ev(0x1000, 4096, 1, 7, LW_KIND_MMAP));
+  t.apply(alloc_ev(0x1000, 16, 2, 7, LW_KIND_HEAP));
+  t.apply(free_ev(0x1000, 16, 2, LW_KIND_HEAP));
+  EXPECT_EQ(t.live_bytes(LW_KIND_MMAP), 4096u);
+  EXPECT_EQ(t.live_bytes(LW_KIND_HEAP), 0u);
+}
+
+TEST(HeapTracker, StaleFreeDoesNotRetireNewerRecord) {
+  HeapTracker t;
+  t.apply(alloc_ev(0x1000, 100, 5, 7));
+  t.apply(free_ev(0x1000, 100, 4));  // names an older record at this address
+  EXPECT_EQ(t.live_bytes_total(), 100u);
+  EXPECT_EQ(t.counters().stale_frees, 1u);
+}
+
+TEST(HeapTracker, DuplicateAllocIsIgnoredAndMissedFreeRetires) {
+  HeapTracker t;
+  t.apply(alloc_ev(0x1000, 100, 5, 7));
+  t.apply(alloc_ev(0x1000, 100, 5, 7));
+  EXPECT_EQ(t.counters().duplicate_allocs, 1u);
+  EXPECT_EQ(site(t, 7)->allocated_bytes, 100u);
+  t.apply(alloc_ev(0x1000, 60, 6, 8, LW_KIND_HEAP, LW_EVF_REPLACED));
+  EXPECT_EQ(t.counters().missed_frees, 1u);
+  EXPECT_EQ(site(t, 7)->live_bytes, 0u);
+  EXPECT_EQ(site(t, 8)->live_bytes, 60u);
+  EXPECT_EQ(t.live_bytes_total(), 60u);
+}
+
+TEST(HeapTracker, PartialUnmapTrimsHead) {
+  HeapTracker t;
+  t.apply(alloc_ev(0x10000, 3 * 4096, 1, 7, LW_KIND_MMAP));
+  t.apply(free_ev(0x10000, 4096, 1, LW_KIND_MMAP, LW_EVF_PARTIAL));
+  EXPECT_EQ(t.live_bytes(LW_KIND_MMAP), 2u * 4096);
+  // The rest now lives at the trimmed address and frees from there.
+  t.apply(free_ev(0x11000, 2 * 4096, 1, LW_KIND_MMAP));
+  EXPECT_EQ(t.live_bytes(LW_KIND_MMAP), 0u);
+  EXPECT_EQ(site(t, 7, LW_KIND_MMAP)->freed_bytes, 3u * 4096);
+}
+
+TEST(HeapTracker, ResyncMatchesKernelAndKeepsTotalsConsistent) {
+  HeapTracker t;
+  t.apply(alloc_ev(0x1000, 100, 1, 7));
+  t.apply(alloc_ev(0x2000, 200, 2, 7));  // its FREE will be "lost"
+  // Kernel: 0x1000 still live, 0x2000 freed, 0x3000 allocated (ALLOC lost).
+  std::vector<KernelRecord> kernel = {{LW_KIND_HEAP, 0x1000, 100, 1, 7},
+                                      {LW_KIND_HEAP, 0x3000, 300, 3, 9}};
+  t.resync(kernel);
+  EXPECT_EQ(t.live_bytes_total(), 400u);
+  EXPECT_EQ(site(t, 7)->live_bytes, 100u);
+  EXPECT_EQ(site(t, 9)->live_bytes, 300u);
+  for (const SiteStats& s : t.sites())
+    EXPECT_EQ(s.allocated_bytes - s.freed_bytes, s.live_bytes) << "stack " << s.stack_hash;
+  EXPECT_EQ(t.counters().resync_added, 1u);
+  EXPECT_EQ(t.counters().resync_removed, 1u);
+  // Events that were still queued when the map was read change nothing.
+  t.apply(alloc_ev(0x3000, 300, 3, 9));
+  t.apply(free_ev(0x2000, 200, 2));
+  EXPECT_EQ(t.live_bytes_total(), 400u);
+}
+
+// Differential test against a plain std::unordered_map model.
+TEST(HeapTracker, RandomEventsMatchModel) {
+  std::mt19937_64 rng(42);
+  HeapTracker t;
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> model;  // addr -> (size, ns)
+  uint64_t ns = 1;
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t addr = 0x1000 + (rng() % 5000) * 16;
+    auto it = model.find(addr);
+    if (it == model.end()) {
+      uint64_t size = 1 + rng() % 4096;
+      t.apply(alloc_ev(addr, size, ns, rng() % 13));
+      model[addr] = {size, ns++};
+    } else {
+      t.apply(free_ev(addr, it->second.first, it->second.second));
+      model.erase(it);
+    }
+  }
+  uint64_t want = 0;
+  for (auto& [a, v] : model) want += v.first;
+  EXPECT_EQ(t.live_bytes_total(), want);
+  EXPECT_EQ(t.live_allocations_total(), model.size());
+  uint64_t by_site = 0;
+  for (const SiteStats& s : t.sites()) by_site += s.live_bytes;
+  EXPECT_EQ(by_site, want);
+}
+
+TEST(FlatMap, InsertFindEraseWithCollisionsAndZeroKey) {
+  FlatMap<uint64_t> m;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 100000; ++i) {
+    uint64_t k = rng() % 3000;  // includes 0
+    if (rng() % 3 == 0) {
+      EXPECT_EQ(m.erase(k), ref.erase(k) == 1);
+    } else {
+      m.insert(k, i);
+      ref[k] = static_cast<uint64_t>(i);
+    }
+  }
+  ASSERT_EQ(m.size(), ref.size());
+  for (auto& [k, v] : ref) {
+    ASSERT_NE(m.find(k), nullptr);
+    EXPECT_EQ(*m.find(k), v);
+  }
+}
+
+TEST(DecodeEvent, RejectsShortAndOutOfRange) {
+  lw_event raw{};
+  raw.type = LW_EV_ALLOC;
+  raw.kind = LW_KIND_HEAP;
+  raw.addr = 0x1234;
+  EXPECT_TRUE(decode_event(&raw, sizeof(raw)).has_value());
+  EXPECT_FALSE(decode_event(&raw, sizeof(raw) - 1).has_value());
+  EXPECT_FALSE(decode_event(nullptr, sizeof(raw)).has_value());
+  raw.type = 99;
+  EXPECT_FALSE(decode_event(&raw, sizeof(raw)).has_value());
+  raw.type = LW_EV_FREE;
+  raw.kind = LW_KIND_MAX;
+  EXPECT_FALSE(decode_event(&raw, sizeof(raw)).has_value());
+}
+
+// Every byte pattern either decodes to an in-range event or is rejected.
+TEST(DecodeEvent, RandomBytesNeverProduceOutOfRangeEvents) {
+  std::mt19937 rng(1);
+  unsigned char buf[sizeof(lw_event) + 8];
+  for (int i = 0; i < 100000; ++i) {
+    for (auto& b : buf) b = static_cast<unsigned char>(rng());
+    size_t len = rng() % sizeof(buf);
+    auto e = decode_event(buf, len);
+    if (e) {
+      EXPECT_GE(len, sizeof(lw_event));
+      EXPECT_LT(e->kind, static_cast<uint32_t>(LW_KIND_MAX));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lw
