@@ -88,6 +88,19 @@ TEST_F(LeakwatchTop, BigOperatorNewCountedOnceAsHeap) {
   EXPECT_EQ(kinds, std::set<std::string>{"heap"}) << describe_sites(session.snapshot());
 }
 
+// libstdc++ fails operator new by throwing bad_alloc out of it, also inside
+// the nothrow variants: the target must survive tracing (catch it) and
+// nothing may be counted.
+TEST_F(LeakwatchTop, FailedNothrowNewNotCounted) {
+  TraceSession session({.target = "new_fail", .target_args = {"--nothrow"}});
+  expect_matches_truth(session, {"new_fail"});
+}
+
+TEST_F(LeakwatchTop, FailedThrowingNewNotCountedAndStillCatchable) {
+  TraceSession session({.target = "new_fail", .target_args = {"--throw"}});
+  expect_matches_truth(session, {"new_fail"});
+}
+
 TEST_F(LeakwatchTop, ChurnWithoutLeakReturnsToBaseline) {
   TraceSession session({.target = "churn"});
   expect_matches_truth(session, {"churn"});

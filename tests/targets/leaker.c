@@ -105,21 +105,24 @@ LW_SITE static unsigned long long leak_big_malloc(void) {
   return 2u << 20;
 }
 
-static void *map_anon(size_t len) {
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+/* A macro, not a function: the function that calls mmap is the site. */
+#define MAP_ANON_OR_DIE(len) \
+  check_mapped(mmap(NULL, (len), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))
+
+static void *check_mapped(void *p) {
   if (p == MAP_FAILED) lw_die("mmap");
   return p;
 }
 
 LW_SITE static unsigned long long leak_mmap(void) {
-  keep_ptr(map_anon(3 * page_size));
+  keep_ptr(MAP_ANON_OR_DIE(3 * page_size));
   return 3 * page_size;
 }
 
 /* Maps four pages and unmaps the second: three pages stay live, in two
  * pieces. */
 LW_SITE static unsigned long long leak_mmap_partial(void) {
-  char *p = map_anon(4 * page_size);
+  char *p = MAP_ANON_OR_DIE(4 * page_size);
   if (munmap(p + page_size, page_size) != 0) lw_die("munmap");
   keep_ptr(p);
   return 3 * page_size;
@@ -127,7 +130,7 @@ LW_SITE static unsigned long long leak_mmap_partial(void) {
 
 /* Grows a mapping with mremap; the new length is live, once. */
 LW_SITE static unsigned long long leak_mremap(void) {
-  void *p = map_anon(2 * page_size);
+  void *p = MAP_ANON_OR_DIE(2 * page_size);
   p = mremap(p, 2 * page_size, 5 * page_size, MREMAP_MAYMOVE);
   if (p == MAP_FAILED) lw_die("mremap");
   keep_ptr(p);
@@ -204,7 +207,7 @@ LW_SITE static void churn_big(void) {
 LW_SITE static void churn_mmap(void) {
   for (int i = 0; i < 50; i++) {
     size_t len = (size_t)(1 + i % 5) * page_size;
-    void *p = map_anon(len);
+    void *p = MAP_ANON_OR_DIE(len);
     if (munmap(p, len) != 0) lw_die("munmap");
   }
 }

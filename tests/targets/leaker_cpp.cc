@@ -6,10 +6,12 @@
 // so each block is seen by two probes: it must count once, at the function
 // that called operator new. Operator delete goes through free.
 //
+// Failed operator new is in new_fail.cc: it throws through the probed
+// operator new, which is a test of its own.
+//
 // The site functions are extern "C" so their names in the ground truth are
 // exactly the names a symbolizer reports, with no demangling conventions.
 #include <cstddef>
-#include <cstdint>
 #include <new>
 
 #include "target_protocol.h"
@@ -41,9 +43,6 @@ struct alignas(64) Aligned {
 struct Blob {
   char bytes[212];
 };
-
-// Huge sizes come through a volatile so the calls can't be folded away.
-volatile std::size_t huge_size = SIZE_MAX / 2;
 
 }  // namespace
 
@@ -125,28 +124,6 @@ LW_SITE void churn_new_delete(void) {
   }
 }
 
-// Failed operator new: nothrow ones return null, throwing ones throw
-// bad_alloc (whose exception object libstdc++ mallocs and frees in
-// __cxa_*_exception, away from this site). Nothing may be counted.
-LW_SITE void fail_new(void) {
-  if (::operator new(huge_size, std::nothrow) != nullptr) lw_die("huge nothrow new succeeded");
-  if (::operator new[](huge_size, std::align_val_t{64}, std::nothrow) != nullptr) {
-    lw_die("huge aligned nothrow new[] succeeded");
-  }
-  try {
-    sink = ::operator new(huge_size);
-    lw_die("huge new did not throw");
-  } catch (const std::bad_alloc &) {
-    // Expected.
-  }
-  try {
-    sink = ::operator new[](huge_size, std::align_val_t{32});
-    lw_die("huge aligned new[] did not throw");
-  } catch (const std::bad_alloc &) {
-    // Expected.
-  }
-}
-
 }  // extern "C"
 
 namespace {
@@ -154,8 +131,6 @@ namespace {
 void work() {
   churn_new_delete();
   lw_truth_site("churn_new_delete", 0);
-  fail_new();
-  lw_truth_site("fail_new", 0);
 
   struct Leak {
     const char *name;
