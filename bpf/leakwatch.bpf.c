@@ -137,7 +137,7 @@ static __always_inline __u64 mix64(__u64 h)
 /* Stores the current user stack in `stacks` and returns its hash, or 0 when
  * the stack is unknown (counted). The hash is of the raw addresses; the
  * daemon derives the stable, cross-host stack_id from (build-id, offset). */
-static __always_inline __u64 capture_stack(void *ctx, __u64 ret_hint)
+static __always_inline __u64 capture_stack(void *ctx, __u64 ret_hint, __u32 hint_flags)
 {
   if (!collect_stacks)
     return 0;
@@ -161,7 +161,7 @@ static __always_inline __u64 capture_stack(void *ctx, __u64 ret_hint)
   if (ret_hint) {
     s->ips[0] = s->ips[1];
     s->ips[1] = ret_hint;
-    s->flags = LW_STACK_RET_HINT;
+    s->flags = hint_flags;
     nr += 1;
   }
   s->nr = nr;
@@ -224,9 +224,99 @@ static __always_inline long retire(struct lw_target *t, __u32 tgid, __u32 kind, 
   return (long)size;
 }
 
+#define LW_UNMAP_SCAN_PAGES 256
+
+/* The tracked mmap region containing `addr`: an exact start, or a start up
+ * to LW_UNMAP_SCAN_PAGES pages below (a munmap inside a region). */
+static __always_inline struct lw_live_val *find_region(__u32 tgid, __u64 addr, __u64 *start)
+{
+  struct lw_live_key key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = addr};
+  struct lw_live_val *v = bpf_map_lookup_elem(&live, &key);
+  if (v) {
+    *start = addr;
+    return v;
+  }
+  for (int i = 1; i <= LW_UNMAP_SCAN_PAGES; i++) {
+    __u64 s = addr - (__u64)i * LW_PAGE_SIZE;
+    if (s > addr)
+      return 0; /* wrapped below 0 */
+    key.addr = s;
+    v = bpf_map_lookup_elem(&live, &key);
+    if (v) {
+      if (s + v->size <= addr)
+        return 0; /* the nearest region below ends before addr */
+      *start = s;
+      return v;
+    }
+  }
+  return 0;
+}
+
+/* munmap of [addr, addr+len): retires or cuts the tracked regions it
+ * covers. A cut keeps the head in place (same key) and re-keys the tail;
+ * the daemon mirrors it from one PARTIAL event. */
+static __always_inline void unmap_range(struct lw_target *t, __u32 tgid, __u64 addr, __u64 len)
+{
+  for (int i = 0; i < LW_UNMAP_MAX_RECORDS; i++) {
+    if (len == 0)
+      return;
+    __u64 start = 0;
+    struct lw_live_val *p = find_region(tgid, addr, &start);
+    if (!p) {
+      count(LW_CNT_MUNMAP_UNKNOWN);
+      return;
+    }
+    struct lw_live_val v = *p;
+    __u64 off = addr - start;
+    __u64 cut = v.size - off;
+    if (cut > len)
+      cut = len;
+    struct lw_live_key key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = start};
+    if (off == 0 && cut == v.size) {
+      if (bpf_map_delete_elem(&live, &key) == 0)
+        emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, start, v.size, v.alloc_ns, 0, 0);
+    } else {
+      count(LW_CNT_MUNMAP_PARTIAL);
+      __u64 tail = v.size - off - cut;
+      if (tail) {
+        struct lw_live_key tail_key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = addr + cut};
+        struct lw_live_val tail_val = {
+            .size = tail, .alloc_ns = v.alloc_ns, .stack_hash = v.stack_hash};
+        if (bpf_map_update_elem(&live, &tail_key, &tail_val, BPF_ANY))
+          count(LW_CNT_LIVE_INSERT_FAILED);
+      }
+      if (off)
+        p->size = off; /* the head stays under its key */
+      else
+        bpf_map_delete_elem(&live, &key);
+      emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, start, cut, v.alloc_ns, off, LW_EVF_PARTIAL);
+    }
+    addr += cut;
+    len -= cut;
+  }
+}
+
 /* ---------------------------------------------------------------------------
  * Allocator entry/return.
  */
+
+/* operator new has no return probe: a uretprobe replaces the return address
+ * on the stack, and the C++ unwinder cannot step through the kernel's
+ * trampoline, so a bad_alloc thrown by new would terminate the target.
+ * Instead its entry records (sp, return address), and the malloc-family
+ * call it makes is accounted with that return address as the leaf frame.
+ * The record is "in flight" while we are deeper than its sp and the slot at
+ * its sp still holds its return address: any later call from the frame that
+ * called new overwrites that slot, so a finished new is never mistaken for a
+ * live one. */
+static __always_inline bool new_in_flight(struct lw_ctx_val *c, __u64 sp, __u64 now)
+{
+  if (now - c->start_ns >= LW_CTX_STALE_NS || sp >= c->sp)
+    return false;
+  __u64 slot = 0;
+  bpf_probe_read_user(&slot, sizeof(slot), (void *)c->sp);
+  return slot == c->ret_addr;
+}
 
 static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
 {
@@ -256,6 +346,12 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
   }
   struct lw_ctx_val v = {
       .sp = sp, .ret_addr = ret_addr, .start_ns = now, .arg0 = arg0, .arg1 = size, .func = func};
+  struct lw_ctx_key new_key = {.tid = (__u32)id, .cls = LW_CTX_NEW};
+  struct lw_ctx_val *n = bpf_map_lookup_elem(&ctxs, &new_key);
+  if (n && new_in_flight(n, sp, now)) {
+    v.arg2 = n->ret_addr; /* leaf = the caller of operator new */
+    v.arg1 = n->arg1;     /* the size asked of new: aligned new rounds it up */
+  }
   if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
     count(LW_CNT_CTX_INSERT_FAILED);
   return 0;
@@ -285,7 +381,31 @@ int BPF_KPROBE(lw_malloc_enter, __u64 size)
 SEC("uprobe")
 int BPF_KPROBE(lw_new_enter, __u64 size)
 {
-  return alloc_enter(ctx, LW_FUNC_NEW, 0, size);
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t || !(t->flags & LW_TARGET_HEAP))
+    return 0;
+  __u64 sp = PT_REGS_SP(ctx);
+  __u64 now = bpf_ktime_get_ns();
+  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_NEW};
+  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  /* nothrow new calls plain new: the outer one names the user's call site. */
+  if (c && new_in_flight(c, sp, now)) {
+    count(LW_CNT_NESTED_SKIPPED);
+    return 0;
+  }
+  struct lw_ctx_val v = {.sp = sp, .start_ns = now, .arg1 = size, .func = LW_FUNC_NEW};
+  bpf_probe_read_user(&v.ret_addr, sizeof(v.ret_addr), (void *)sp);
+  if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
+    count(LW_CNT_CTX_INSERT_FAILED);
+  return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lw_sbrk_enter, __s64 increment)
+{
+  return alloc_enter(ctx, LW_FUNC_SBRK, 0, (__u64)increment);
 }
 
 SEC("uprobe")
@@ -343,6 +463,24 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
   __u64 ptr = ret;
   __u64 size = v.arg1;
   switch (v.func) {
+  case LW_FUNC_SBRK: {
+    /* sbrk returns the old break. Probed as a function (not only via the
+     * brk syscall) because glibc's sbrk keeps no frame pointer: only at its
+     * return is its caller visible. */
+    if (!(t->flags & LW_TARGET_MMAP))
+      return 0;
+    if (ret == ~0ULL) {
+      count(LW_CNT_ALLOC_FAILED);
+      return 0;
+    }
+    __s64 inc = (__s64)size;
+    if (inc > 0)
+      record_alloc(ctx, t, tgid, LW_KIND_MMAP, ret, (__u64)inc, bpf_ktime_get_ns(),
+                   capture_stack(ctx, 0, 0));
+    else if (inc < 0)
+      unmap_range(t, tgid, ret - (__u64)(-inc), (__u64)(-inc));
+    return 0;
+  }
   case LW_FUNC_POSIX_MEMALIGN:
     if ((int)ret != 0) {
       count(LW_CNT_ALLOC_FAILED);
@@ -375,7 +513,9 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
     }
     break;
   }
-  record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), capture_stack(ctx, 0));
+  __u64 stack = v.arg2 ? capture_stack(ctx, v.arg2, LW_STACK_RET_HINT_TRUSTED)
+                       : capture_stack(ctx, 0, 0);
+  record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), stack);
   return 0;
 }
 
@@ -417,7 +557,7 @@ int lw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
-  if (!t || !(t->flags & (LW_TARGET_MMAP | LW_TARGET_HEAP)))
+  if (!t || !(t->flags & (LW_TARGET_MMAP | LW_TARGET_HEAP | LW_TARGET_EXEC_PENDING)))
     return 0;
 
   struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
@@ -458,41 +598,6 @@ int lw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
   return 0;
 }
 
-/* munmap of [addr, addr+len): retires the tracked regions it covers,
- * starting at `addr`; a region it only covers the head of is trimmed. */
-static __always_inline void unmap_range(struct lw_target *t, __u32 tgid, __u64 addr, __u64 len)
-{
-  for (int i = 0; i < LW_UNMAP_MAX_RECORDS; i++) {
-    if (len == 0)
-      return;
-    struct lw_live_key key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = addr};
-    struct lw_live_val *p = bpf_map_lookup_elem(&live, &key);
-    if (!p) {
-      count(LW_CNT_MUNMAP_UNKNOWN);
-      return;
-    }
-    struct lw_live_val v = *p;
-    if (bpf_map_delete_elem(&live, &key))
-      return;
-    if (len < v.size) {
-      struct lw_live_key rest_key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = addr + len};
-      struct lw_live_val rest = {
-          .size = v.size - len, .alloc_ns = v.alloc_ns, .stack_hash = v.stack_hash};
-      count(LW_CNT_MUNMAP_PARTIAL);
-      if (bpf_map_update_elem(&live, &rest_key, &rest, BPF_ANY)) {
-        count(LW_CNT_LIVE_INSERT_FAILED);
-        emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, addr, v.size, v.alloc_ns, 0, 0);
-        return;
-      }
-      emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, addr, len, v.alloc_ns, 0, LW_EVF_PARTIAL);
-      return;
-    }
-    emit(t, LW_EV_FREE, tgid, LW_KIND_MMAP, addr, v.size, v.alloc_ns, 0, 0);
-    addr += v.size;
-    len -= v.size;
-  }
-}
-
 SEC("raw_tp/sys_exit")
 int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -527,7 +632,7 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
       __u64 hint = 0;
       bpf_probe_read_user(&hint, sizeof(hint), (void *)BPF_CORE_READ(regs, sp));
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
-                   capture_stack(ctx, hint ? hint : 1));
+                   capture_stack(ctx, hint ? hint : 1, LW_STACK_RET_HINT));
     }
     else
       emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
@@ -559,7 +664,7 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     __u64 old_brk = v.arg2, new_brk = (__u64)ret;
     if (new_brk > old_brk)
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
-                   capture_stack(ctx, 0));
+                   capture_stack(ctx, 0, 0));
     else if (new_brk < old_brk)
       unmap_range(t, tgid, new_brk, old_brk - new_brk);
     return 0;
@@ -572,16 +677,31 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
  * Process lifecycle.
  */
 
+static __always_inline void drop_thread_ctxs(__u32 tid)
+{
+  struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
+  bpf_map_delete_elem(&ctxs, &key);
+  key.cls = LW_CTX_SYSCALL;
+  bpf_map_delete_elem(&ctxs, &key);
+  key.cls = LW_CTX_NEW;
+  bpf_map_delete_elem(&ctxs, &key);
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(lw_exec, struct task_struct *p)
 {
+  /* The thread keeps its tid across exec, but its stack is new: contexts
+   * from the old image would make the new image's calls look nested. */
+  drop_thread_ctxs(BPF_CORE_READ(p, pid));
   __u32 tgid = BPF_CORE_READ(p, tgid);
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t)
     return 0;
   /* The old image is gone. Stop accounting until the daemon has purged the
-   * old records and attached to the new image. */
-  t->flags = 0;
+   * old records and attached to the new image, but keep reporting
+   * executable mappings: the loader maps the new libc before the daemon
+   * may have caught up. */
+  t->flags = LW_TARGET_EXEC_PENDING;
   emit(t, LW_EV_EXEC, tgid, 0, 0, 0, 0, 0, 0);
   return 0;
 }
@@ -593,10 +713,7 @@ int BPF_PROG(lw_exit, struct task_struct *p)
   __u32 tgid = BPF_CORE_READ(p, tgid);
   /* Entry contexts left by this thread (longjmp out of an allocator, a
    * thread killed mid-call) die with it. */
-  struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
-  bpf_map_delete_elem(&ctxs, &key);
-  key.cls = LW_CTX_SYSCALL;
-  bpf_map_delete_elem(&ctxs, &key);
+  drop_thread_ctxs(tid);
 
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t)

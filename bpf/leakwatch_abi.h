@@ -42,7 +42,8 @@ enum lw_func {
   LW_FUNC_ALIGNED = 5,       /* (align, size) -> ptr: aligned_alloc, memalign */
   LW_FUNC_NEW = 6,           /* (size, ...) -> ptr: every operator new variant */
   LW_FUNC_FREE = 7,          /* (ptr): free, cfree */
-  LW_FUNC_MAX = 8,
+  LW_FUNC_SBRK = 8,          /* (increment) -> old break; kind mmap */
+  LW_FUNC_MAX = 9,
 };
 
 /* Entry contexts are keyed by (tid, class): one outstanding accounted call
@@ -53,7 +54,8 @@ enum lw_func {
 enum lw_ctx_class {
   LW_CTX_ALLOC = 0,
   LW_CTX_SYSCALL = 1,
-  LW_CTX_MAX = 2,
+  LW_CTX_NEW = 2,   /* operator new in flight: entry-only, see lw_new_enter */
+  LW_CTX_MAX = 3,
 };
 
 /* Per-CPU counters, indexed by this enum. Every path that gives up on an
@@ -97,7 +99,8 @@ struct lw_live_val {
 };
 
 /* lw_stack.flags */
-#define LW_STACK_RET_HINT 1u /* ips[1] is *(user sp) at a syscall, see below */
+#define LW_STACK_RET_HINT 1u         /* ips[1] is *(user sp) at a syscall, see below */
+#define LW_STACK_RET_HINT_TRUSTED 2u /* ips[1] is the return address of operator new */
 
 /* Stored stack: user addresses, leaf first. With LW_STACK_RET_HINT, ips[0]
  * is the ip inside a syscall wrapper and ips[1] the word at the user sp,
@@ -130,6 +133,10 @@ struct lw_ctx_val {
 enum lw_target_flags {
   LW_TARGET_HEAP = 1u << 0, /* uprobes on the malloc family are attached */
   LW_TARGET_MMAP = 1u << 1, /* account anonymous mmap/munmap/mremap/brk */
+  /* Set by the exec tracepoint: nothing is accounted, but executable
+   * mappings are still reported so the daemon can attach to the new image's
+   * libc as soon as the loader maps it. */
+  LW_TARGET_EXEC_PENDING = 1u << 2,
 };
 
 struct lw_target {
@@ -149,7 +156,8 @@ enum lw_event_type {
 
 /* Event flags. */
 #define LW_EVF_REPLACED 1u /* ALLOC retired a still-live record (missed free) */
-#define LW_EVF_PARTIAL 2u  /* FREE of part of a region; see `size` */
+#define LW_EVF_PARTIAL 2u  /* FREE of part of the region at `addr`: `size` bytes
+                            * cut at offset `stack_hash` from its start */
 
 /* One ring-buffer record: 56 bytes, fixed size. */
 struct lw_event {

@@ -68,15 +68,27 @@ void HeapTracker::apply(const Event& e) {
     return;
   }
   LiveRecord r = *rec;
-  if ((e.flags & LW_EVF_PARTIAL) && e.size < r.size) {
-    // munmap of the head of a region: the rest lives on at addr + size.
+  if (e.flags & LW_EVF_PARTIAL) {
+    // munmap cut `size` bytes at offset `stack_hash` out of the region: the
+    // head keeps its address, the tail moves past the hole.
+    const uint64_t off = e.stack_hash;
+    if (off > r.size || e.size > r.size - off) {
+      ++counters_.stale_frees;  // inconsistent with what we hold; a resync repairs it
+      return;
+    }
     drop_live(key, r, e.size);
-    SiteStats& s = sites_[r.site];
-    s.frees -= 1;  // a trim is not a whole free
-    LiveRecord rest = r;
-    rest.addr = r.addr + e.size;
-    rest.size = r.size - e.size;
-    add_live(rest);
+    sites_[r.site].frees -= 1;  // a cut is not a whole free
+    if (off > 0) {
+      LiveRecord head = r;
+      head.size = off;
+      add_live(head);
+    }
+    if (const uint64_t tail = r.size - off - e.size; tail > 0) {
+      LiveRecord rest = r;
+      rest.addr = r.addr + off + e.size;
+      rest.size = tail;
+      add_live(rest);
+    }
     return;
   }
   drop_live(key, r, r.size);

@@ -132,6 +132,7 @@ bpf_program* BpfSession::program(ProbeProgram p) const {
     case ProbeProgram::kAlignedEnter: return skel_->progs.lw_aligned_enter;
     case ProbeProgram::kAllocReturn: return skel_->progs.lw_alloc_return;
     case ProbeProgram::kFreeEnter: return skel_->progs.lw_free_enter;
+    case ProbeProgram::kSbrkEnter: return skel_->progs.lw_sbrk_enter;
   }
   return nullptr;
 }

@@ -48,6 +48,7 @@ enum class ProbeProgram {
   kAlignedEnter,
   kAllocReturn,
   kFreeEnter,
+  kSbrkEnter,
 };
 
 using Counters = std::array<uint64_t, LW_CNT_MAX>;

@@ -19,8 +19,9 @@ namespace {
 struct ProbeSpec {
   const char* symbol;
   ProbeProgram entry;
-  bool needs_return;  // false: entry-only, may move past a NULL check
+  bool needs_return;  // a uretprobe too, at the entry
   bool required;      // the process cannot be traced without it
+  bool movable;       // entry-only and may move past a NULL check
 };
 
 // libc. operator delete is not probed: every libstdc++ delete variant is a
@@ -28,28 +29,34 @@ struct ProbeSpec {
 // `jmp _ZdlPv@plt`), so the free probe sees each delete once; probing both
 // would trap twice per delete for no extra information.
 constexpr ProbeSpec kLibcProbes[] = {
-    {"malloc", ProbeProgram::kMallocEnter, true, true},
-    {"free", ProbeProgram::kFreeEnter, false, true},
-    {"calloc", ProbeProgram::kCallocEnter, true, false},
-    {"realloc", ProbeProgram::kReallocEnter, true, false},
-    {"reallocarray", ProbeProgram::kReallocarrayEnter, true, false},
-    {"posix_memalign", ProbeProgram::kPosixMemalignEnter, true, false},
-    {"aligned_alloc", ProbeProgram::kAlignedEnter, true, false},
-    {"memalign", ProbeProgram::kAlignedEnter, true, false},
-    {"valloc", ProbeProgram::kMallocEnter, true, false},
-    {"pvalloc", ProbeProgram::kMallocEnter, true, false},  // accounts the requested size
+    {"malloc", ProbeProgram::kMallocEnter, true, true, false},
+    {"free", ProbeProgram::kFreeEnter, false, true, true},
+    {"calloc", ProbeProgram::kCallocEnter, true, false, false},
+    {"realloc", ProbeProgram::kReallocEnter, true, false, false},
+    {"reallocarray", ProbeProgram::kReallocarrayEnter, true, false, false},
+    {"posix_memalign", ProbeProgram::kPosixMemalignEnter, true, false, false},
+    {"aligned_alloc", ProbeProgram::kAlignedEnter, true, false, false},
+    {"memalign", ProbeProgram::kAlignedEnter, true, false, false},
+    {"valloc", ProbeProgram::kMallocEnter, true, false, false},
+    {"pvalloc", ProbeProgram::kMallocEnter, true, false, false},  // the requested size
+    // sbrk outside malloc is kind mmap; glibc's sbrk has no frame pointer,
+    // so only its return probe sees the caller.
+    {"sbrk", ProbeProgram::kSbrkEnter, true, false, false},
 };
 
-// Every operator new variant takes the size first; the result is the block.
+// Every operator new variant takes the size first. Entry probes only, kept
+// at the entry (they read the return address at sp): a return probe on new
+// would break C++ exceptions thrown through it (see lw_new_enter), so the
+// block is accounted at the malloc-family call inside new.
 constexpr ProbeSpec kLibstdcxxProbes[] = {
-    {"_Znwm", ProbeProgram::kNewEnter, true, false},
-    {"_Znam", ProbeProgram::kNewEnter, true, false},
-    {"_ZnwmRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
-    {"_ZnamRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
-    {"_ZnwmSt11align_val_t", ProbeProgram::kNewEnter, true, false},
-    {"_ZnamSt11align_val_t", ProbeProgram::kNewEnter, true, false},
-    {"_ZnwmSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
-    {"_ZnamSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, true, false},
+    {"_Znwm", ProbeProgram::kNewEnter, false, false, false},
+    {"_Znam", ProbeProgram::kNewEnter, false, false, false},
+    {"_ZnwmRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
+    {"_ZnamRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
+    {"_ZnwmSt11align_val_t", ProbeProgram::kNewEnter, false, false, false},
+    {"_ZnamSt11align_val_t", ProbeProgram::kNewEnter, false, false, false},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
 };
 
 std::string basename_of(const std::string& path) {
@@ -172,6 +179,8 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role
     uint64_t probe_vaddr = sym->vaddr;
     if (spec.needs_return) {
       report.placement = "entry (return probe needs the entry)";
+    } else if (!spec.movable) {
+      report.placement = "entry (reads the return address)";
     } else {
       ProbePlacement pl = place_entry_only_probe(**elf, *sym);
       probe_vaddr = pl.vaddr;

@@ -229,7 +229,11 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   ResolvedStack rs;
   StoredStack stored = session_->read_stack(stack_hash);
   std::vector<uint64_t> ips = std::move(stored.ips);
-  if ((stored.flags & LW_STACK_RET_HINT) && ips.size() >= 2) {
+  if ((stored.flags & LW_STACK_RET_HINT_TRUSTED) && ips.size() >= 2) {
+    // Allocated inside operator new: ips[0] is in libstdc++ and ips[1] is
+    // new's own return address (read at its entry), i.e. its caller.
+    ips.erase(ips.begin());
+  } else if ((stored.flags & LW_STACK_RET_HINT) && ips.size() >= 2) {
     // A syscall stack: ips[0] is inside the (frameless) wrapper and ips[1]
     // the word at the user sp. The leaf we report is the wrapper's caller,
     // so keep the hint in place of the wrapper if it is a real return

@@ -73,6 +73,25 @@ TEST(HeapTracker, DuplicateAllocIsIgnoredAndMissedFreeRetires) {
   EXPECT_EQ(t.live_bytes_total(), 60u);
 }
 
+TEST(HeapTracker, PartialUnmapCutsTheMiddle) {
+  HeapTracker t;
+  t.apply(alloc_ev(0x10000, 4 * 4096, 1, 7, LW_KIND_MMAP));
+  Event cut = free_ev(0x10000, 4096, 1, LW_KIND_MMAP, LW_EVF_PARTIAL);
+  cut.stack_hash = 4096;  // offset of the cut
+  t.apply(cut);
+  EXPECT_EQ(t.live_bytes(LW_KIND_MMAP), 3u * 4096);
+  EXPECT_EQ(t.live_allocations_total(), 2u);  // head and tail
+  t.apply(free_ev(0x10000, 4096, 1, LW_KIND_MMAP));
+  t.apply(free_ev(0x12000, 2 * 4096, 1, LW_KIND_MMAP));
+  EXPECT_EQ(t.live_bytes(LW_KIND_MMAP), 0u);
+  // An impossible cut (past the end) changes nothing.
+  t.apply(alloc_ev(0x20000, 4096, 2, 7, LW_KIND_MMAP));
+  Event bad = free_ev(0x20000, 4096, 2, LW_KIND_MMAP, LW_EVF_PARTIAL);
+  bad.stack_hash = 4096;
+  t.apply(bad);
+  EXPECT_EQ(t.live_bytes(LW_KIND_MMAP), 4096u);
+}
+
 TEST(HeapTracker, PartialUnmapTrimsHead) {
   HeapTracker t;
   t.apply(alloc_ev(0x10000, 3 * 4096, 1, 7, LW_KIND_MMAP));
