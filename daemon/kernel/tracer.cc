@@ -205,7 +205,12 @@ void Tracer::resync(TracedProcess& proc) {
 void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.exec_pending = false;
   ++proc.execs;
-  proc.attacher->detach_all();
+  // The probes stay: uprobes are per (inode, offset) and filtered by the
+  // task's current mm, so a probe on a library the new image maps too (the
+  // usual case: the same libc) keeps working, and one on a library it does
+  // not map never fires. Only objects new to this pid are attached below.
+  // (Detaching and re-attaching the same probes at exec lost the new
+  // image's first return probe; see test FollowsPidThroughExec.)
   if (!session_->purge_live(proc.pid)) ++stats_.attach_errors;
   proc.heap.clear();
   proc.stacks.clear();

@@ -7,8 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "harness.h"
 
 namespace lw::itest {
@@ -130,12 +128,6 @@ TEST_F(LeakwatchTop, ForkedChildNotAttributedToParent) {
 }
 
 TEST_F(LeakwatchTop, FollowsPidThroughExec) {
-  // Known bug, open in issue 2: after re-attaching to the new image, the
-  // first malloc's return probe does not commit and later calls from the
-  // same site are taken for tail calls (counter nested_skipped). The old
-  // image's bytes are dropped correctly. Run with LW_RUN_KNOWN_BUGS=1.
-  if (getenv("LW_RUN_KNOWN_BUGS") == nullptr)
-    GTEST_SKIP() << "known bug: exec re-attach misses the new image's allocations (issue 2)";
   TraceSession session({.target = "execer"});
   EXPECT_EQ(session.snapshot().at("pid").get<pid_t>(), session.target_pid());
   expect_matches_truth(session, {"execer"});
