@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything leakwatch needs to build and test on Debian 12, from
 # Debian's own packages. Idempotent; run as root.
+# Usage: install-deps.sh [--with-test-tools]
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (apt-get)" >&2
@@ -12,5 +13,11 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git ca-certificates \
   clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev \
   nlohmann-json3-dev libgtest-dev libgmock-dev \
+  libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev libssl-dev libcrypt-dev \
   binutils procps >/dev/null
+# Test peers (--with-test-tools): a real Prometheus server and promtool, and
+# go tool pprof and protoc to check the pprof output.
+if [ "${1:-}" = "--with-test-tools" ]; then
+  apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler >/dev/null
+fi
 echo "install-deps.sh: dependencies installed"
