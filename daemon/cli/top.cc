@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -32,6 +34,7 @@ struct TopOptions {
   bool json = false;
   size_t max_sites = 20;
   long stall_consumer_ms = 0;
+  std::string record_path;  // raw ring-buffer records, for bench/ replay
   BpfOptions bpf;
 };
 
@@ -46,6 +49,8 @@ void top_usage(FILE* out) {
           "      --ringbuf-bytes N       ring buffer size, power of two >= 4096 (8 MiB)\n"
           "      --live-max N            kernel live-allocation map entries (262144)\n"
           "      --stack-max N           kernel stack map entries (16384)\n"
+          "      --record-events FILE    also write every raw event record to FILE\n"
+          "                              (replayed by bench/lw_bench_consumer --replay)\n"
           "      --debug-stall-consumer-ms N\n"
           "                              stop reading events for N ms after attach\n"
           "                              (fault testing: forces ring-buffer loss)\n");
@@ -131,6 +136,10 @@ int parse(int argc, char** argv, TopOptions& o) {
         return exit_code::kUsage;
       }
       o.bpf.stack_max_entries = static_cast<uint32_t>(n);
+    } else if (a == "--record-events") {
+      const char* v = value("--record-events");
+      if (!v || !*v) return exit_code::kUsage;
+      o.record_path = v;
     } else if (a == "--debug-stall-consumer-ms") {
       const char* v = value("--debug-stall-consumer-ms");
       if (!v || !parse_u64(v, n) || n > 600000) {
@@ -252,6 +261,16 @@ int run_top(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Tracer& t = **tracer;
+  std::unique_ptr<FILE, int (*)(FILE*)> record(nullptr, fclose);
+  if (!opt.record_path.empty()) {
+    record.reset(fopen(opt.record_path.c_str(), "wbe"));
+    if (!record) {
+      fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
+              strerror(errno));
+      return exit_code::kError;
+    }
+    t.set_record_tap([f = record.get()](const void* data, size_t len) { fwrite(data, 1, len, f); });
+  }
   // The first snapshot is printed once every probe is attached: a caller
   // can wait for it before starting the workload.
   emit(take_snapshot(t, *t.process(opt.pid), opt.max_sites, opt.json), opt.json);

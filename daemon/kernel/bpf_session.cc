@@ -30,6 +30,9 @@ constexpr const char* kCounterNames[LW_CNT_MAX] = {
 };
 
 Error load_error(int err) {
+  if (access("/sys/bus/event_source/devices/uprobe/type", R_OK) != 0)
+    return Error{ENOTSUP, "kernel has no uprobe perf PMU (/sys/bus/event_source/devices/uprobe): "
+                          "leakwatch needs CONFIG_UPROBE_EVENTS"};
   if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
     return Error{ENOTSUP, "kernel has no BTF (/sys/kernel/btf/vmlinux missing): leakwatch needs "
                           "a kernel >= 5.8 built with CONFIG_DEBUG_INFO_BTF"};
@@ -60,6 +63,10 @@ Link::~Link() {
 
 Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options) {
   libbpf_set_print(libbpf_log);
+  // Check what the kernel lacks before libbpf's own, less specific errors.
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0 ||
+      access("/sys/bus/event_source/devices/uprobe/type", R_OK) != 0)
+    return load_error(ENOTSUP);
   if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
     return Error{EINVAL, "ring buffer size must be a power of two >= 4096"};
 

@@ -128,6 +128,7 @@ TracedProcess* Tracer::process(pid_t pid) {
 }
 
 void Tracer::on_record(const void* data, size_t len) {
+  if (tap_) tap_(data, len);
   std::optional<Event> e = decode_event(data, len);
   if (!e) {
     ++stats_.decode_errors;

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -78,6 +79,9 @@ class Tracer {
   // Sum of the kernel live map's records for `pid`, for consistency checks.
   Result<uint64_t> kernel_live_bytes(pid_t pid) const;
 
+  // Every raw record is also handed to `tap` before decoding (recording).
+  void set_record_tap(std::function<void(const void*, size_t)> tap) { tap_ = std::move(tap); }
+
   Counters counters() const { return session_->read_counters(); }
   const TracerStats& stats() const { return stats_; }
   BpfSession& session() { return *session_; }
@@ -94,6 +98,7 @@ class Tracer {
   Symbolizer symbolizer_;
   TracerStats stats_;
   uint64_t drops_seen_ = 0;
+  std::function<void(const void*, size_t)> tap_;
 };
 
 // /proc/PID/stat starttime (clock ticks since boot), or 0.
