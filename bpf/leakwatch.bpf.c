@@ -87,6 +87,9 @@ struct {
 
 /* Set at load time. */
 const volatile bool collect_stacks = true;
+/* Daemon mode: report every exec, so new processes are matched against the
+ * selectors within the poll interval, without scanning /proc. */
+const volatile bool report_all_execs = false;
 
 static __always_inline void count(__u32 which)
 {
@@ -695,8 +698,11 @@ int BPF_PROG(lw_exec, struct task_struct *p)
   drop_thread_ctxs(BPF_CORE_READ(p, pid));
   __u32 tgid = BPF_CORE_READ(p, tgid);
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
-  if (!t)
+  if (!t) {
+    if (report_all_execs)
+      emit(0, LW_EV_EXEC, tgid, 0, 0, 0, 0, 0, LW_EVF_UNTRACKED);
     return 0;
+  }
   /* The old image is gone. Stop accounting until the daemon has purged the
    * old records and attached to the new image, but keep reporting
    * executable mappings: the loader maps the new libc before the daemon
@@ -722,5 +728,19 @@ int BPF_PROG(lw_exit, struct task_struct *p)
     return 0; /* other threads of the process live on */
   t->flags = 0;
   emit(t, LW_EV_EXIT, tgid, 0, 0, 0, 0, 0, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(lw_fork, struct task_struct *parent, struct task_struct *child)
+{
+  __u32 ptgid = BPF_CORE_READ(parent, tgid);
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &ptgid);
+  if (!t || !(t->flags & LW_TARGET_FOLLOW_FORKS))
+    return 0;
+  __u32 child_pid = BPF_CORE_READ(child, pid);
+  if (child_pid != BPF_CORE_READ(child, tgid))
+    return 0; /* a new thread, not a new process */
+  emit(t, LW_EV_FORK, ptgid, 0, child_pid, 0, 0, 0, 0);
   return 0;
 }

@@ -137,6 +137,7 @@ enum lw_target_flags {
    * mappings are still reported so the daemon can attach to the new image's
    * libc as soon as the loader maps it. */
   LW_TARGET_EXEC_PENDING = 1u << 2,
+  LW_TARGET_FOLLOW_FORKS = 1u << 3, /* report forked children (LW_EV_FORK) */
 };
 
 struct lw_target {
@@ -152,9 +153,11 @@ enum lw_event_type {
   LW_EV_EXIT = 3,      /* the process (thread group) exited */
   LW_EV_EXEC = 4,      /* the process exec'd: its image and heap are gone */
   LW_EV_MAP_EXEC = 5,  /* an executable file mapping appeared (dlopen) */
+  LW_EV_FORK = 6,      /* a target forked a process: `addr` is the child's pid */
 };
 
 /* Event flags. */
+#define LW_EVF_UNTRACKED 4u /* EXEC of a process that is not a target (discovery) */
 #define LW_EVF_REPLACED 1u /* ALLOC retired a still-live record (missed free) */
 #define LW_EVF_PARTIAL 2u  /* FREE of part of the region at `addr`: `size` bytes
                             * cut at offset `stack_hash` from its start */

@@ -17,6 +17,7 @@ enum class EventType : uint16_t {
   kExit = LW_EV_EXIT,
   kExec = LW_EV_EXEC,
   kMapExec = LW_EV_MAP_EXEC,
+  kFork = LW_EV_FORK,
 };
 
 struct Event {

@@ -75,6 +75,7 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   if (!s->skel_) return load_error(errno);
   leakwatch_bpf* sk = s->skel_;
   sk->rodata->collect_stacks = options.collect_stacks;
+  sk->rodata->report_all_execs = options.report_all_execs;
   bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
   bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
   bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
@@ -92,6 +93,8 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   if (!sk->links.lw_exec) return errno_error("attaching tp_btf/sched_process_exec");
   sk->links.lw_exit = bpf_program__attach(sk->progs.lw_exit);
   if (!sk->links.lw_exit) return errno_error("attaching tp_btf/sched_process_exit");
+  sk->links.lw_fork = bpf_program__attach(sk->progs.lw_fork);
+  if (!sk->links.lw_fork) return errno_error("attaching tp_btf/sched_process_fork");
   if (options.trace_syscalls) {
     sk->links.lw_sys_enter = bpf_program__attach(sk->progs.lw_sys_enter);
     if (!sk->links.lw_sys_enter) return errno_error("attaching raw_tp/sys_enter");

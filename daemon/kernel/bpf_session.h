@@ -35,6 +35,7 @@ struct BpfOptions {
   uint32_t max_targets = 4096;
   bool collect_stacks = true;
   bool trace_syscalls = true;  // mmap/munmap/mremap/brk tracepoints
+  bool report_all_execs = false;  // daemon: discover new processes at exec
 };
 
 // Which BPF program a uprobe runs.

@@ -77,7 +77,17 @@ Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session
   session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
 }
 
-Status Tracer::attach(pid_t pid) {
+namespace {
+uint32_t target_flags(const AttachOptions& o) {
+  uint32_t flags = 0;
+  if (o.heap) flags |= LW_TARGET_HEAP;
+  if (o.mmap) flags |= LW_TARGET_MMAP;
+  if (o.follow_forks) flags |= LW_TARGET_FOLLOW_FORKS;
+  return flags;
+}
+}  // namespace
+
+Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (pid <= 0) return Error{ESRCH, "invalid pid " + std::to_string(pid)};
   if (kill(pid, 0) != 0) {
     if (errno == ESRCH) return Error{ESRCH, "no such process: " + std::to_string(pid)};
@@ -94,12 +104,13 @@ Status Tracer::attach(pid_t pid) {
   ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1);
   if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
+  proc->options = options;
 
   // Records left by an earlier process with this pid must not be inherited.
   if (Status st = session_->purge_live(pid); !st) return st;
-  if (Status st = session_->set_target(pid, LW_TARGET_HEAP | LW_TARGET_MMAP, 0); !st) return st;
+  if (Status st = session_->set_target(pid, target_flags(options), 0); !st) return st;
   if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
-  Status st = proc->attacher->attach_new_objects();
+  Status st = options.heap ? proc->attacher->attach_new_objects() : ok_status();
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
     if (kill(pid, 0) != 0 && errno == ESRCH)
@@ -136,7 +147,10 @@ void Tracer::on_record(const void* data, size_t len) {
   }
   auto it = procs_.find(static_cast<pid_t>(e->tgid));
   if (it == procs_.end()) {
-    ++stats_.events_unknown_pid;
+    if (e->type == EventType::kExec && (e->flags & LW_EVF_UNTRACKED))
+      discoveries_.push_back({static_cast<pid_t>(e->tgid), 0, false});
+    else
+      ++stats_.events_unknown_pid;
     return;
   }
   TracedProcess& p = *it->second;
@@ -150,6 +164,10 @@ void Tracer::on_record(const void* data, size_t len) {
       break;
     case EventType::kExec:
       p.exec_pending = true;
+      discoveries_.push_back({p.pid, 0, true});
+      break;
+    case EventType::kFork:
+      discoveries_.push_back({static_cast<pid_t>(e->addr), p.pid, false});
       break;
     case EventType::kMapExec:
       p.rescan_pending = true;
@@ -183,7 +201,7 @@ void Tracer::after_poll() {
     if (proc->rescan_pending) {
       proc->rescan_pending = false;
       ++stats_.rescans;
-      if (!proc->attacher->attach_new_objects()) ++stats_.attach_errors;
+      if (proc->options.heap && !proc->attacher->attach_new_objects()) ++stats_.attach_errors;
       if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
     }
     if (drops) {
@@ -217,8 +235,8 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.stacks.clear();
   proc.comm = process_comm(proc.pid);
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
-  if (!session_->set_target(proc.pid, LW_TARGET_HEAP | LW_TARGET_MMAP, 0)) return;
-  if (!proc.attacher->attach_new_objects()) ++stats_.attach_errors;
+  if (!session_->set_target(proc.pid, target_flags(proc.options), 0)) return;
+  if (proc.options.heap && !proc.attacher->attach_new_objects()) ++stats_.attach_errors;
 }
 
 Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {

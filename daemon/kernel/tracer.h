@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "daemon/core/heap_tracker.h"
@@ -31,6 +32,20 @@ struct ResolvedStack {
   std::vector<Frame> frames;  // leaf first
 };
 
+// How to trace one process.
+struct AttachOptions {
+  bool heap = true;          // malloc family and operator new (uprobes): mode `full`
+  bool mmap = true;          // anonymous mmap/munmap/mremap/brk (tracepoints)
+  bool follow_forks = false; // report forked children (Tracer::take_discoveries)
+};
+
+// A process the daemon may want to look at: it exec'd, or a target forked it.
+struct Discovery {
+  pid_t pid = 0;
+  pid_t parent = 0;  // the forking target, 0 for an exec
+  bool was_target = false;  // an exec of a process already traced
+};
+
 struct TracedProcess {
   pid_t pid = 0;
   uint64_t start_ticks = 0;   // /proc/PID/stat starttime: pid + this = identity
@@ -40,6 +55,7 @@ struct TracedProcess {
   uint64_t execs = 0;
   HeapTracker heap;
   std::unique_ptr<ProcessAttacher> attacher;
+  AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization
   std::unordered_map<uint64_t, ResolvedStack> stacks;  // by kernel stack hash
   // Deferred work, set by events, done after the poll.
@@ -63,7 +79,7 @@ class Tracer {
 
   // Attaches to a running process. Errors: ESRCH (no such process), EPERM,
   // ENOENT (nothing to probe).
-  Status attach(pid_t pid);
+  Status attach(pid_t pid, const AttachOptions& options = {});
   void detach(pid_t pid);
 
   // Waits up to timeout_ms for events, applies them, then does the deferred
@@ -84,6 +100,9 @@ class Tracer {
 
   Counters counters() const { return session_->read_counters(); }
   const TracerStats& stats() const { return stats_; }
+
+  // Execs and forks seen since the last call (daemon discovery).
+  std::vector<Discovery> take_discoveries() { return std::exchange(discoveries_, {}); }
   BpfSession& session() { return *session_; }
 
  private:
@@ -98,6 +117,7 @@ class Tracer {
   Symbolizer symbolizer_;
   TracerStats stats_;
   uint64_t drops_seen_ = 0;
+  std::vector<Discovery> discoveries_;
   std::function<void(const void*, size_t)> tap_;
 };
 
