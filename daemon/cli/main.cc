@@ -3,6 +3,7 @@
 #include <string>
 
 #include "daemon/cli/exit_codes.h"
+#include "daemon/cli/run.h"
 #include "daemon/cli/top.h"
 
 namespace {
@@ -15,6 +16,8 @@ void usage(FILE* out) {
           "  top -p PID [--interval SECONDS] [--count N] [--json]\n"
           "                       live view of the call stacks holding memory in a running\n"
           "                       process (attaches without a restart)\n"
+          "  run --config FILE    the daemon: trace every process the config selects\n"
+          "  check-config FILE    validate a config file (every error, with file:line:column)\n"
           "  --version            print the version\n"
           "  --help               this text\n"
           "\n"
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
     return lw::exit_code::kOk;
   }
   if (cmd == "top") return lw::run_top(argc - 1, argv + 1);
+  if (cmd == "run") return lw::run_daemon(argc - 1, argv + 1);
+  if (cmd == "check-config") return lw::run_check_config(argc - 1, argv + 1);
   fprintf(stderr, "leakwatch: unknown command '%s'\n", cmd.c_str());
   usage(stderr);
   return lw::exit_code::kUsage;

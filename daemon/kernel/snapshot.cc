@@ -39,8 +39,16 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
 
   // Rank by live bytes first (cheap), then symbolize only what is shown.
   std::vector<const SiteStats*> live;
-  for (const SiteStats& s : proc.heap.sites())
+  for (const SiteStats& s : proc.heap.sites()) {
+    KindTotals& k = snap.kinds[s.kind];
+    k.live_bytes += s.live_bytes;
+    k.live_allocations += s.live_allocations;
+    k.allocated_bytes += s.allocated_bytes;
+    k.allocations += s.allocations;
+    k.freed_bytes += s.freed_bytes;
+    k.frees += s.frees;
     if (s.live_allocations > 0) live.push_back(&s);
+  }
   std::sort(live.begin(), live.end(),
             [](const SiteStats* a, const SiteStats* b) { return a->live_bytes > b->live_bytes; });
 

@@ -2,6 +2,7 @@
 // stack id and symbolized. Built by the consumer thread; plain data after.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,16 @@ struct SiteSnapshot {
   std::vector<Frame> frames;
 };
 
+// Totals of one kind of memory over every site of a process.
+struct KindTotals {
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t freed_bytes = 0;
+  uint64_t frees = 0;
+};
+
 struct ProcessSnapshot {
   pid_t pid = 0;
   std::string comm;
@@ -31,6 +42,7 @@ struct ProcessSnapshot {
   bool final = false;          // the process has exited; last snapshot
   uint64_t live_bytes = 0;
   uint64_t live_allocations = 0;
+  std::array<KindTotals, LW_KIND_MAX> kinds{};  // every site, not only the top
   std::vector<SiteSnapshot> sites;  // live_bytes descending, top `max_sites`
   size_t sites_total = 0;           // sites holding memory before truncation
   Counters kernel_counters{};

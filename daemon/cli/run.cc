@@ -1,0 +1,150 @@
+#include "daemon/cli/run.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "daemon/cli/exit_codes.h"
+#include "daemon/core/config.h"
+#include "daemon/core/log.h"
+#include "daemon/core/sd_notify.h"
+#include "daemon/kernel/daemon.h"
+#include "exporter/http_server.h"
+
+namespace lw {
+
+namespace {
+
+std::atomic<Daemon*> g_daemon{nullptr};
+
+void on_stop(int) {
+  if (Daemon* d = g_daemon.load()) d->request_stop();
+}
+void on_hup(int) {
+  if (Daemon* d = g_daemon.load()) d->request_reload();
+}
+
+std::optional<LogLevel> parse_level(const std::string& s) {
+  if (s == "debug") return LogLevel::kDebug;
+  if (s == "info") return LogLevel::kInfo;
+  if (s == "warn") return LogLevel::kWarn;
+  if (s == "error") return LogLevel::kError;
+  return std::nullopt;
+}
+
+void raise_fd_limit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+      LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
+  }
+}
+
+int exit_code_for(const Error& e) {
+  switch (e.code) {
+    case EPERM:
+    case EACCES: return exit_code::kPermissionDenied;
+    case ENOTSUP: return exit_code::kUnsupportedKernel;
+    default: return exit_code::kError;
+  }
+}
+
+}  // namespace
+
+int run_check_config(int argc, char** argv) {
+  if (argc != 2 || argv[1][0] == '-') {
+    fprintf(stderr, "usage: leakwatch check-config FILE\n");
+    return exit_code::kUsage;
+  }
+  std::vector<ConfigError> errors;
+  Result<Config> cfg = load_config_file(argv[1], &errors);
+  if (!cfg) {
+    for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());
+    fprintf(stderr, "%s: %zu error%s\n", argv[1], errors.size(), errors.size() == 1 ? "" : "s");
+    return exit_code::kError;
+  }
+  printf("%s: valid (%zu targets, listen %s)\n", argv[1], cfg->targets.size(), cfg->listen.c_str());
+  return exit_code::kOk;
+}
+
+int run_daemon(int argc, char** argv) {
+  DaemonOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--config" || a == "-c") && i + 1 < argc) {
+      options.config_path = argv[++i];
+    } else if (a == "--log-level" && i + 1 < argc) {
+      options.log_level_override = parse_level(argv[++i]);
+      if (!options.log_level_override) {
+        fprintf(stderr, "leakwatch run: --log-level must be debug, info, warn or error\n");
+        return exit_code::kUsage;
+      }
+    } else if (a == "--pods-dir" && i + 1 < argc) {
+      options.pods.root = argv[++i];
+    } else if (a == "-h" || a == "--help") {
+      printf("usage: leakwatch run --config FILE [--log-level LEVEL] [--pods-dir DIR]\n");
+      return exit_code::kOk;
+    } else {
+      fprintf(stderr, "leakwatch run: unknown option '%s'\n", a.c_str());
+      return exit_code::kUsage;
+    }
+  }
+  if (options.config_path.empty()) {
+    fprintf(stderr, "leakwatch run: --config FILE is required\n");
+    return exit_code::kUsage;
+  }
+  std::vector<ConfigError> errors;
+  Result<Config> cfg = load_config_file(options.config_path, &errors);
+  if (!cfg) {
+    for (const ConfigError& e : errors) LW_LOG_ERROR("%s", format_error(e).c_str());
+    return exit_code::kError;
+  }
+  set_log_level(options.log_level_override.value_or(cfg->log_level));
+  raise_fd_limit();
+
+  std::string host = cfg->listen_host;
+  int port = cfg->listen_port;
+  auto daemon = Daemon::create(options, std::move(*cfg));
+  if (!daemon) {
+    LW_LOG_ERROR("%s", daemon.error().message.c_str());
+    return exit_code_for(daemon.error());
+  }
+  Daemon& d = **daemon;
+  g_daemon.store(&d);
+  struct sigaction stop = {}, hup = {};
+  stop.sa_handler = on_stop;
+  hup.sa_handler = on_hup;
+  sigaction(SIGTERM, &stop, nullptr);
+  sigaction(SIGINT, &stop, nullptr);
+  sigaction(SIGHUP, &hup, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  HttpServer http([&d] { return d.snapshot(); });
+  bool http_failed = false;
+  Status st = d.run([&] {
+    Result<int> bound = http.start(host, port);
+    if (!bound) {
+      LW_LOG_ERROR("%s", bound.error().message.c_str());
+      http_failed = true;
+      d.request_stop();
+      return;
+    }
+    LW_LOG_INFO("listening on %s:%d", host.c_str(), *bound);
+    sd_notify_send("READY=1");
+  });
+  http.stop();
+  g_daemon.store(nullptr);
+  if (!st) {
+    LW_LOG_ERROR("%s", st.error().message.c_str());
+    return exit_code::kError;
+  }
+  return http_failed ? exit_code::kError : exit_code::kOk;
+}
+
+}  // namespace lw

@@ -1,0 +1,8 @@
+#pragma once
+
+namespace lw {
+// `leakwatch run --config FILE`: the daemon. Returns the exit code.
+int run_daemon(int argc, char** argv);
+// `leakwatch check-config FILE`: 0 when valid, 1 with every error listed.
+int run_check_config(int argc, char** argv);
+}  // namespace lw

@@ -1,0 +1,378 @@
+#include "daemon/kernel/daemon.h"
+
+#include <dirent.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/core/log.h"
+#include "daemon/core/sd_notify.h"
+
+namespace lw {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+ProcessFacts facts_of(const ProcessIdentity& id) {
+  ProcessFacts f;
+  f.pid = id.pid;
+  f.comm = id.comm;
+  f.exe = id.exe;
+  f.cgroup_path = id.cgroup.value_or("");
+  f.k8s_namespace = id.pod_namespace;
+  f.k8s_pod = id.pod_name;
+  return f;
+}
+
+AttachOptions attach_options(const TargetConfig& t) {
+  AttachOptions o;
+  // `auto` starts light; escalation to full is the overhead issue's work.
+  o.heap = t.mode == TargetMode::kFull;
+  o.mmap = true;
+  o.follow_forks = t.follow_forks;
+  return o;
+}
+
+BpfOptions bpf_options(const Config& c) {
+  BpfOptions o;
+  o.ringbuf_bytes = c.ringbuf_bytes;
+  o.live_max_entries = c.limits.live_map_entries;
+  o.stack_max_entries = c.limits.stack_map_entries;
+  o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
+  o.report_all_execs = true;
+  return o;
+}
+
+// A short reason for attach-error metrics: the errno name, not the message
+// (messages hold paths and pids, which would explode label cardinality).
+std::string reason_of(const Error& e) {
+  switch (e.code) {
+    case ESRCH: return "no_such_process";
+    case EPERM:
+    case EACCES: return "permission_denied";
+    case ENOENT: return "no_allocator_found";
+    case ESTALE: return "file_changed";
+    case E2BIG:
+    case ENOSPC:
+    case ENOMEM: return "kernel_map_full";
+    case EINVAL: return "invalid";
+    default: return "other";
+  }
+}
+
+}  // namespace
+
+const char* mode_name(TargetMode mode) {
+  switch (mode) {
+    case TargetMode::kFull: return "full";
+    case TargetMode::kLight: return "light";
+    case TargetMode::kAuto: return "auto";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
+  auto tracer = Tracer::create(bpf_options(config));
+  if (!tracer) return tracer.error();
+  std::unique_ptr<Daemon> d(new Daemon(std::move(options), std::move(config), std::move(*tracer)));
+  return d;
+}
+
+Daemon::Daemon(DaemonOptions options, Config config, std::unique_ptr<Tracer> tracer)
+    : options_(std::move(options)),
+      config_(std::move(config)),
+      tracer_(std::move(tracer)),
+      pods_(options_.pods) {
+  if (!options_.config_path.empty()) {
+    // Watch the directory, not the file: editors and ConfigMap updates
+    // replace the file (rename), which a watch on the old inode misses.
+    inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    std::string dir = options_.config_path;
+    size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
+    if (inotify_fd_ >= 0 &&
+        inotify_add_watch(inotify_fd_, dir.c_str(),
+                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF) < 0) {
+      LW_LOG_WARN("cannot watch %s for config changes (%s): reload on SIGHUP only", dir.c_str(),
+                  strerror(errno));
+      close(inotify_fd_);
+      inotify_fd_ = -1;
+    }
+  }
+  counters_.last_reload_success_timestamp = unix_now();
+}
+
+Daemon::~Daemon() {
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+}
+
+std::shared_ptr<const DaemonSnapshot> Daemon::snapshot() const {
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  return snapshot_;
+}
+
+void Daemon::consider(pid_t pid, pid_t parent) {
+  if (pid == getpid() || tracked_.count(pid)) return;
+  ++counters_.discoveries;
+  Result<ProcessIdentity> id = read_process_identity(pid, &pods_);
+  if (!id) return;  // exited meanwhile, or a kernel thread
+  if (id->exe.empty()) return;  // kernel threads have no executable
+  const TargetConfig* target = nullptr;
+  auto parent_it = parent ? tracked_.find(parent) : tracked_.end();
+  if (parent_it != tracked_.end()) {
+    // A forked child of a target that follows forks: it belongs to the
+    // parent's target, whatever its own name says.
+    for (const TargetConfig& t : config_.targets)
+      if (t.name == parent_it->second.target) target = &t;
+  }
+  if (!target) target = match_target(config_, facts_of(*id));
+  if (!target) {
+    unmatched_.insert({pid, id->start_time});
+    return;
+  }
+  attach(pid, *id, *target, parent_it != tracked_.end() ? parent : 0);
+}
+
+void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& target,
+                    pid_t parent) {
+  if (tracked_.size() >= config_.limits.max_processes) {
+    ++counters_.refused_max_processes;
+    log_once("max_processes", "limits.max_processes (" +
+                                  std::to_string(config_.limits.max_processes) +
+                                  ") reached: new matching processes are not attached");
+    return;
+  }
+  Status st = tracer_->attach(pid, attach_options(target));
+  if (!st) {
+    ++counters_.attach_failures;
+    ++counters_.attach_errors[reason_of(st.error())];
+    LW_LOG_WARN("attaching pid %d (%s) for target %s: %s", pid, id.comm.c_str(),
+                target.name.c_str(), st.error().message.c_str());
+    return;
+  }
+  TrackedProcess t;
+  t.identity = id;
+  t.target = target.name;
+  t.mode = target.mode;
+  t.parent = parent;
+  t.attached_at = std::chrono::system_clock::now();
+  tracked_[pid] = std::move(t);
+  ++counters_.attached_total;
+  LW_LOG_INFO("attached pid %d (%s) target=%s mode=%s%s", pid, id.comm.c_str(),
+              target.name.c_str(), mode_name(target.mode),
+              parent ? (" (forked from " + std::to_string(parent) + ")").c_str() : "");
+}
+
+void Daemon::detach(pid_t pid, const char* why) {
+  auto it = tracked_.find(pid);
+  if (it == tracked_.end()) return;
+  LW_LOG_INFO("detached pid %d (%s): %s", pid, it->second.identity.comm.c_str(), why);
+  tracer_->detach(pid);
+  tracked_.erase(it);
+  ++counters_.detached_total;
+}
+
+void Daemon::reconcile() {
+  ++counters_.reconciliations;
+  DIR* proc = opendir("/proc");
+  if (!proc) {
+    LW_LOG_ERROR("reconcile: opendir /proc: %s", strerror(errno));
+    return;
+  }
+  std::set<pid_t> alive;
+  while (struct dirent* de = readdir(proc)) {
+    char* end = nullptr;
+    long pid = strtol(de->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    alive.insert(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  // Tracked processes that are gone without an exit event (missed while the
+  // ring buffer was full) are cleaned up here.
+  std::vector<pid_t> gone;
+  for (const auto& [pid, t] : tracked_)
+    if (!alive.count(pid) || process_start_ticks(pid) != t.identity.start_time) gone.push_back(pid);
+  for (pid_t pid : gone) detach(pid, "gone (reconciliation)");
+  for (auto it = unmatched_.begin(); it != unmatched_.end();)
+    it = alive.count(it->first) ? std::next(it) : unmatched_.erase(it);
+  for (pid_t pid : alive) {
+    if (tracked_.count(pid)) continue;
+    uint64_t start = process_start_ticks(pid);
+    if (unmatched_.count({pid, start})) continue;
+    consider(pid, 0);
+  }
+}
+
+void Daemon::handle_discoveries() {
+  for (const Discovery& d : tracer_->take_discoveries()) {
+    if (d.was_target) {
+      // A target exec'd: its new image may not match any more.
+      auto it = tracked_.find(d.pid);
+      if (it == tracked_.end()) continue;
+      Result<ProcessIdentity> id = read_process_identity(d.pid, &pods_);
+      if (!id) continue;
+      const TargetConfig* target = match_target(config_, facts_of(*id));
+      if (!target && it->second.parent == 0) {
+        detach(d.pid, "no longer matches after exec");
+        unmatched_.insert({d.pid, id->start_time});
+      } else {
+        it->second.identity = *id;
+      }
+      continue;
+    }
+    consider(d.pid, d.parent);
+  }
+}
+
+void Daemon::reap_exited() {
+  std::vector<pid_t> exited;
+  for (const auto& [pid, proc] : tracer_->processes())
+    if (proc->exited) exited.push_back(pid);
+  for (pid_t pid : exited) detach(pid, "exited");
+}
+
+bool Daemon::config_file_changed() {
+  if (inotify_fd_ < 0) return false;
+  alignas(struct inotify_event) char buf[4096];
+  bool changed = false;
+  std::string base = options_.config_path.substr(options_.config_path.rfind('/') + 1);
+  for (;;) {
+    ssize_t n = read(inotify_fd_, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (ssize_t off = 0; off < n;) {
+      auto* ev = reinterpret_cast<struct inotify_event*>(buf + off);
+      // A Kubernetes ConfigMap volume swaps a "..data" symlink: any change
+      // in the directory may be ours.
+      if (ev->len == 0 || base == ev->name || ev->name[0] == '.') changed = true;
+      off += static_cast<ssize_t>(sizeof(struct inotify_event) + ev->len);
+    }
+  }
+  return changed;
+}
+
+void Daemon::reload() {
+  ++counters_.reloads_total;
+  std::vector<ConfigError> errors;
+  Result<Config> fresh = load_config_file(options_.config_path, &errors);
+  if (!fresh) {
+    ++counters_.reload_failures_total;
+    counters_.last_reload_successful = false;
+    for (const ConfigError& e : errors) LW_LOG_ERROR("config reload: %s", format_error(e).c_str());
+    LW_LOG_ERROR("config reload failed: keeping the previous configuration");
+    return;
+  }
+  Config next = std::move(*fresh);
+  // Targets whose definition did not change keep their processes, state and
+  // counters; processes of removed or changed targets are detached, then
+  // everything is matched again against the new selectors.
+  std::vector<pid_t> drop;
+  for (const auto& [pid, t] : tracked_) {
+    const TargetConfig* old_t = nullptr;
+    const TargetConfig* new_t = nullptr;
+    for (const TargetConfig& c : config_.targets)
+      if (c.name == t.target) old_t = &c;
+    for (const TargetConfig& c : next.targets)
+      if (c.name == t.target) new_t = &c;
+    bool unchanged = old_t && new_t && config_equal_target(*old_t, *new_t);
+    if (unchanged && t.parent == 0) {
+      // Still this target's, and not excluded now?
+      const TargetConfig* m = match_target(next, facts_of(t.identity));
+      unchanged = m && m->name == t.target;
+    }
+    if (!unchanged) drop.push_back(pid);
+  }
+  if (next.limits.live_map_entries != config_.limits.live_map_entries ||
+      next.limits.stack_map_entries != config_.limits.stack_map_entries ||
+      next.ringbuf_bytes != config_.ringbuf_bytes || next.listen != config_.listen)
+    LW_LOG_WARN("config reload: listen, ringbuf_bytes and kernel map sizes take effect at the "
+                "next restart");
+  config_ = std::move(next);
+  set_log_level(options_.log_level_override.value_or(config_.log_level));
+  for (pid_t pid : drop) detach(pid, "target removed or changed by reload");
+  unmatched_.clear();
+  counters_.last_reload_successful = true;
+  counters_.last_reload_success_timestamp = unix_now();
+  LW_LOG_INFO("config reloaded from %s: %zu targets", options_.config_path.c_str(),
+              config_.targets.size());
+  reconcile();
+}
+
+void Daemon::publish() {
+  auto snap = std::make_shared<DaemonSnapshot>();
+  snap->timestamp = unix_now();
+  snap->kernel_counters = tracer_->counters();
+  snap->tracer_stats = tracer_->stats();
+  snap->max_processes = config_.limits.max_processes;
+  snap->live_map_capacity = config_.limits.live_map_entries;
+  snap->stack_map_capacity = config_.limits.stack_map_entries;
+  snap->config_path = options_.config_path;
+  uint64_t memory = 0;
+  for (auto& [pid, t] : tracked_) {
+    TracedProcess* proc = tracer_->process(pid);
+    if (!proc) continue;
+    ProcessEntry e;
+    e.process = t;
+    e.snapshot = take_snapshot(*tracer_, *proc, config_.top_sites_per_process, false);
+    snap->live_map_entries += e.snapshot.live_allocations;
+    memory += proc->heap.memory_bytes();
+    for (const AttachedObject& o : proc->attacher->objects())
+      for (const ProbeReport& r : o.probes) snap->probes.emplace_back(o.path, r);
+    snap->processes.push_back(std::move(e));
+  }
+  if (memory > config_.limits.max_daemon_memory_bytes) {
+    ++counters_.daemon_memory_over_budget;
+    log_once("daemon_memory", "tracked state exceeds limits.max_daemon_memory_bytes");
+  }
+  snap->counters = counters_;
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  snapshot_ = std::move(snap);
+}
+
+Status Daemon::run(const std::function<void()>& on_ready) {
+  set_log_level(options_.log_level_override.value_or(config_.log_level));
+  reconcile();
+  publish();
+  LW_LOG_INFO("tracking %zu processes across %zu targets", tracked_.size(),
+              config_.targets.size());
+  if (on_ready) on_ready();
+
+  const auto watchdog = sd_watchdog_interval();
+  auto last_watchdog = Clock::now();
+  auto last_publish = Clock::now();
+  auto last_reconcile = Clock::now();
+  while (!stop_.load()) {
+    Result<int> n = tracer_->poll(100);
+    if (!n) return n.error();
+    handle_discoveries();
+    reap_exited();
+    if (reload_.exchange(false) || config_file_changed()) reload();
+    auto now = Clock::now();
+    if (now - last_reconcile >= std::chrono::seconds(config_.reconcile_interval_seconds)) {
+      reconcile();
+      last_reconcile = now;
+    }
+    if (now - last_publish >= std::chrono::seconds(1)) {
+      publish();
+      last_publish = now;
+    }
+    // From the consumer loop itself: a stuck consumer stops the pings and
+    // systemd restarts us.
+    if (watchdog && now - last_watchdog >= *watchdog / 2) {
+      sd_notify_send("WATCHDOG=1");
+      last_watchdog = now;
+    }
+  }
+  sd_notify_send("STOPPING=1");
+  LW_LOG_INFO("stopping: detaching %zu processes", tracked_.size());
+  return ok_status();
+}
+
+}  // namespace lw

@@ -1,0 +1,130 @@
+// `leakwatch run`: the system-wide daemon. Targets come from the config's
+// selectors; processes are found at start (/proc), at exec (BPF exec
+// events, within one poll interval), when a target forks (follow_forks),
+// and by a periodic /proc reconciliation that catches anything missed.
+// The config reloads on SIGHUP and when the file changes, without restart.
+//
+// Threads: everything here runs on the thread that calls run() (the
+// consumer). Other threads (the HTTP server) only read the published
+// DaemonSnapshot through snapshot(), which is thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/core/config.h"
+#include "daemon/core/process_identity.h"
+#include "daemon/kernel/snapshot.h"
+#include "daemon/kernel/tracer.h"
+
+namespace lw {
+
+struct TrackedProcess {
+  ProcessIdentity identity;
+  std::string target;       // TargetConfig::name
+  TargetMode mode = TargetMode::kAuto;
+  pid_t parent = 0;         // the target it was forked from, 0 if matched itself
+  std::chrono::system_clock::time_point attached_at;
+};
+
+struct ProcessEntry {
+  TrackedProcess process;
+  ProcessSnapshot snapshot;
+};
+
+struct DaemonCounters {
+  uint64_t attached_total = 0;            // processes attached since start
+  uint64_t detached_total = 0;
+  uint64_t refused_max_processes = 0;     // not attached: limits.max_processes
+  uint64_t attach_failures = 0;           // by the last error's reason in attach_errors
+  std::map<std::string, uint64_t> attach_errors;  // reason -> count
+  uint64_t reconciliations = 0;
+  uint64_t discoveries = 0;               // exec/fork events looked at
+  uint64_t reloads_total = 0;
+  uint64_t reload_failures_total = 0;
+  bool last_reload_successful = true;
+  double last_reload_success_timestamp = 0;  // unix seconds
+  uint64_t daemon_memory_over_budget = 0; // snapshots taken over limits.max_daemon_memory_bytes
+};
+
+// What the HTTP side serves: immutable once published.
+struct DaemonSnapshot {
+  double timestamp = 0;
+  std::vector<ProcessEntry> processes;
+  Counters kernel_counters{};
+  TracerStats tracer_stats;
+  DaemonCounters counters;
+  std::vector<std::pair<std::string, ProbeReport>> probes;  // (object path, probe), all processes
+  uint32_t max_processes = 0;
+  uint32_t live_map_capacity = 0;
+  uint32_t stack_map_capacity = 0;
+  uint64_t live_map_entries = 0;          // records of tracked processes
+  std::string config_path;
+};
+
+struct DaemonOptions {
+  std::string config_path;
+  std::optional<LogLevel> log_level_override;
+  PodDirectoryOptions pods;
+};
+
+class Daemon {
+ public:
+  static Result<std::unique_ptr<Daemon>> create(DaemonOptions options, Config config);
+  ~Daemon();
+
+  // Runs until request_stop() (SIGTERM/SIGINT). `on_ready` runs once the
+  // processes present at start are attached (the caller then starts HTTP
+  // and notifies systemd).
+  Status run(const std::function<void()>& on_ready);
+  void request_stop() { stop_.store(true); }
+  void request_reload() { reload_.store(true); }
+
+  std::shared_ptr<const DaemonSnapshot> snapshot() const;
+  const Config& config() const { return config_; }
+
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+ private:
+  Daemon(DaemonOptions options, Config config, std::unique_ptr<Tracer> tracer);
+  void consider(pid_t pid, pid_t parent);
+  void attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& target, pid_t parent);
+  void detach(pid_t pid, const char* why);
+  void reconcile();
+  void reload();
+  void handle_discoveries();
+  void reap_exited();
+  void publish();
+  bool config_file_changed();
+
+  DaemonOptions options_;
+  Config config_;
+  std::unique_ptr<Tracer> tracer_;
+  PodDirectory pods_;
+  std::map<pid_t, TrackedProcess> tracked_;
+  // Processes looked at and not matched, by (pid, start time): skipped by
+  // the reconciliation until the config changes.
+  std::set<std::pair<pid_t, uint64_t>> unmatched_;
+  DaemonCounters counters_;
+  int inotify_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> reload_{false};
+  mutable std::mutex snapshot_mu_;
+  std::shared_ptr<const DaemonSnapshot> snapshot_;
+};
+
+const char* mode_name(TargetMode mode);
+
+}  // namespace lw

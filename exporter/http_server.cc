@@ -1,0 +1,222 @@
+#include "exporter/http_server.h"
+
+#include <httplib.h>
+
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/core/label_sanitize.h"
+
+namespace lw {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kStaleSnapshotSeconds = 10;
+
+json identity_json(const TrackedProcess& t) {
+  const ProcessIdentity& id = t.identity;
+  json j = {{"pid", id.pid},
+            {"start_time", id.start_time},
+            {"comm", id.comm},
+            {"exe", id.exe},
+            {"target", t.target},
+            {"mode", mode_name(t.mode)}};
+  auto opt = [&](const char* key, const std::optional<std::string>& v) {
+    j[key] = v ? json(*v) : json(nullptr);
+  };
+  opt("unit", id.unit);
+  opt("uid", id.pod_uid);
+  opt("container_id", id.container_id);
+  opt("namespace", id.pod_namespace);
+  opt("pod", id.pod_name);
+  opt("cgroup", id.cgroup);
+  if (t.parent) j["forked_from"] = t.parent;
+  return j;
+}
+
+json kinds_json(const ProcessSnapshot& s) {
+  json kinds = json::object();
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    const KindTotals& t = s.kinds[k];
+    if (t.allocations == 0 && t.live_allocations == 0) continue;
+    kinds[kind_name(k)] = {{"live_bytes", t.live_bytes},
+                           {"live_allocations", t.live_allocations},
+                           {"allocated_bytes", t.allocated_bytes},
+                           {"allocations", t.allocations},
+                           {"freed_bytes", t.freed_bytes},
+                           {"frees", t.frees}};
+  }
+  return kinds;
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+const char* kLanding = R"(<!doctype html>
+<html><head><title>leakwatch</title></head><body>
+<h1>leakwatch</h1>
+<ul>
+<li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
+<li><a href="/api/v1/processes">/api/v1/processes</a>: traced processes (JSON)</li>
+<li>/api/v1/processes/PID/sites: the call stacks holding memory in PID (JSON)</li>
+<li><a href="/healthz">/healthz</a>: health</li>
+</ul>
+<p>Documentation: docs/api.md</p>
+</body></html>
+)";
+
+}  // namespace
+
+std::string processes_json(const DaemonSnapshot& snap) {
+  json procs = json::array();
+  for (const ProcessEntry& e : snap.processes) {
+    json p = identity_json(e.process);
+    p["live_bytes"] = e.snapshot.live_bytes;
+    p["live_allocations"] = e.snapshot.live_allocations;
+    p["kinds"] = kinds_json(e.snapshot);
+    procs.push_back(std::move(p));
+  }
+  return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});
+}
+
+std::string status_json(const DaemonSnapshot& snap) {
+  const DaemonCounters& c = snap.counters;
+  json errors = json::object();
+  for (const auto& [reason, n] : c.attach_errors) errors[reason] = n;
+  json kernel = json::object();
+  for (size_t i = 0; i < LW_CNT_MAX; ++i) kernel[counter_name(i)] = snap.kernel_counters[i];
+  json probes = json::array();
+  for (const auto& [object, p] : snap.probes)
+    probes.push_back({{"object", object},
+                      {"symbols", p.symbols},
+                      {"file_offset", p.file_offset},
+                      {"retprobe", p.retprobe},
+                      {"placement", p.placement},
+                      {"attached", p.attached},
+                      {"error", p.error}});
+  return dump({{"timestamp", snap.timestamp},
+               {"config_file", snap.config_path},
+               {"tracked_processes", snap.processes.size()},
+               {"max_processes", snap.max_processes},
+               {"attached_total", c.attached_total},
+               {"detached_total", c.detached_total},
+               {"refused_max_processes", c.refused_max_processes},
+               {"attach_failures", c.attach_failures},
+               {"attach_errors", std::move(errors)},
+               {"reconciliations", c.reconciliations},
+               {"reloads_total", c.reloads_total},
+               {"reload_failures_total", c.reload_failures_total},
+               {"last_reload_successful", c.last_reload_successful},
+               {"last_reload_success_timestamp", c.last_reload_success_timestamp},
+               {"kernel_counters", std::move(kernel)},
+               {"resyncs", snap.tracer_stats.resyncs},
+               {"probes", std::move(probes)}});
+}
+
+std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status) {
+  for (const ProcessEntry& e : snap.processes) {
+    if (e.process.identity.pid != pid) continue;
+    if (start_time != 0 && e.process.identity.start_time != start_time) {
+      *status = 404;
+      return dump({{"error", "pid " + std::to_string(pid) + " is traced with another start_time"},
+                   {"start_time", e.process.identity.start_time}});
+    }
+    json j = to_json(e.snapshot);
+    j["process"] = identity_json(e.process);
+    j["kinds"] = kinds_json(e.snapshot);
+    *status = 200;
+    return dump(j);
+  }
+  *status = 404;
+  return dump({{"error", "pid " + std::to_string(pid) + " is not traced"}});
+}
+
+HttpServer::HttpServer(SnapshotSource source)
+    : source_(std::move(source)), server_(std::make_unique<httplib::Server>()) {
+  routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::routes() {
+  httplib::Server& s = *server_;
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kLanding, "text/html; charset=utf-8");
+  });
+  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    auto snap = source_();
+    double age = snap ? std::chrono::duration<double>(
+                            std::chrono::system_clock::now().time_since_epoch()).count() -
+                            snap->timestamp
+                      : 1e9;
+    if (age > kStaleSnapshotSeconds) {
+      res.status = 503;
+      res.set_content("consumer stalled: last snapshot " + std::to_string(age) + " s ago\n",
+                      "text/plain");
+      return;
+    }
+    res.set_content("ok\n", "text/plain");
+  });
+  s.Get("/api/v1/processes", [this](const httplib::Request&, httplib::Response& res) {
+    auto snap = source_();
+    if (!snap) {
+      res.status = 503;
+      return;
+    }
+    res.set_content(processes_json(*snap), "application/json");
+  });
+  s.Get("/api/v1/status", [this](const httplib::Request&, httplib::Response& res) {
+    auto snap = source_();
+    if (!snap) {
+      res.status = 503;
+      return;
+    }
+    res.set_content(status_json(*snap), "application/json");
+  });
+  s.Get(R"(/api/v1/processes/(\d+)/sites)", [this](const httplib::Request& req,
+                                                   httplib::Response& res) {
+    auto snap = source_();
+    if (!snap) {
+      res.status = 503;
+      return;
+    }
+    char* end = nullptr;
+    long pid = strtol(req.matches[1].str().c_str(), &end, 10);
+    uint64_t start_time = 0;
+    if (req.has_param("start_time")) {
+      std::string v = req.get_param_value("start_time");
+      start_time = strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0') {
+        res.status = 400;
+        res.set_content(R"({"error":"start_time must be an integer"})", "application/json");
+        return;
+      }
+    }
+    int status = 200;
+    std::string body = sites_json(*snap, static_cast<pid_t>(pid), start_time, &status);
+    res.status = status;
+    res.set_content(body, "application/json");
+  });
+}
+
+Result<int> HttpServer::start(const std::string& host, int port) {
+  int bound = port;
+  if (port == 0) {
+    bound = server_->bind_to_any_port(host.c_str());
+    if (bound < 0) return Error{EADDRNOTAVAIL, "cannot listen on " + host + ":0"};
+  } else if (!server_->bind_to_port(host.c_str(), port)) {
+    return Error{EADDRINUSE, "cannot listen on " + host + ":" + std::to_string(port) +
+                                 " (address in use or not available)"};
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return bound;
+}
+
+void HttpServer::stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace lw

@@ -1,0 +1,50 @@
+// The HTTP side of the daemon: /healthz, the JSON API and (with the
+// exporter) /metrics, served from the daemon's published snapshot only: no
+// BPF map walk and no symbolization happens inside a request.
+// Thread-safety: start() spawns the server's threads; stop() joins them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "daemon/core/result.h"
+#include "daemon/kernel/daemon.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace lw {
+
+using SnapshotSource = std::function<std::shared_ptr<const DaemonSnapshot>()>;
+
+class HttpServer {
+ public:
+  explicit HttpServer(SnapshotSource source);
+  ~HttpServer();
+
+  // Binds host:port (IPv4 or IPv6 literal or name) and serves in a thread.
+  // Returns once listening, with the bound port (useful with port 0).
+  Result<int> start(const std::string& host, int port);
+  void stop();
+
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+ private:
+  void routes();
+  SnapshotSource source_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+// JSON bodies, exposed for unit tests.
+std::string processes_json(const DaemonSnapshot& snap);
+// Daemon state: attach and reload counters, probes, kernel counters.
+std::string status_json(const DaemonSnapshot& snap);
+// Sites of `pid` (and `start_time` if non-zero); empty when unknown.
+std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status);
+
+}  // namespace lw
