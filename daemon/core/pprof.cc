@@ -169,7 +169,8 @@ struct LocationKey {
 
 struct LocationKeyHash {
   size_t operator()(const LocationKey& k) const {
-    return mix(k.mapping_id ^ mix(k.offset ^ mix(k.function_id ^ mix(static_cast<uint64_t>(k.line)))));
+    const uint64_t rest = mix(k.function_id ^ mix(static_cast<uint64_t>(k.line)));
+    return mix(k.mapping_id ^ mix(k.offset ^ rest));
   }
 };
 
@@ -204,22 +205,27 @@ class Encoder {
     const uint64_t bytes = strings_.index("bytes");
     const uint64_t space = strings_.index("space");
     kind_key_ = strings_.index("kind");
+    const uint64_t comment = strings_.index(input_.comment);  // 0 when there is none
 
     add_real_mappings();
-    std::string samples;
-    samples.reserve(input_.sites.size() * 64);
-    for (const PprofSite& site : input_.sites) add_sample(samples, site);
-    place_synthetic_mappings();
 
+    // Samples dominate the output: about 3 bytes per frame (a location id)
+    // plus values and label. Reserving once keeps a 100k-site profile from
+    // being copied through every doubling.
+    size_t frames = 0;
+    for (const PprofSite& site : input_.sites) frames += site.frames.size();
     std::string out;
-    out.reserve(samples.size() + locations_.size() * 16 + functions_.size() * 12 +
-                mappings_.size() * 48 + 1024);
+    out.reserve(frames * 3 + input_.sites.size() * 40 + 1024);
+
     const std::pair<uint64_t, uint64_t> sample_types[] = {
         {inuse_objects, count}, {inuse_space, bytes}, {alloc_objects, count}, {alloc_space, bytes}};
     for (const auto& [type, unit] : sample_types) {
       put_value_type(out, field::kProfileSampleType, type, unit);
     }
-    out += samples;
+    // Samples reference locations by id only, so they can be written while
+    // locations are still being discovered; addresses come after placement.
+    for (const PprofSite& site : input_.sites) add_sample(out, site);
+    place_synthetic_mappings();
     write_mappings(out);
     write_locations(out);
     write_functions(out);
@@ -228,9 +234,9 @@ class Encoder {
     put_int(out, field::kProfileDurationNanos, input_.duration_nanos);
     put_value_type(out, field::kProfilePeriodType, space, bytes);
     put_int(out, field::kProfilePeriod, period());
-    if (!input_.comment.empty()) {
+    if (comment != 0) {
       // Repeated int64 in proto3 is packed.
-      put_packed(out, field::kProfileComment, std::vector<uint64_t>{comment_index_});
+      put_packed(out, field::kProfileComment, std::vector<uint64_t>{comment});
     }
     put_uint(out, field::kProfileDefaultSampleType, inuse_space);
     return out;
@@ -257,7 +263,6 @@ class Encoder {
       mappings_.push_back(out);
       modules_[m.path].real_ids.push_back(mappings_.size());
     }
-    if (!input_.comment.empty()) comment_index_ = strings_.index(input_.comment);
   }
 
   // The mapping id for a frame, 0 when it has no module.
@@ -435,7 +440,6 @@ class Encoder {
   const PprofInput& input_;
   StringTable strings_;
   uint64_t kind_key_ = 0;
-  uint64_t comment_index_ = 0;
   std::vector<MappingOut> mappings_;  // id = index + 1
   std::unordered_map<std::string_view, ModuleMappings> modules_;
   std::vector<LocationOut> locations_;  // id = index + 1
