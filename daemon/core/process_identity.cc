@@ -69,8 +69,7 @@ bool is_pod_uid(std::string_view s) {
 
 std::optional<std::string> strip_prefix_suffix(std::string_view s, std::string_view prefix,
                                                std::string_view suffix) {
-  if (s.size() < prefix.size() + suffix.size() || !s.starts_with(prefix) ||
-      !s.ends_with(suffix)) {
+  if (s.size() < prefix.size() + suffix.size() || !s.starts_with(prefix) || !s.ends_with(suffix)) {
     return std::nullopt;
   }
   return std::string(s.substr(prefix.size(), s.size() - prefix.size() - suffix.size()));
@@ -110,10 +109,9 @@ std::optional<std::string> pod_uid_at(const std::vector<std::string_view>& parts
       if (ch == '_') ch = '-';
     }
   } else if (c.starts_with("pod")) {
-    const bool under_kubepods =
-        (i >= 1 && parts[i - 1] == "kubepods") ||
-        (i >= 2 && parts[i - 2] == "kubepods" &&
-         (parts[i - 1] == "besteffort" || parts[i - 1] == "burstable"));
+    const bool under_kubepods = (i >= 1 && parts[i - 1] == "kubepods") ||
+                                (i >= 2 && parts[i - 2] == "kubepods" &&
+                                 (parts[i - 1] == "besteffort" || parts[i - 1] == "burstable"));
     if (!under_kubepods) return std::nullopt;
     uid.assign(c.substr(3));
   } else {
@@ -170,8 +168,7 @@ Error proc_error(pid_t pid, std::string_view what, std::string_view file, int er
   if (err == ESRCH || err == ENOENT) {
     return Error{ESRCH, "process " + std::to_string(pid) + " exited"};
   }
-  return errno_error(std::string(what) + " /proc/" + std::to_string(pid) + "/" +
-                         std::string(file),
+  return errno_error(std::string(what) + " /proc/" + std::to_string(pid) + "/" + std::string(file),
                      err);
 }
 
@@ -292,8 +289,8 @@ std::optional<PodLogDir> parse_pod_log_dir_name(std::string_view name) {
   auto dns_chars = [](std::string_view s, size_t max_len, bool dots) {
     if (s.empty() || s.size() > max_len) return false;
     for (char c : s) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-                      (dots && c == '.');
+      const bool ok =
+          (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || (dots && c == '.');
       if (!ok) return false;
     }
     return true;

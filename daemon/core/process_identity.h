@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -65,9 +66,8 @@ inline constexpr std::string_view kDefaultBareContainerRuntime = "containerd";
 // Docker, plus plain Docker ("/docker/<id>", "docker-<id>.scope"). Leading
 // "/.." components (paths seen from another cgroup namespace) are harmless.
 // `bare_container_runtime` names the scheme for bare IDs under kubepods.
-CgroupIdentity parse_cgroup_path(std::string_view path,
-                                 std::string_view bare_container_runtime =
-                                     kDefaultBareContainerRuntime);
+CgroupIdentity parse_cgroup_path(
+    std::string_view path, std::string_view bare_container_runtime = kDefaultBareContainerRuntime);
 
 // --- /proc/PID/stat ---------------------------------------------------------
 
@@ -156,7 +156,7 @@ struct ProcessIdentity {
   // readlink /proc/PID/exe with " (deleted)" stripped. "" for kernel
   // threads, which have none.
   std::string exe;
-  bool exe_deleted = false;  // the executable was deleted or replaced on disk
+  bool exe_deleted = false;           // the executable was deleted or replaced on disk
   std::optional<std::string> cgroup;  // see parse_proc_cgroup()
   std::optional<std::string> unit;
   std::optional<std::string> pod_uid;
