@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/core/label_sanitize.h"
+#include "exporter/metrics.h"
 
 namespace lw {
 
@@ -133,8 +134,10 @@ std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_tim
   return dump({{"error", "pid " + std::to_string(pid) + " is not traced"}});
 }
 
-HttpServer::HttpServer(SnapshotSource source)
-    : source_(std::move(source)), server_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(SnapshotSource source, size_t max_series)
+    : source_(std::move(source)),
+      max_series_(max_series),
+      server_(std::make_unique<httplib::Server>()) {
   routes();
 }
 
@@ -166,6 +169,16 @@ void HttpServer::routes() {
       return;
     }
     res.set_content(processes_json(*snap), "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    auto snap = source_();
+    if (!snap) {
+      res.status = 503;
+      return;
+    }
+    MetricsOptions opts;
+    opts.max_series = max_series_;
+    res.set_content(render_metrics(*snap, opts), "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/api/v1/status", [this](const httplib::Request&, httplib::Response& res) {
     auto snap = source_();

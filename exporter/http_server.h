@@ -22,7 +22,7 @@ using SnapshotSource = std::function<std::shared_ptr<const DaemonSnapshot>()>;
 
 class HttpServer {
  public:
-  explicit HttpServer(SnapshotSource source);
+  HttpServer(SnapshotSource source, size_t max_series);
   ~HttpServer();
 
   // Binds host:port (IPv4 or IPv6 literal or name) and serves in a thread.
@@ -36,6 +36,7 @@ class HttpServer {
  private:
   void routes();
   SnapshotSource source_;
+  size_t max_series_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

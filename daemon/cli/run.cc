@@ -110,6 +110,7 @@ int run_daemon(int argc, char** argv) {
 
   std::string host = cfg->listen_host;
   int port = cfg->listen_port;
+  size_t max_series = cfg->limits.max_series;
   auto daemon = Daemon::create(options, std::move(*cfg));
   if (!daemon) {
     LW_LOG_ERROR("%s", daemon.error().message.c_str());
@@ -125,7 +126,7 @@ int run_daemon(int argc, char** argv) {
   sigaction(SIGHUP, &hup, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  HttpServer http([&d] { return d.snapshot(); });
+  HttpServer http([&d] { return d.snapshot(); }, max_series);
   bool http_failed = false;
   Status st = d.run([&] {
     Result<int> bound = http.start(host, port);

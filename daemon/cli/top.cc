@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "daemon/cli/exit_codes.h"
+#include "daemon/kernel/analyzer.h"
 #include "daemon/kernel/snapshot.h"
 #include "daemon/kernel/tracer.h"
 
@@ -181,10 +182,15 @@ void print_table(const ProcessSnapshot& s) {
          static_cast<unsigned long long>(s.live_allocations),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_SEEN]),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]));
-  printf("%12s %10s %6s  %s\n", "LIVE", "ALLOCS", "KIND", "STACK");
+  printf("%12s %10s %6s %12s %8s  %s\n", "LIVE", "ALLOCS", "KIND", "RATE/s", "TREND", "STACK");
   for (const SiteSnapshot& site : s.sites) {
-    printf("%12s %10llu %6s  %016llx\n", human_bytes(site.live_bytes).c_str(),
+    printf("%12s %10llu %6s %12s %8s  %016llx\n", human_bytes(site.live_bytes).c_str(),
            static_cast<unsigned long long>(site.live_allocations), kind_name(site.kind),
+           site.trend == Trend::kUnknown
+               ? "-"
+               : human_bytes(static_cast<uint64_t>(std::max(0.0, site.leak_rate_bytes_per_second)))
+                     .c_str(),
+           site.suspected_leak ? "LEAK" : trend_name(site.trend),
            static_cast<unsigned long long>(site.stack_id));
     size_t shown = 0;
     for (const Frame& f : site.frames) {
@@ -271,9 +277,20 @@ int run_top(int argc, char** argv) {
     }
     t.set_record_tap([f = record.get()](const void* data, size_t len) { fwrite(data, 1, len, f); });
   }
+  // Leak analysis with the default parameters (docs/analysis.md), sampled
+  // at every snapshot; samples closer than its resolution are merged.
+  ProcessAnalyzer analyzer;
+  const double t0 = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count();
+  auto snapshot = [&](TracedProcess& proc) {
+    double now = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now().time_since_epoch()).count();
+    analyzer.sample(proc.heap, now - t0, monotonic_ns());
+    return take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer);
+  };
   // The first snapshot is printed once every probe is attached: a caller
   // can wait for it before starting the workload.
-  emit(take_snapshot(t, *t.process(opt.pid), opt.max_sites, opt.json), opt.json);
+  emit(snapshot(*t.process(opt.pid)), opt.json);
   if (opt.stall_consumer_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.stall_consumer_ms));
 
@@ -287,7 +304,7 @@ int run_top(int argc, char** argv) {
     if (proc->exited || g_stop.load()) break;
     auto now = clock::now();
     if (now >= next) {
-      emit(take_snapshot(t, *proc, opt.max_sites, opt.json), opt.json);
+      emit(snapshot(*proc), opt.json);
       if (opt.count > 0 && ++printed >= opt.count) return exit_code::kOk;
       next += interval;
       if (next < now) next = now + interval;
@@ -305,7 +322,7 @@ int run_top(int argc, char** argv) {
     Result<int> n = t.poll(0);
     if (!n || *n == 0) break;
   }
-  emit(take_snapshot(t, *t.process(opt.pid), opt.max_sites, opt.json), opt.json);
+  emit(snapshot(*t.process(opt.pid)), opt.json);
   return exit_code::kOk;
 }
 

@@ -15,8 +15,6 @@ namespace lw {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -165,6 +163,7 @@ void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& ta
   t.parent = parent;
   t.attached_at = std::chrono::system_clock::now();
   tracked_[pid] = std::move(t);
+  analyzers_.try_emplace(pid, analysis_params());
   ++counters_.attached_total;
   LW_LOG_INFO("attached pid %d (%s) target=%s mode=%s%s", pid, id.comm.c_str(),
               target.name.c_str(), mode_name(target.mode),
@@ -177,6 +176,7 @@ void Daemon::detach(pid_t pid, const char* why) {
   LW_LOG_INFO("detached pid %d (%s): %s", pid, it->second.identity.comm.c_str(), why);
   tracer_->detach(pid);
   tracked_.erase(it);
+  analyzers_.erase(pid);
   ++counters_.detached_total;
 }
 
@@ -305,6 +305,19 @@ void Daemon::reload() {
   reconcile();
 }
 
+AnalysisParams Daemon::analysis_params() const {
+  AnalysisParams p;
+  p.window_s = config_.analysis.window_seconds;
+  return p;
+}
+
+void Daemon::sample_analysis() {
+  const double t = std::chrono::duration<double>(Clock::now() - started_).count();
+  const uint64_t now_ns = monotonic_ns();
+  for (auto& [pid, analyzer] : analyzers_)
+    if (TracedProcess* proc = tracer_->process(pid)) analyzer.sample(proc->heap, t, now_ns);
+}
+
 void Daemon::publish() {
   auto snap = std::make_shared<DaemonSnapshot>();
   snap->timestamp = unix_now();
@@ -320,7 +333,10 @@ void Daemon::publish() {
     if (!proc) continue;
     ProcessEntry e;
     e.process = t;
-    e.snapshot = take_snapshot(*tracer_, *proc, config_.top_sites_per_process, false);
+    auto an = analyzers_.find(pid);
+    e.snapshot = take_snapshot(*tracer_, *proc, config_.top_sites_per_process, false,
+                               an == analyzers_.end() ? nullptr : &an->second);
+    if (an != analyzers_.end()) memory += an->second.memory_bytes();
     snap->live_map_entries += e.snapshot.live_allocations;
     memory += proc->heap.memory_bytes();
     for (const AttachedObject& o : proc->attacher->objects())
@@ -348,6 +364,8 @@ Status Daemon::run(const std::function<void()>& on_ready) {
   auto last_watchdog = Clock::now();
   auto last_publish = Clock::now();
   auto last_reconcile = Clock::now();
+  auto last_sample = Clock::now();
+  sample_analysis();
   while (!stop_.load()) {
     Result<int> n = tracer_->poll(100);
     if (!n) return n.error();
@@ -358,6 +376,10 @@ Status Daemon::run(const std::function<void()>& on_ready) {
     if (now - last_reconcile >= std::chrono::seconds(config_.reconcile_interval_seconds)) {
       reconcile();
       last_reconcile = now;
+    }
+    if (now - last_sample >= std::chrono::seconds(config_.analysis.sample_interval_seconds)) {
+      sample_analysis();
+      last_sample = now;
     }
     if (now - last_publish >= std::chrono::seconds(1)) {
       publish();

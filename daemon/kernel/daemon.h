@@ -25,10 +25,13 @@
 
 #include "daemon/core/config.h"
 #include "daemon/core/process_identity.h"
+#include "daemon/kernel/analyzer.h"
 #include "daemon/kernel/snapshot.h"
 #include "daemon/kernel/tracer.h"
 
 namespace lw {
+
+using Clock = std::chrono::steady_clock;
 
 struct TrackedProcess {
   ProcessIdentity identity;
@@ -107,6 +110,8 @@ class Daemon {
   void handle_discoveries();
   void reap_exited();
   void publish();
+  void sample_analysis();
+  AnalysisParams analysis_params() const;
   bool config_file_changed();
 
   DaemonOptions options_;
@@ -114,6 +119,8 @@ class Daemon {
   std::unique_ptr<Tracer> tracer_;
   PodDirectory pods_;
   std::map<pid_t, TrackedProcess> tracked_;
+  std::map<pid_t, ProcessAnalyzer> analyzers_;
+  Clock::time_point started_ = Clock::now();
   // Processes looked at and not matched, by (pid, start time): skipped by
   // the reconciliation until the config changes.
   std::set<std::pair<pid_t, uint64_t>> unmatched_;

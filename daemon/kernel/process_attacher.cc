@@ -129,10 +129,18 @@ Status ProcessAttacher::attach_new_objects() {
     if (!st && role == "libc") return st;
   }
   if (first && std::none_of(objects_.begin(), objects_.end(),
-                            [](const AttachedObject& o) { return o.role == "libc"; }))
-    return Error{ENOENT, "process " + std::to_string(pid_) +
-                             " maps no shared libc (statically linked or another allocator); "
-                             "nothing to probe"};
+                            [](const AttachedObject& o) { return o.role == "libc"; })) {
+    // Caught right after exec, the dynamic loader has not mapped libc yet:
+    // the mapping will be reported (LW_EV_MAP_EXEC) and attached then.
+    bool loader_running = std::any_of(maps->entries.begin(), maps->entries.end(),
+                                      [](const MapEntry& m) {
+                                        return basename_of(m.path).rfind("ld-linux", 0) == 0;
+                                      });
+    if (!loader_running)
+      return Error{ENOENT, "process " + std::to_string(pid_) +
+                               " maps no shared libc (statically linked or another allocator); "
+                               "nothing to probe"};
+  }
   return ok_status();
 }
 

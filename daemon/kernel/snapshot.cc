@@ -21,7 +21,7 @@ const char* kind_name(uint32_t kind) {
 }
 
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
-                              bool read_kernel_live) {
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer) {
   ProcessSnapshot snap;
   snap.pid = proc.pid;
   snap.comm = proc.comm;
@@ -36,9 +36,19 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   if (read_kernel_live) {
     if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
   }
+  if (analyzer) {
+    for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+      snap.kind_verdicts[k] = analyzer->process_verdict(k);
+      snap.kind_ages[k] = analyzer->process_ages(k);
+    }
+  }
 
-  // Rank by live bytes first (cheap), then symbolize only what is shown.
-  std::vector<const SiteStats*> live;
+  // Rank cheaply first (no symbolization), then symbolize what is shown.
+  struct Ranked {
+    const SiteStats* stats;
+    const SiteAnalysis* analysis;
+  };
+  std::vector<Ranked> live;
   for (const SiteStats& s : proc.heap.sites()) {
     KindTotals& k = snap.kinds[s.kind];
     k.live_bytes += s.live_bytes;
@@ -47,24 +57,30 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
     k.allocations += s.allocations;
     k.freed_bytes += s.freed_bytes;
     k.frees += s.frees;
-    if (s.live_allocations > 0) live.push_back(&s);
+    if (s.live_allocations > 0)
+      live.push_back({&s, analyzer ? analyzer->site(s.stack_hash, s.kind) : nullptr});
   }
-  std::sort(live.begin(), live.end(),
-            [](const SiteStats* a, const SiteStats* b) { return a->live_bytes > b->live_bytes; });
+  auto rate = [](const Ranked& r) { return r.analysis ? r.analysis->verdict.rate_bytes_per_s : 0.0; };
+  std::vector<Ranked> chosen;
+  std::sort(live.begin(), live.end(), [](const Ranked& a, const Ranked& b) {
+    return a.stats->live_bytes > b.stats->live_bytes;
+  });
+  chosen.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(std::min(max_sites, live.size())));
+  if (analyzer && live.size() > max_sites) {
+    std::vector<Ranked> rest(live.begin() + static_cast<std::ptrdiff_t>(max_sites), live.end());
+    std::sort(rest.begin(), rest.end(), [&](const Ranked& a, const Ranked& b) { return rate(a) > rate(b); });
+    for (size_t i = 0; i < rest.size() && i < max_sites && rate(rest[i]) > 0; ++i) chosen.push_back(rest[i]);
+  }
+  snap.sites_total = live.size();
 
   // Distinct kernel stacks can be one stable stack (same code, other
-  // addresses after exec or a re-mapped library): merge them.
+  // addresses after a library was mapped again): merge them.
   std::map<std::pair<uint64_t, uint32_t>, size_t> index;
-  for (const SiteStats* s : live) {
+  for (const Ranked& r : chosen) {
+    const SiteStats* s = r.stats;
     const ResolvedStack& rs = tracer.resolve_stack(proc, s->stack_hash);
-    auto key = std::make_pair(rs.stack_id, s->kind);
-    auto [it, inserted] = index.emplace(key, snap.sites.size());
+    auto [it, inserted] = index.emplace(std::make_pair(rs.stack_id, s->kind), snap.sites.size());
     if (inserted) {
-      if (snap.sites.size() >= max_sites) {
-        index.erase(it);
-        ++snap.sites_total;
-        continue;
-      }
       SiteSnapshot site;
       site.stack_id = rs.stack_id;
       site.kind = s->kind;
@@ -78,8 +94,16 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
     site.allocations += s->allocations;
     site.freed_bytes += s->freed_bytes;
     site.frees += s->frees;
+    if (const SiteAnalysis* a = r.analysis) {
+      site.ages.lt_1m += a->ages.lt_1m;
+      site.ages.lt_10m += a->ages.lt_10m;
+      site.ages.lt_1h += a->ages.lt_1h;
+      site.ages.older += a->ages.older;
+      site.leak_rate_bytes_per_second += a->verdict.rate_bytes_per_s;
+      site.trend = std::max(site.trend, a->verdict.trend);
+      site.suspected_leak = site.suspected_leak || a->verdict.suspected_leak;
+    }
   }
-  snap.sites_total += snap.sites.size();
   std::stable_sort(snap.sites.begin(), snap.sites.end(),
                    [](const SiteSnapshot& a, const SiteSnapshot& b) {
                      return a.live_bytes > b.live_bytes;
@@ -108,6 +132,14 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"allocations", s.allocations},
                      {"freed_bytes", s.freed_bytes},
                      {"frees", s.frees},
+                     {"leak_rate_bytes_per_second", s.leak_rate_bytes_per_second},
+                     {"suspected_leak", s.suspected_leak},
+                     {"trend", trend_name(s.trend)},
+                     {"age_bytes",
+                      {{"lt_1m", s.ages.lt_1m},
+                       {"lt_10m", s.ages.lt_10m},
+                       {"lt_1h", s.ages.lt_1h},
+                       {"older", s.ages.older}}},
                      {"frames", std::move(frames)}});
   }
   json counters = json::object();

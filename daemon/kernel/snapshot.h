@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/kernel/analyzer.h"
 #include "daemon/kernel/tracer.h"
 
 namespace lw {
@@ -23,6 +24,11 @@ struct SiteSnapshot {
   uint64_t freed_bytes = 0;
   uint64_t frees = 0;
   std::vector<Frame> frames;
+  // Leak analysis (zero/unknown until the analyzer has enough samples).
+  AgeBuckets ages;
+  double leak_rate_bytes_per_second = 0;
+  Trend trend = Trend::kUnknown;
+  bool suspected_leak = false;
 };
 
 // Totals of one kind of memory over every site of a process.
@@ -43,6 +49,8 @@ struct ProcessSnapshot {
   uint64_t live_bytes = 0;
   uint64_t live_allocations = 0;
   std::array<KindTotals, LW_KIND_MAX> kinds{};  // every site, not only the top
+  std::array<LeakVerdict, LW_KIND_MAX> kind_verdicts{};  // process-level, per kind
+  std::array<AgeBuckets, LW_KIND_MAX> kind_ages{};
   std::vector<SiteSnapshot> sites;  // live_bytes descending, top `max_sites`
   size_t sites_total = 0;           // sites holding memory before truncation
   Counters kernel_counters{};
@@ -51,10 +59,11 @@ struct ProcessSnapshot {
   int64_t kernel_live_bytes = -1;   // -1 when not read
 };
 
-// Sites with live allocations, merged by (stack_id, kind), sorted by live
-// bytes; only the top `max_sites` are symbolized and returned.
+// Sites with live allocations, merged by (stack_id, kind): the top
+// `max_sites` by live bytes and, with an analyzer, also the top `max_sites`
+// by leak rate; only those are symbolized and returned, sorted by live bytes.
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
-                              bool read_kernel_live);
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer = nullptr);
 
 const char* kind_name(uint32_t kind);
 nlohmann::json to_json(const ProcessSnapshot& snap);

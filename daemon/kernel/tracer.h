@@ -71,6 +71,7 @@ struct TracerStats {
   uint64_t rescans = 0;
   uint64_t attach_errors = 0;
   uint64_t ringbuf_errors = 0;
+  uint64_t symbolization_errors = 0;  // modules that failed to open or parse
 };
 
 class Tracer {
@@ -99,7 +100,11 @@ class Tracer {
   void set_record_tap(std::function<void(const void*, size_t)> tap) { tap_ = std::move(tap); }
 
   Counters counters() const { return session_->read_counters(); }
-  const TracerStats& stats() const { return stats_; }
+  TracerStats stats() const {
+    TracerStats s = stats_;
+    s.symbolization_errors = symbolizer_.errors();
+    return s;
+  }
 
   // Execs and forks seen since the last call (daemon discovery).
   std::vector<Discovery> take_discoveries() { return std::exchange(discoveries_, {}); }

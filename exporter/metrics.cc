@@ -1,0 +1,346 @@
+#include "exporter/metrics.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <deque>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "daemon/core/label_sanitize.h"
+#include "daemon/core/stack_id.h"
+
+namespace lw {
+
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+// Builds families with a shared series budget: once max_series is reached,
+// further series are counted, not emitted. Families are kept in a fixed
+// order so the self-monitoring families (added first) always fit.
+class Families {
+ public:
+  Families(size_t max_series, RenderStats* stats) : max_(max_series), stats_(stats) {}
+
+  MetricFamily& family(const std::string& name, const std::string& help, MetricType type) {
+    auto it = index_.find(name);
+    if (it != index_.end()) return out_[it->second];
+    index_[name] = out_.size();
+    out_.push_back(MetricFamily{name, help, type, {}});
+    return out_.back();
+  }
+
+  void add(MetricFamily& f, Labels labels, double value) {
+    if (stats_->series >= max_) {
+      ++stats_->series_dropped;
+      return;
+    }
+    ++stats_->series;
+    for (ClientMetric::Label& l : labels) l.value = sanitize_label_value(l.value);
+    ClientMetric m;
+    m.label = std::move(labels);
+    switch (f.type) {
+      case MetricType::Counter: m.counter.value = value; break;
+      case MetricType::Gauge: m.gauge.value = value; break;
+      default: m.untyped.value = value; break;
+    }
+    f.metric.push_back(std::move(m));
+  }
+
+  std::vector<MetricFamily> take() {
+    std::vector<MetricFamily> out;
+    for (MetricFamily& f : out_)
+      if (!f.metric.empty()) out.push_back(std::move(f));
+    return out;
+  }
+
+ private:
+  size_t max_;
+  RenderStats* stats_;
+  std::deque<MetricFamily> out_;  // deque: family() references stay valid
+  std::map<std::string, size_t> index_;
+};
+
+Labels process_labels(const TrackedProcess& t) {
+  const ProcessIdentity& id = t.identity;
+  Labels l = {{"pid", std::to_string(id.pid)},
+              {"start_time", std::to_string(id.start_time)},
+              {"comm", id.comm},
+              {"exe", id.exe},
+              {"target", t.target}};
+  // Spelled as kube-state-metrics spells them, so PromQL joins on uid and
+  // container_id need no relabelling. Absent values are empty labels.
+  l.push_back({"unit", id.unit.value_or("")});
+  l.push_back({"uid", id.pod_uid.value_or("")});
+  l.push_back({"container_id", id.container_id.value_or("")});
+  l.push_back({"namespace", id.pod_namespace.value_or("")});
+  l.push_back({"pod", id.pod_name.value_or("")});
+  return l;
+}
+
+Labels with(Labels l, std::initializer_list<ClientMetric::Label> more) {
+  l.insert(l.end(), more.begin(), more.end());
+  return l;
+}
+
+// "leaf_function (file:line)", short, for the `site` label. Full stacks go
+// to the API and pprof, never into labels.
+std::string site_label(const SiteSnapshot& s) {
+  for (const Frame& f : s.frames) {
+    if (f.function.empty() && f.file.empty()) continue;
+    std::string out = f.function.empty() ? "??" : f.function;
+    if (!f.file.empty()) {
+      size_t slash = f.file.rfind('/');
+      out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
+             std::to_string(f.line) + ")";
+    }
+    return out;
+  }
+  return "unknown";
+}
+
+struct SelfStats {
+  double cpu_seconds = 0, start_time = 0, rss = 0, vsize = 0, open_fds = 0, max_fds = 0;
+  int threads = 0;
+};
+
+SelfStats read_self() {
+  SelfStats s;
+  std::ifstream stat("/proc/self/stat");
+  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = content.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream in(content.substr(close + 2));
+    std::vector<std::string> f;
+    for (std::string x; in >> x;) f.push_back(x);
+    // After comm: f[0] is field 3 (state). utime=14, stime=15, threads=20,
+    // starttime=22, vsize=23, rss=24 (pages).
+    if (f.size() > 22) {
+      double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+      s.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / tick;
+      s.threads = std::stoi(f[17]);
+      double boot = 0;
+      std::ifstream st("/proc/stat");
+      for (std::string line; std::getline(st, line);)
+        if (line.rfind("btime ", 0) == 0) boot = std::stod(line.substr(6));
+      s.start_time = boot + std::stod(f[19]) / tick;
+      s.vsize = std::stod(f[20]);
+      s.rss = std::stod(f[21]) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    }
+  }
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (struct dirent* e = readdir(d))
+      if (e->d_name[0] != '.') s.open_fds += 1;
+    closedir(d);
+    s.open_fds -= 1;  // the directory fd itself
+  }
+  std::ifstream limits("/proc/self/limits");
+  for (std::string line; std::getline(limits, line);) {
+    if (line.rfind("Max open files", 0) == 0) {
+      std::istringstream in(line.substr(strlen("Max open files")));
+      in >> s.max_fds;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
+                                                const MetricsOptions& options,
+                                                RenderStats* stats) {
+  RenderStats local;
+  if (!stats) stats = &local;
+  *stats = {};
+  Families fam(options.max_series, stats);
+  const auto G = MetricType::Gauge;
+  const auto C = MetricType::Counter;
+  const DaemonCounters& dc = snap.counters;
+
+  // Self-monitoring first: it must survive the series cap.
+  fam.add(fam.family("leakwatch_build_info", "leakwatch version; always 1.", G),
+          {{"version", LEAKWATCH_VERSION}}, 1);
+  const Counters& k = snap.kernel_counters;
+  fam.add(fam.family("leakwatch_events_seen_total",
+                     "Events the kernel side tried to emit (seen = delivered + dropped).", C),
+          {}, static_cast<double>(k[LW_CNT_EVENTS_SEEN]));
+  fam.add(fam.family("leakwatch_events_delivered_total", "Events written to the ring buffer.", C),
+          {}, static_cast<double>(k[LW_CNT_EVENTS_DELIVERED]));
+  MetricFamily& dropped = fam.family(
+      "leakwatch_events_dropped_total", "Events lost before reaching the daemon, by reason.", C);
+  fam.add(dropped, {{"reason", "ringbuf_full"}}, static_cast<double>(k[LW_CNT_EVENTS_DROPPED_RINGBUF]));
+  fam.add(dropped, {{"reason", "decode_error"}}, static_cast<double>(snap.tracer_stats.decode_errors));
+  MetricFamily& failures = fam.family(
+      "leakwatch_bpf_failures_total",
+      "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md.", C);
+  for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i < LW_CNT_MAX; ++i) {
+    if (i == LW_CNT_FREE_UNKNOWN || i == LW_CNT_MISSED_FREE || i == LW_CNT_NESTED_SKIPPED) continue;
+    fam.add(failures, {{"reason", counter_name(i)}}, static_cast<double>(k[i]));
+  }
+  fam.add(fam.family("leakwatch_unmatched_frees_total",
+                     "Frees of addresses not in the live map (allocated before attach, or lost).", C),
+          {}, static_cast<double>(k[LW_CNT_FREE_UNKNOWN]));
+  fam.add(fam.family("leakwatch_missed_frees_total",
+                     "Allocations returned at a still-live address: the old record's free was missed.", C),
+          {}, static_cast<double>(k[LW_CNT_MISSED_FREE]));
+  fam.add(fam.family("leakwatch_nested_calls_total",
+                     "Allocator calls inside another accounted call, not counted twice.", C),
+          {}, static_cast<double>(k[LW_CNT_NESTED_SKIPPED]));
+  fam.add(fam.family("leakwatch_resyncs_total",
+                     "Process states rebuilt from the kernel's live map after a loss.", C),
+          {}, static_cast<double>(snap.tracer_stats.resyncs));
+  MetricFamily& map_entries = fam.family("leakwatch_kernel_map_entries",
+                                         "Entries used in a kernel map (live: tracked processes' records).", G);
+  fam.add(map_entries, {{"map", "live"}}, static_cast<double>(snap.live_map_entries));
+  MetricFamily& map_cap = fam.family("leakwatch_kernel_map_capacity", "Capacity of a kernel map.", G);
+  fam.add(map_cap, {{"map", "live"}}, snap.live_map_capacity);
+  fam.add(map_cap, {{"map", "stacks"}}, snap.stack_map_capacity);
+  fam.add(fam.family("leakwatch_tracked_processes", "Processes attached now.", G), {},
+          static_cast<double>(snap.processes.size()));
+  fam.add(fam.family("leakwatch_max_processes", "limits.max_processes.", G), {}, snap.max_processes);
+  fam.add(fam.family("leakwatch_processes_refused_total",
+                     "Matching processes not attached, by reason.", C),
+          {{"reason", "max_processes"}}, static_cast<double>(dc.refused_max_processes));
+  fam.add(fam.family("leakwatch_attached_processes_total", "Processes attached since start.", C), {},
+          static_cast<double>(dc.attached_total));
+  MetricFamily& attach_err = fam.family("leakwatch_attach_errors_total",
+                                        "Failed process attachments, by reason.", C);
+  for (const auto& [reason, n] : dc.attach_errors)
+    fam.add(attach_err, {{"reason", reason}}, static_cast<double>(n));
+  MetricFamily& probe = fam.family(
+      "leakwatch_probe_attached", "1 when the probe on this function of this object is attached.", G);
+  std::map<std::pair<std::string, std::string>, bool> probes;
+  for (const auto& [object, p] : snap.probes) {
+    auto key = std::make_pair(object, p.symbols);
+    auto it = probes.find(key);
+    probes[key] = it == probes.end() ? p.attached : (it->second && p.attached);
+  }
+  for (const auto& [key, ok] : probes)
+    fam.add(probe, {{"object", key.first}, {"function", key.second}}, ok ? 1 : 0);
+  fam.add(fam.family("leakwatch_symbolization_errors_total",
+                     "Modules that could not be opened or parsed for symbols.", C),
+          {}, static_cast<double>(snap.tracer_stats.symbolization_errors));
+  fam.add(fam.family("leakwatch_config_last_reload_successful",
+                     "1 if the last config reload succeeded (as Prometheus reports its own).", G),
+          {}, dc.last_reload_successful ? 1 : 0);
+  fam.add(fam.family("leakwatch_config_last_reload_success_timestamp_seconds",
+                     "When the config was last loaded successfully.", G),
+          {}, dc.last_reload_success_timestamp);
+  fam.add(fam.family("leakwatch_config_reloads_total", "Config reload attempts.", C), {},
+          static_cast<double>(dc.reloads_total));
+  fam.add(fam.family("leakwatch_config_reload_failures_total", "Config reloads rejected.", C), {},
+          static_cast<double>(dc.reload_failures_total));
+  fam.add(fam.family("leakwatch_daemon_memory_over_budget_total",
+                     "Snapshots taken while tracked state exceeded limits.max_daemon_memory_bytes.", C),
+          {}, static_cast<double>(dc.daemon_memory_over_budget));
+  SelfStats self = read_self();
+  fam.add(fam.family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", C),
+          {}, self.cpu_seconds);
+  fam.add(fam.family("process_resident_memory_bytes", "Resident memory size in bytes.", G), {}, self.rss);
+  fam.add(fam.family("process_virtual_memory_bytes", "Virtual memory size in bytes.", G), {}, self.vsize);
+  fam.add(fam.family("process_open_fds", "Number of open file descriptors.", G), {}, self.open_fds);
+  fam.add(fam.family("process_max_fds", "Maximum number of open file descriptors.", G), {}, self.max_fds);
+  fam.add(fam.family("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", G),
+          {}, self.start_time);
+  fam.add(fam.family("process_threads", "Number of OS threads in the process.", G), {},
+          static_cast<double>(self.threads));
+  MetricFamily& limit = fam.family("leakwatch_series_limit", "The cap on series per scrape.", G);
+  fam.add(limit, {}, static_cast<double>(options.max_series));
+
+  // Per process and kind.
+  MetricFamily& p_live = fam.family("leakwatch_process_live_bytes", "Bytes live now, by kind.", G);
+  MetricFamily& p_allocs = fam.family("leakwatch_process_live_allocations", "Allocations live now.", G);
+  MetricFamily& p_abytes = fam.family("leakwatch_process_allocated_bytes_total",
+                                      "Bytes allocated since attach.", C);
+  MetricFamily& p_acount = fam.family("leakwatch_process_allocations_total",
+                                      "Allocations since attach.", C);
+  MetricFamily& p_fbytes = fam.family("leakwatch_process_freed_bytes_total", "Bytes freed since attach.", C);
+  MetricFamily& p_fcount = fam.family("leakwatch_process_frees_total", "Frees since attach.", C);
+  MetricFamily& p_rate = fam.family("leakwatch_process_leak_rate_bytes_per_second",
+                                    "Robust growth rate of live bytes over the analysis window.", G);
+  MetricFamily& p_flag = fam.family("leakwatch_process_suspected_leak",
+                                    "1 when the process's live bytes are classified as a leak.", G);
+  MetricFamily& s_live = fam.family("leakwatch_site_live_bytes",
+                                    "Live bytes of the top sites per process; site=\"other\" has the rest.", G);
+  MetricFamily& s_allocs = fam.family("leakwatch_site_live_allocations", "Live allocations per site.", G);
+  MetricFamily& s_rate = fam.family("leakwatch_site_leak_rate_bytes_per_second",
+                                    "Robust growth rate of a site's live bytes.", G);
+  MetricFamily& s_flag = fam.family("leakwatch_site_suspected_leak",
+                                    "1 when the site is classified as a leak.", G);
+  MetricFamily& s_age = fam.family("leakwatch_site_live_bytes_by_age",
+                                   "Live bytes per site by allocation age.", G);
+  for (const ProcessEntry& e : snap.processes) {
+    const Labels base = process_labels(e.process);
+    const ProcessSnapshot& ps = e.snapshot;
+    for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {
+      const KindTotals& t = ps.kinds[kind];
+      if (t.allocations == 0 && t.live_allocations == 0) continue;
+      Labels l = with(base, {{"kind", kind_name(kind)}});
+      fam.add(p_live, l, static_cast<double>(t.live_bytes));
+      fam.add(p_allocs, l, static_cast<double>(t.live_allocations));
+      fam.add(p_abytes, l, static_cast<double>(t.allocated_bytes));
+      fam.add(p_acount, l, static_cast<double>(t.allocations));
+      fam.add(p_fbytes, l, static_cast<double>(t.freed_bytes));
+      fam.add(p_fcount, l, static_cast<double>(t.frees));
+      fam.add(p_rate, l, ps.kind_verdicts[kind].rate_bytes_per_s);
+      fam.add(p_flag, l, ps.kind_verdicts[kind].suspected_leak ? 1 : 0);
+    }
+    // Sites: the snapshot holds the top sites by live bytes and by leak
+    // rate; the rest of each kind goes to one "other" row so sums add up.
+    std::array<uint64_t, LW_KIND_MAX> shown_bytes{}, shown_allocs{};
+    const Labels site_base = {{"pid", std::to_string(e.process.identity.pid)},
+                              {"start_time", std::to_string(e.process.identity.start_time)},
+                              {"comm", e.process.identity.comm},
+                              {"target", e.process.target}};
+    for (const SiteSnapshot& s : ps.sites) {
+      Labels l = with(site_base, {{"kind", kind_name(s.kind)},
+                                  {"stack_id", stack_id_hex(s.stack_id)},
+                                  {"site", site_label(s)}});
+      fam.add(s_live, l, static_cast<double>(s.live_bytes));
+      fam.add(s_allocs, l, static_cast<double>(s.live_allocations));
+      fam.add(s_rate, l, s.leak_rate_bytes_per_second);
+      fam.add(s_flag, l, s.suspected_leak ? 1 : 0);
+      fam.add(s_age, with(l, {{"age", "lt_1m"}}), static_cast<double>(s.ages.lt_1m));
+      fam.add(s_age, with(l, {{"age", "lt_10m"}}), static_cast<double>(s.ages.lt_10m));
+      fam.add(s_age, with(l, {{"age", "lt_1h"}}), static_cast<double>(s.ages.lt_1h));
+      fam.add(s_age, with(l, {{"age", "older"}}), static_cast<double>(s.ages.older));
+      shown_bytes[s.kind] += s.live_bytes;
+      shown_allocs[s.kind] += s.live_allocations;
+    }
+    for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {
+      const KindTotals& t = ps.kinds[kind];
+      if (t.live_allocations == 0) continue;
+      Labels l = with(site_base, {{"kind", kind_name(kind)}, {"stack_id", "other"}, {"site", "other"}});
+      fam.add(s_live, l, static_cast<double>(t.live_bytes - shown_bytes[kind]));
+      fam.add(s_allocs, l, static_cast<double>(t.live_allocations - shown_allocs[kind]));
+    }
+  }
+  // Counted in this scrape: how many series the cap cut.
+  MetricFamily& dropped_series = fam.family(
+      "leakwatch_series_dropped", "Series not exported in this scrape because of the series cap.", G);
+  size_t dropped_now = stats->series_dropped;
+  ++stats->series;  // this one is always emitted
+  ClientMetric m;
+  m.gauge.value = static_cast<double>(dropped_now);
+  dropped_series.metric.push_back(m);
+  return fam.take();
+}
+
+std::string render_metrics(const DaemonSnapshot& snap, const MetricsOptions& options,
+                           RenderStats* stats) {
+  std::vector<MetricFamily> families = build_metric_families(snap, options, stats);
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+}  // namespace lw
