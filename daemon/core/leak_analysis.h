@@ -8,7 +8,8 @@
 //    pairwise slopes), so a few outlying samples cannot move it;
 //  - a site is a `leak` when its live bytes grew steadily over the window,
 //    are still growing in its recent half, and the bytes older than one
-//    minute grew there too (leaked memory ages; churn does not);
+//    minute grew there too and never fell (leaked memory ages and stays;
+//    churn does not age, a collector's garbage falls);
 //  - `growing` is an upward trend without all of that evidence yet;
 //  - `stable` is anything else: flat, shrinking, oscillating, plateaued.
 //
@@ -57,35 +58,44 @@ struct AllocAge {
 AgeBuckets age_buckets(uint64_t now_ns, std::span<const AllocAge> allocations);
 
 // Every knob of the analysis. The defaults are argued in docs/analysis.md;
-// in short they call a 1 MiB/min leak within 120-130 s of data at a 10 s
-// sample interval, and never call a cache that has plateaued a leak.
+// in short, with 10 s samples they call a 1 MiB/min leak a leak after 120 s
+// of data (150 s at worst with the tests' churn noise), and never call a
+// cache that has plateaued a leak.
 struct AnalysisParams {
   // Samples older than this (relative to the newest) leave the window.
   double window_s = 600;
-  // Ring size per series. Samples closer together than
-  // window_s / max_samples are merged (the newest is replaced), so any
-  // sample rate covers the whole window with at most this many samples.
+  // Ring size per series. Samples closer together than 90% of
+  // window_s / max_samples are merged (the newest is replaced), so a fast
+  // sampler still covers the window with at most this many samples.
   size_t max_samples = 60;
-  // Theil-Sen looks at every pair of samples while there are at most this
-  // many pairs (60 samples make 1770), else at an evenly strided subset.
-  size_t max_pairs = 2048;
+  // Theil-Sen takes the median of every pair's slope while there are at
+  // most this many pairs, else of an evenly strided subset: 60 samples make
+  // 1770 pairs, of which every 4th is used (443); the recent half's 30
+  // samples make 435, all used. The trend test always counts every pair.
+  size_t max_pairs = 512;
   // No verdict (kUnknown) before the window holds this many samples
-  // spanning this long: the partial window the first verdict is based on.
+  // spanning this long (or half the window, if shorter): the partial window
+  // the first verdict is based on.
   size_t min_samples = 8;
   double min_span_s = 120;
   // An upward trend needs at least this rate (Theil-Sen, bytes/s) ...
   double min_rate_bytes_per_s = 64;
-  // ... and this Kendall tau between time and live bytes: the fraction of
-  // sample pairs that go up minus the fraction that go down.
-  double min_consistency = 0.4;
-  // The recent half of the window's samples must grow at least this
-  // fraction of the whole window's rate, in live bytes (it is still
-  // growing, it did not plateau) and, for a leak, in bytes older than
-  // 1 minute (what is added stays).
+  // ... and must be significant: the Mann-Kendall statistic (Kendall tau
+  // in standard deviations under "no trend") at least z. The same z sets
+  // the confidence interval of the recent rate below.
+  double z = 3;
+  // In the recent half of the window's samples, live bytes must not have
+  // clearly stopped growing: the upper end of the recent rate's interval
+  // at least this fraction of the whole window's rate. And for a leak, the
+  // bytes older than 1 minute must grow there at least that fast (estimate).
   double min_recent_fraction = 0.5;
   // A leak must have grown by at least this fraction of the site's median
   // live bytes over the window's span; below it the trend is `growing`.
   double min_relative_growth = 0.01;
+  // A leak's bytes older than 1 minute must not have fallen, peak to
+  // trough within the window, by more than this fraction of the window's
+  // growth (rate * span).
+  double max_old_drawdown = 0.25;
   // ProcessAnalysis keeps at most this many sites, the largest by live
   // bytes in the latest sample.
   size_t max_sites = 10000;
@@ -109,15 +119,24 @@ struct LeakVerdict {
   bool suspected_leak = false;
   // Theil-Sen slope of live bytes over the window (0 with < 2 samples).
   double rate_bytes_per_s = 0;
-  // The same over the recent half of the samples, for live bytes and for
-  // bytes older than 1 minute.
+  // The same over the recent half of the samples, for live bytes (with the
+  // upper end of its z-sigma interval) and for bytes older than 1 minute.
+  // Computed only when the whole window shows an upward trend (rate and
+  // trend_z pass), as only then they matter; 0 otherwise.
   double recent_rate_bytes_per_s = 0;
+  double recent_rate_upper_bytes_per_s = 0;
   double recent_old_rate_bytes_per_s = 0;
   // Kendall tau of live bytes against time, in [-1, 1]: how consistently
-  // the series moves in the direction of the rate. The confidence figure.
+  // the series moves in the direction of the rate.
   double consistency = 0;
+  // The same in standard deviations under "no trend" (Mann-Kendall): the
+  // confidence figure, compared with AnalysisParams::z.
+  double trend_z = 0;
   // rate * span / median live bytes.
   double relative_growth = 0;
+  // Largest peak-to-trough fall of the bytes older than 1 minute (of their
+  // 3-sample running median: one bad sample is not a fall).
+  uint64_t old_drawdown_bytes = 0;
   size_t samples = 0;
   double span_s = 0;
 };
@@ -173,13 +192,14 @@ class ProcessAnalysis {
   // (a configuration error).
   explicit ProcessAnalysis(const AnalysisParams& params = {});
 
-  // One sample of every site with live bytes, at t_s (monotonic seconds,
-  // increasing between calls). Keys must be unique within a batch (a
-  // repeated key keeps its last sample). A known site missing from the
-  // batch has no live bytes: it gets zero samples, and is forgotten once
-  // it has been missing for a whole window. When there are more than
+  // One sample of the sites, at t_s (monotonic seconds, increasing between
+  // calls). Keys must be unique within a batch (a repeated key keeps its
+  // last sample). A site not tracked yet is taken when it has live bytes.
+  // A tracked site that is missing from the batch has no live bytes: it
+  // gets zero samples, and is forgotten once it has had no live bytes for
+  // a whole window. When there are more than
   // max_sites sites, the smallest by live bytes in this sample are
-  // forgotten (ties: the larger key goes), and counted in sites_evicted().
+  // forgotten or not taken (ties: the larger key goes).
   void ingest(double t_s, std::span<const SiteSample> sites);
 
   LeakVerdict process_verdict() const;
@@ -188,7 +208,10 @@ class ProcessAnalysis {
   std::vector<SiteReport> site_reports() const;
 
   size_t site_count() const { return sites_.size(); }
-  uint64_t sites_evicted() const { return sites_evicted_; }
+  // Sites forgotten or not taken because of max_sites, summed over ingest()
+  // calls (a site left out of every sample counts every time): not 0 means
+  // the cap binds, and the smallest sites go unanalysed.
+  uint64_t sites_dropped_by_cap() const { return sites_dropped_by_cap_; }
   // Heap held by this object, an estimate (the hash map's nodes included).
   size_t memory_bytes() const;
   const AnalysisParams& params() const { return params_; }
@@ -207,7 +230,7 @@ class ProcessAnalysis {
   SiteSeries process_;
   AgeBuckets process_ages_;
   uint64_t generation_ = 0;
-  uint64_t sites_evicted_ = 0;
+  uint64_t sites_dropped_by_cap_ = 0;
 };
 
 }  // namespace lw
