@@ -8,6 +8,7 @@
 
 #include "daemon/core/label_sanitize.h"
 #include "exporter/metrics.h"
+#include "exporter/profile.h"
 
 namespace lw {
 
@@ -135,13 +136,49 @@ std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_tim
 }
 
 HttpServer::HttpServer(SnapshotSource source, size_t max_series)
-    : source_(std::move(source)),
-      max_series_(max_series),
-      server_(std::make_unique<httplib::Server>()) {
+    : HttpServer(std::move(source), max_series, nullptr) {}
+
+HttpServer::HttpServer(SnapshotSource source, size_t max_series,
+                       std::shared_ptr<const WebConfig> web)
+    : source_(std::move(source)), max_series_(max_series), web_(std::move(web)) {
+  if (web_ && web_->tls) {
+    // The callback constructor leaves the whole context to us; the others
+    // allow TLS 1.1 and cannot set a maximum version.
+    server_ = std::make_unique<httplib::SSLServer>([this](SSL_CTX& ctx) {
+      Status st = configure_tls_context(*web_->tls, ctx);
+      if (!st) tls_error_ = st.error().message;
+      return st.ok();
+    });
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  security();
   routes();
 }
 
 HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::security() {
+  if (!web_) return;
+  if (!web_->headers.empty()) {
+    // Default headers go on every response, 401s and 404s included.
+    httplib::Headers headers(web_->headers.begin(), web_->headers.end());
+    server_->set_default_headers(std::move(headers));
+  }
+  if (web_->users.empty()) return;
+  auth_ = std::make_unique<BasicAuth>(web_->users);
+  // Before routing, so that every path, unknown ones included, needs
+  // credentials: call stacks reveal the traced programs' code structure.
+  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (auth_->check(req.get_header_value("Authorization"))) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.status = 401;
+    res.set_header("WWW-Authenticate", R"(Basic realm="leakwatch")");
+    res.set_content("Unauthorized\n", "text/plain");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+}
 
 void HttpServer::routes() {
   httplib::Server& s = *server_;
@@ -180,6 +217,40 @@ void HttpServer::routes() {
     opts.max_series = max_series_;
     res.set_content(render_metrics(*snap, opts), "text/plain; version=0.0.4; charset=utf-8");
   });
+  s.Get("/debug/pprof/heap", [this](const httplib::Request& req, httplib::Response& res) {
+    auto snap = source_();
+    if (!snap) {
+      res.status = 503;
+      return;
+    }
+    char* end = nullptr;
+    std::string pid_s = req.get_param_value("pid");
+    long pid = strtol(pid_s.c_str(), &end, 10);
+    std::string st_s = req.get_param_value("start_time");
+    uint64_t start_time = st_s.empty() ? 0 : strtoull(st_s.c_str(), nullptr, 10);
+    if (pid_s.empty() || *end != '\0' || pid <= 0) {
+      res.status = 400;
+      res.set_content("pid=PID is required\n", "text/plain");
+      return;
+    }
+    for (const ProcessEntry& e : snap->processes) {
+      if (e.process.identity.pid != pid) continue;
+      if (start_time && e.process.identity.start_time != start_time) break;
+      double attached = std::chrono::duration<double>(
+                            e.process.attached_at.time_since_epoch()).count();
+      Result<std::string> gz = encode_pprof_gz(profile_input(e.snapshot, attached));
+      if (!gz) {
+        res.status = 500;
+        res.set_content(gz.error().message + "\n", "text/plain");
+        return;
+      }
+      res.set_header("Content-Disposition", "attachment; filename=\"heap.pb.gz\"");
+      res.set_content(std::move(*gz), "application/octet-stream");
+      return;
+    }
+    res.status = 404;
+    res.set_content("pid " + pid_s + " is not traced\n", "text/plain");
+  });
   s.Get("/api/v1/status", [this](const httplib::Request&, httplib::Response& res) {
     auto snap = source_();
     if (!snap) {
@@ -215,6 +286,10 @@ void HttpServer::routes() {
 }
 
 Result<int> HttpServer::start(const std::string& host, int port) {
+  if (!server_->is_valid()) {
+    return Error{EINVAL, "TLS setup from " + web_->file + " failed: " +
+                             (tls_error_.empty() ? "cannot create a TLS context" : tls_error_)};
+  }
   int bound = port;
   if (port == 0) {
     bound = server_->bind_to_any_port(host.c_str());

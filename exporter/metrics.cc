@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <cstring>
@@ -10,7 +12,6 @@
 #include <map>
 #include <sstream>
 
-#include <prometheus/text_serializer.h>
 
 #include "daemon/core/label_sanitize.h"
 #include "daemon/core/stack_id.h"
@@ -39,13 +40,14 @@ class Families {
     return out_.back();
   }
 
+  // `labels` values must already be sanitized (see clean()): callers
+  // sanitize each distinct value once, not once per series.
   void add(MetricFamily& f, Labels labels, double value) {
     if (stats_->series >= max_) {
       ++stats_->series_dropped;
       return;
     }
     ++stats_->series;
-    for (ClientMetric::Label& l : labels) l.value = sanitize_label_value(l.value);
     ClientMetric m;
     m.label = std::move(labels);
     switch (f.type) {
@@ -70,6 +72,11 @@ class Families {
   std::map<std::string, size_t> index_;
 };
 
+Labels clean(Labels l) {
+  for (ClientMetric::Label& x : l) x.value = sanitize_label_value(x.value);
+  return l;
+}
+
 Labels process_labels(const TrackedProcess& t) {
   const ProcessIdentity& id = t.identity;
   Labels l = {{"pid", std::to_string(id.pid)},
@@ -84,7 +91,7 @@ Labels process_labels(const TrackedProcess& t) {
   l.push_back({"container_id", id.container_id.value_or("")});
   l.push_back({"namespace", id.pod_namespace.value_or("")});
   l.push_back({"pod", id.pod_name.value_or("")});
-  return l;
+  return clean(std::move(l));
 }
 
 Labels with(Labels l, std::initializer_list<ClientMetric::Label> more) {
@@ -214,7 +221,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
           static_cast<double>(dc.attached_total));
   MetricFamily& attach_err = fam.family("leakwatch_attach_errors_total",
                                         "Failed process attachments, by reason.", C);
-  for (const auto& [reason, n] : dc.attach_errors)
+  for (const auto& [reason, n] : dc.attach_errors)  // reasons are our own constants
     fam.add(attach_err, {{"reason", reason}}, static_cast<double>(n));
   MetricFamily& probe = fam.family(
       "leakwatch_probe_attached", "1 when the probe on this function of this object is attached.", G);
@@ -225,7 +232,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     probes[key] = it == probes.end() ? p.attached : (it->second && p.attached);
   }
   for (const auto& [key, ok] : probes)
-    fam.add(probe, {{"object", key.first}, {"function", key.second}}, ok ? 1 : 0);
+    fam.add(probe, clean({{"object", key.first}, {"function", key.second}}), ok ? 1 : 0);
   fam.add(fam.family("leakwatch_symbolization_errors_total",
                      "Modules that could not be opened or parsed for symbols.", C),
           {}, static_cast<double>(snap.tracer_stats.symbolization_errors));
@@ -297,14 +304,14 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     // Sites: the snapshot holds the top sites by live bytes and by leak
     // rate; the rest of each kind goes to one "other" row so sums add up.
     std::array<uint64_t, LW_KIND_MAX> shown_bytes{}, shown_allocs{};
-    const Labels site_base = {{"pid", std::to_string(e.process.identity.pid)},
-                              {"start_time", std::to_string(e.process.identity.start_time)},
-                              {"comm", e.process.identity.comm},
-                              {"target", e.process.target}};
+    const Labels site_base = clean({{"pid", std::to_string(e.process.identity.pid)},
+                                    {"start_time", std::to_string(e.process.identity.start_time)},
+                                    {"comm", e.process.identity.comm},
+                                    {"target", e.process.target}});
     for (const SiteSnapshot& s : ps.sites) {
       Labels l = with(site_base, {{"kind", kind_name(s.kind)},
                                   {"stack_id", stack_id_hex(s.stack_id)},
-                                  {"site", site_label(s)}});
+                                  {"site", sanitize_label_value(site_label(s))}});
       fam.add(s_live, l, static_cast<double>(s.live_bytes));
       fam.add(s_allocs, l, static_cast<double>(s.live_allocations));
       fam.add(s_rate, l, s.leak_rate_bytes_per_second);
@@ -335,12 +342,94 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   return fam.take();
 }
 
+namespace {
+
+void append_escaped(std::string& out, const std::string& s, bool quote) {
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const char* esc = c == '\\' ? "\\\\" : c == '\n' ? "\\n" : (quote && c == '"') ? "\\\"" : nullptr;
+    if (!esc) continue;
+    out.append(s, start, i - start);
+    out += esc;
+    start = i + 1;
+  }
+  out.append(s, start, std::string::npos);
+}
+
+void append_value(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "NaN";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "+Inf" : "-Inf";
+  } else {
+    char buf[64];
+    // Integers (every count and byte total) print without exponent or
+    // fraction; anything else as the shortest exact representation.
+    std::to_chars_result r =
+        (v == std::trunc(v) && std::fabs(v) < 9.007199254740992e15)
+            ? std::to_chars(buf, buf + sizeof(buf), static_cast<int64_t>(v))
+            : std::to_chars(buf, buf + sizeof(buf), v);
+    out.append(buf, r.ptr);
+  }
+}
+
+const char* type_name(MetricType t) {
+  switch (t) {
+    case MetricType::Counter: return "counter";
+    case MetricType::Gauge: return "gauge";
+    case MetricType::Summary: return "summary";
+    case MetricType::Histogram: return "histogram";
+    default: return "untyped";
+  }
+}
+
+}  // namespace
+
+void serialize_text(const std::vector<MetricFamily>& families, std::string& out) {
+  for (const MetricFamily& f : families) {
+    out += "# HELP ";
+    out += f.name;
+    out += ' ';
+    append_escaped(out, f.help, false);
+    out += "\n# TYPE ";
+    out += f.name;
+    out += ' ';
+    out += type_name(f.type);
+    out += '\n';
+    for (const ClientMetric& m : f.metric) {
+      out += f.name;
+      if (!m.label.empty()) {
+        out += '{';
+        bool first = true;
+        for (const ClientMetric::Label& l : m.label) {
+          if (!first) out += ',';
+          first = false;
+          out += l.name;
+          out += "=\"";
+          append_escaped(out, l.value, true);
+          out += '"';
+        }
+        out += '}';
+      }
+      out += ' ';
+      switch (f.type) {
+        case MetricType::Counter: append_value(out, m.counter.value); break;
+        case MetricType::Gauge: append_value(out, m.gauge.value); break;
+        default: append_value(out, m.untyped.value); break;
+      }
+      out += '\n';
+    }
+  }
+}
+
 std::string render_metrics(const DaemonSnapshot& snap, const MetricsOptions& options,
                            RenderStats* stats) {
   std::vector<MetricFamily> families = build_metric_families(snap, options, stats);
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, families);
-  return out.str();
+  std::string out;
+  out.reserve(1 << 20);
+  serialize_text(families, out);
+  return out;
 }
 
 }  // namespace lw

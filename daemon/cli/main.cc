@@ -18,6 +18,8 @@ void usage(FILE* out) {
           "                       process (attaches without a restart)\n"
           "  run --config FILE    the daemon: trace every process the config selects\n"
           "  check-config FILE    validate a config file (every error, with file:line:column)\n"
+          "  snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n"
+          "                       write a pprof heap profile of a running process\n"
           "  --version            print the version\n"
           "  --help               this text\n"
           "\n"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   if (cmd == "top") return lw::run_top(argc - 1, argv + 1);
   if (cmd == "run") return lw::run_daemon(argc - 1, argv + 1);
   if (cmd == "check-config") return lw::run_check_config(argc - 1, argv + 1);
+  if (cmd == "snapshot") return lw::run_snapshot(argc - 1, argv + 1);
   fprintf(stderr, "leakwatch: unknown command '%s'\n", cmd.c_str());
   usage(stderr);
   return lw::exit_code::kUsage;

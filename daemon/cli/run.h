@@ -5,4 +5,6 @@ namespace lw {
 int run_daemon(int argc, char** argv);
 // `leakwatch check-config FILE`: 0 when valid, 1 with every error listed.
 int run_check_config(int argc, char** argv);
+// `leakwatch snapshot -p PID -o FILE.pb.gz`: a pprof heap profile, no daemon.
+int run_snapshot(int argc, char** argv);
 }  // namespace lw

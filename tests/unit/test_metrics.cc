@@ -1,0 +1,160 @@
+#include "exporter/metrics.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <map>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "exporter/http_server.h"
+#include "exporter/profile.h"
+
+namespace lw {
+namespace {
+
+DaemonSnapshot sample_snapshot(const std::string& comm, int processes = 1, int sites = 3) {
+  DaemonSnapshot snap;
+  snap.timestamp = 1.8e9;
+  snap.max_processes = 256;
+  for (int p = 0; p < processes; ++p) {
+    ProcessEntry e;
+    e.process.identity.pid = 1000 + p;
+    e.process.identity.start_time = 42;
+    e.process.identity.comm = comm;
+    e.process.identity.exe = "/usr/bin/" + comm;
+    e.process.target = "t";
+    e.process.mode = TargetMode::kFull;
+    KindTotals& heap = e.snapshot.kinds[LW_KIND_HEAP];
+    for (int s = 0; s < sites; ++s) {
+      SiteSnapshot site;
+      site.stack_id = 0x1000 + static_cast<uint64_t>(s);
+      site.kind = LW_KIND_HEAP;
+      site.live_bytes = 100;
+      site.live_allocations = 1;
+      site.allocated_bytes = 200;
+      site.allocations = 2;
+      Frame f;
+      f.function = "leak_" + std::to_string(s);
+      f.file = "/src/x.c";
+      f.line = 10 + s;
+      site.frames.push_back(f);
+      e.snapshot.sites.push_back(site);
+    }
+    heap.live_bytes = 100ull * sites + 50;  // 50 bytes in sites not listed
+    heap.live_allocations = static_cast<uint64_t>(sites) + 1;
+    heap.allocated_bytes = 200ull * sites + 50;
+    heap.allocations = 2ull * sites + 1;
+    e.snapshot.live_bytes = heap.live_bytes;
+    snap.processes.push_back(e);
+  }
+  return snap;
+}
+
+// promtool, when installed (scripts/install-deps.sh --with-test-tools).
+bool promtool_accepts(const std::string& text, std::string* output) {
+  if (access("/usr/bin/promtool", X_OK) != 0) return true;
+  char path[] = "/tmp/lw_metrics_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return false;
+  std::ofstream(path) << text;
+  close(fd);
+  std::string cmd = std::string("/usr/bin/promtool check metrics < ") + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512];
+  while (p && fgets(buf, sizeof(buf), p)) *output += buf;
+  int rc = p ? pclose(p) : -1;
+  unlink(path);
+  return rc == 0;
+}
+
+TEST(Metrics, OtherRowMakesSitesSumToProcessTotals) {
+  std::string text = render_metrics(sample_snapshot("svc"), {});
+  EXPECT_NE(text.find("leakwatch_process_live_bytes{"), std::string::npos);
+  EXPECT_NE(text.find("site=\"leak_0 (x.c:10)\""), std::string::npos);
+  EXPECT_NE(text.find("stack_id=\"other\",site=\"other\"} 50"), std::string::npos) << text;
+  std::string out;
+  EXPECT_TRUE(promtool_accepts(text, &out)) << out;
+}
+
+TEST(Metrics, HostileProcessNamesStillGiveAValidScrape) {
+  for (std::string comm : {std::string("a\"b\n{x=\"1\"}"), std::string("bad\xff\xfe utf8"),
+                           std::string("ctl\x01\x7f\x1b[31m"), std::string(5000, 'x'),
+                           std::string("back\\slash")}) {
+    std::string text = render_metrics(sample_snapshot(comm), {});
+    std::string out;
+    EXPECT_TRUE(promtool_accepts(text, &out)) << "comm=" << comm << "\n" << out;
+    // No raw newline can split a sample line: every non-comment line parses
+    // as `name{...} value`.
+    EXPECT_EQ(text.find("\n{x="), std::string::npos);
+  }
+}
+
+TEST(Metrics, SeriesCapIsCountedAndSelfMonitoringSurvives) {
+  MetricsOptions opts;
+  opts.max_series = 60;
+  RenderStats stats;
+  std::string text = render_metrics(sample_snapshot("svc", 50, 20), opts, &stats);
+  EXPECT_GT(stats.series_dropped, 0u);
+  EXPECT_LE(stats.series, opts.max_series + 1);
+  EXPECT_NE(text.find("leakwatch_build_info"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_series_dropped " + std::to_string(stats.series_dropped)),
+            std::string::npos);
+}
+
+// sample line "name{labels} value" -> value, comments skipped.
+std::map<std::string, double> parse_samples(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+TEST(Metrics, OwnSerializerMatchesPrometheusCpp) {
+  DaemonSnapshot snap = sample_snapshot("a\"b\n{x=\"1\"} \\ q", 3, 4);
+  snap.processes[0].snapshot.sites[0].leak_rate_bytes_per_second = 1.0 / 3.0;
+  std::vector<prometheus::MetricFamily> families = build_metric_families(snap, {}, nullptr);
+  std::string ours;
+  serialize_text(families, ours);
+  std::ostringstream theirs;
+  prometheus::TextSerializer().Serialize(theirs, families);
+  auto a = parse_samples(ours), b = parse_samples(theirs.str());
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [key, value] : b) {
+    ASSERT_TRUE(a.count(key)) << key;
+    EXPECT_DOUBLE_EQ(a[key], value) << key;
+  }
+}
+
+TEST(Api, SitesByPidAndStartTime) {
+  DaemonSnapshot snap = sample_snapshot("svc");
+  int status = 0;
+  std::string body = sites_json(snap, 1000, 42, &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(body.find("\"leak_0\""), std::string::npos);
+  sites_json(snap, 1000, 43, &status);
+  EXPECT_EQ(status, 404);
+  sites_json(snap, 999, 0, &status);
+  EXPECT_EQ(status, 404);
+}
+
+TEST(Profile, OtherSampleKeepsTotals) {
+  DaemonSnapshot snap = sample_snapshot("svc");
+  PprofInput in = profile_input(snap.processes[0].snapshot, 0);
+  uint64_t inuse = 0;
+  for (const PprofSite& s : in.sites) inuse += s.inuse_bytes;
+  EXPECT_EQ(inuse, snap.processes[0].snapshot.kinds[LW_KIND_HEAP].live_bytes);
+  EXPECT_EQ(in.sites.back().frames.at(0).function, "[other sites]");
+}
+
+}  // namespace
+}  // namespace lw
