@@ -5,6 +5,8 @@
 #include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <map>
 #include <set>
 #include <span>
+#include <sstream>
 #include <type_traits>
 #include <utility>
 
@@ -28,14 +31,14 @@ constexpr size_t kMaxPathBytes = PATH_MAX;
 // keys longer than this get no suggestion (edit distance is quadratic).
 constexpr size_t kMaxQuotedBytes = 64;
 
-// A value as it can be shown on a terminal: control bytes escaped (a hostile
-// file must not be able to send escape sequences to the operator's screen),
-// long values cut.
-std::string printable(std::string_view s) {
+// Text as it can be shown on a terminal: control and non-ASCII bytes escaped
+// (a hostile file must not send escape sequences, C1 controls included, to
+// the operator's screen), long text cut.
+std::string printable(std::string_view s, size_t max = kMaxQuotedBytes) {
   std::string out;
-  for (size_t i = 0; i < s.size() && i < kMaxQuotedBytes; ++i) {
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
     unsigned char ch = static_cast<unsigned char>(s[i]);
-    if (ch < 0x20 || ch == 0x7f) {
+    if (ch < 0x20 || ch >= 0x7f) {
       static constexpr char kHex[] = "0123456789abcdef";
       out += "\\x";
       out += kHex[ch >> 4];
@@ -44,7 +47,7 @@ std::string printable(std::string_view s) {
       out += static_cast<char>(ch);
     }
   }
-  if (s.size() > kMaxQuotedBytes) out += "...";
+  if (s.size() > max) out += "...";
   return out;
 }
 
@@ -65,7 +68,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 // The candidate nearest to `word`, if it is close enough to be a plausible
-// typo (within about a third of the length), else "".
+// typo (within about a third of the length) or `word` is a truncation of it
+// ("ringbuf"), else "".
 std::string nearest(std::string_view word, std::span<const std::string_view> candidates) {
   if (word.size() > kMaxQuotedBytes) return {};
   std::string_view best;
@@ -78,7 +82,13 @@ std::string nearest(std::string_view word, std::span<const std::string_view> can
     }
   }
   size_t threshold = std::max<size_t>(1, (std::max(word.size(), best.size()) + 2) / 3);
-  return best_distance <= threshold ? std::string(best) : std::string();
+  if (best_distance <= threshold) return std::string(best);
+  if (word.size() >= 4) {
+    for (std::string_view c : candidates) {
+      if (c.starts_with(word)) return std::string(c);
+    }
+  }
+  return {};
 }
 
 std::string kind_of(const YAML::Node& node) {
@@ -126,14 +136,17 @@ class ErrorSink {
 
   // All errors in file order; whole-file errors (line 0) first.
   std::vector<ConfigError> take() {
-    std::stable_sort(errors_.begin(), errors_.end(), [](const ConfigError& a, const ConfigError& b) {
-      return std::pair(a.line, a.column) < std::pair(b.line, b.column);
-    });
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const ConfigError& a, const ConfigError& b) {
+                       return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+                     });
     if (dropped_) {
-      errors_.push_back(ConfigError{file_, 0, 0,
-                                    "too many errors; only the first " +
-                                        std::to_string(kMaxConfigErrors) + " are shown",
-                                    {}});
+      errors_.push_back(ConfigError{
+          file_,
+          0,
+          0,
+          "too many errors; only the first " + std::to_string(kMaxConfigErrors) + " are shown",
+          {}});
     }
     return std::move(errors_);
   }
@@ -149,21 +162,21 @@ class ErrorSink {
 struct Field {
   std::string_view key;
   std::function<void(const YAML::Node&, const std::string&)> parse;
+  // Sections ("limits:", "targets:") may be left empty, meaning defaults;
+  // other keys need a value.
+  bool may_be_empty = false;
 };
 
 // Parses the mapping `node` at `path` against `fields`. Non-string keys,
 // duplicate keys and unknown keys are errors (with the nearest known key as
-// suggestion). Returns the known keys that were present. A null node (a
-// section left empty, e.g. "limits:") counts as an empty mapping.
+// suggestion). Returns the known keys that were present.
 std::vector<std::string_view> parse_mapping(ErrorSink& errors, const YAML::Node& node,
                                             const std::string& path,
                                             std::initializer_list<Field> fields) {
   std::vector<std::string_view> seen;
-  if (node.IsNull()) return seen;
   if (!node.IsMap()) {
-    errors.add(node.Mark(),
-               (path.empty() ? std::string("the configuration") : quoted(path)) +
-                   " must be a mapping of keys to values, not " + kind_of(node));
+    errors.add(node.Mark(), (path.empty() ? std::string("the configuration") : quoted(path)) +
+                                " must be a mapping of keys to values, not " + kind_of(node));
     return seen;
   }
   std::vector<std::string_view> known;
@@ -181,8 +194,8 @@ std::vector<std::string_view> parse_mapping(ErrorSink& errors, const YAML::Node&
       errors.add(key.Mark(), "duplicate key " + quoted(key_path));
       continue;
     }
-    auto field = std::find_if(fields.begin(), fields.end(),
-                              [&](const Field& f) { return f.key == name; });
+    auto field =
+        std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.key == name; });
     if (field == fields.end()) {
       errors.add(key.Mark(),
                  "unknown key " + quoted(name) + (path.empty() ? "" : " in " + quoted(path)),
@@ -190,6 +203,12 @@ std::vector<std::string_view> parse_mapping(ErrorSink& errors, const YAML::Node&
       continue;
     }
     seen.push_back(field->key);
+    if (entry.second.IsNull()) {
+      // Blamed on the key: yaml-cpp marks an empty value at the next token,
+      // which may be lines below.
+      if (!field->may_be_empty) errors.add(key.Mark(), quoted(key_path) + " has no value");
+      continue;
+    }
     field->parse(entry.second, key_path);
   }
   return seen;
@@ -295,12 +314,13 @@ std::optional<RegexCondition> read_regex(ErrorSink& errors, const YAML::Node& no
   std::optional<std::string> s = read_string(errors, node, path);
   if (!s) return std::nullopt;
   if (s->empty()) {
-    errors.add(node.Mark(), quoted(path) + " is an empty pattern; remove the key to match any value");
+    errors.add(node.Mark(),
+               quoted(path) + " is an empty pattern; remove the key to match any value");
     return std::nullopt;
   }
   if (s->size() > kMaxPatternBytes) {
-    errors.add(node.Mark(), quoted(path) + " is longer than " + std::to_string(kMaxPatternBytes) +
-                                " bytes");
+    errors.add(node.Mark(),
+               quoted(path) + " is longer than " + std::to_string(kMaxPatternBytes) + " bytes");
     return std::nullopt;
   }
   try {
@@ -315,9 +335,9 @@ std::optional<RegexCondition> read_regex(ErrorSink& errors, const YAML::Node& no
 // malformed patterns (an unclosed '[') as literals, which would make a typo
 // match nothing without a word. Returns "" when valid, else the problem.
 std::string glob_problem(std::string_view glob) {
-  static constexpr std::string_view kClasses[] = {"alnum", "alpha", "blank",  "cntrl",
-                                                  "digit", "graph", "lower",  "print",
-                                                  "punct", "space", "upper",  "xdigit"};
+  static constexpr std::string_view kClasses[] = {"alnum", "alpha", "blank", "cntrl",
+                                                  "digit", "graph", "lower", "print",
+                                                  "punct", "space", "upper", "xdigit"};
   for (size_t i = 0; i < glob.size(); ++i) {
     if (glob[i] == '\\') {
       if (++i == glob.size()) return "ends in a lone '\\'";
@@ -375,9 +395,10 @@ void read_cgroup(ErrorSink& errors, const YAML::Node& node, const std::string& p
   std::optional<std::string> s = read_string(errors, node, path);
   if (!s) return;
   if (s->empty() || (*s)[0] != '/') {
-    errors.add(node.Mark(),
-               quoted(path) + " must be a cgroup v2 path starting with '/' (as in /proc/PID/cgroup)",
-               s->empty() ? std::string() : "/" + *s);
+    errors.add(
+        node.Mark(),
+        quoted(path) + " must be a cgroup v2 path starting with '/' (as in /proc/PID/cgroup)",
+        s->empty() ? std::string() : "/" + *s);
     return;
   }
   if (s->size() > kMaxPathBytes) {
@@ -393,8 +414,8 @@ void read_cgroup(ErrorSink& errors, const YAML::Node& node, const std::string& p
 void read_pids(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                std::vector<pid_t>& out) {
   if (!node.IsSequence()) {
-    errors.add(node.Mark(), quoted(path) + " must be a sequence of process ids, not " +
-                                kind_of(node),
+    errors.add(node.Mark(),
+               quoted(path) + " must be a sequence of process ids, not " + kind_of(node),
                node.IsScalar() ? "[" + printable(node.Scalar()) + "]" : std::string());
     return;
   }
@@ -403,8 +424,8 @@ void read_pids(ErrorSink& errors, const YAML::Node& node, const std::string& pat
     return;
   }
   if (node.size() > kMaxPidsPerMatch) {
-    errors.add(node.Mark(), quoted(path) + " lists more than " +
-                                std::to_string(kMaxPidsPerMatch) + " process ids");
+    errors.add(node.Mark(), quoted(path) + " lists more than " + std::to_string(kMaxPidsPerMatch) +
+                                " process ids");
     return;
   }
   size_t i = 0;
@@ -422,30 +443,34 @@ void read_pids(ErrorSink& errors, const YAML::Node& node, const std::string& pat
 
 MatchConfig parse_match(ErrorSink& errors, const YAML::Node& node, const std::string& path) {
   MatchConfig m;
-  const char* kNeed = " needs at least one condition: pids, comm, exe, cgroup, namespace or pod";
-  if (node.IsNull()) {
-    errors.add(node.Mark(), quoted(path) + kNeed);
-    return m;
-  }
   std::vector<std::string_view> seen = parse_mapping(
       errors, node, path,
-      {{"pids", [&](const YAML::Node& v, const std::string& p) { read_pids(errors, v, p, m.pids); }},
-       {"comm", [&](const YAML::Node& v, const std::string& p) { m.comm = read_regex(errors, v, p); }},
-       {"exe", [&](const YAML::Node& v, const std::string& p) { read_exe_glob(errors, v, p, m.exe); }},
+      {{"pids",
+        [&](const YAML::Node& v, const std::string& p) { read_pids(errors, v, p, m.pids); }},
+       {"comm",
+        [&](const YAML::Node& v, const std::string& p) { m.comm = read_regex(errors, v, p); }},
+       {"exe",
+        [&](const YAML::Node& v, const std::string& p) { read_exe_glob(errors, v, p, m.exe); }},
        {"cgroup",
         [&](const YAML::Node& v, const std::string& p) { read_cgroup(errors, v, p, m.cgroup); }},
-       {"namespace",
-        [&](const YAML::Node& v, const std::string& p) { m.k8s_namespace = read_regex(errors, v, p); }},
+       {"namespace", [&](const YAML::Node& v,
+                         const std::string& p) { m.k8s_namespace = read_regex(errors, v, p); }},
        {"pod",
         [&](const YAML::Node& v, const std::string& p) { m.k8s_pod = read_regex(errors, v, p); }}});
   // Judged on the keys present, not on the conditions that parsed: a bad
   // regex already has its own error.
-  if (node.IsMap() && seen.empty()) errors.add(node.Mark(), quoted(path) + kNeed);
+  if (node.IsMap() && seen.empty()) {
+    errors.add(
+        node.Mark(),
+        quoted(path) + " needs at least one condition: pids, comm, exe, cgroup, namespace or pod");
+  }
   return m;
 }
 
 bool valid_target_name(std::string_view name) {
-  auto word = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
   if (name.empty() || name.size() > 63 || !word(name[0])) return false;
   return std::all_of(name.begin(), name.end(),
                      [&](char c) { return word(c) || c == '_' || c == '.' || c == '-'; });
@@ -453,7 +478,6 @@ bool valid_target_name(std::string_view name) {
 
 void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                    std::vector<TargetConfig>& out) {
-  if (node.IsNull()) return;
   if (!node.IsSequence()) {
     errors.add(node.Mark(), quoted(path) + " must be a sequence of targets, not " + kind_of(node));
     return;
@@ -464,8 +488,8 @@ void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string&
   for (const YAML::Node& item : node) {
     const std::string item_path = index_path(path, i++);
     if (i > kMaxTargets) {
-      errors.add(item.Mark(), quoted(path) + " has more than " + std::to_string(kMaxTargets) +
-                                  " entries");
+      errors.add(item.Mark(),
+                 quoted(path) + " has more than " + std::to_string(kMaxTargets) + " entries");
       return;
     }
     TargetConfig t;
@@ -495,8 +519,9 @@ void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string&
                                    {"auto", TargetMode::kAuto}},
                                   t.mode);
           }},
-         {"follow_forks",
-          [&](const YAML::Node& v, const std::string& p) { read_bool(errors, v, p, t.follow_forks); }}});
+         {"follow_forks", [&](const YAML::Node& v, const std::string& p) {
+            read_bool(errors, v, p, t.follow_forks);
+          }}});
     if (!item.IsMap()) continue;  // parse_mapping reported it
     if (!contains(seen, "name")) errors.add(item.Mark(), quoted(item_path) + " needs a 'name'");
     if (!contains(seen, "match")) {
@@ -515,25 +540,24 @@ void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string&
 
 void parse_exclude(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                    std::vector<ExcludeConfig>& out) {
-  if (node.IsNull()) return;
   if (!node.IsSequence()) {
-    errors.add(node.Mark(), quoted(path) + " must be a sequence of {match: ...} entries, not " +
-                                kind_of(node));
+    errors.add(node.Mark(),
+               quoted(path) + " must be a sequence of {match: ...} entries, not " + kind_of(node));
     return;
   }
   size_t i = 0;
   for (const YAML::Node& item : node) {
     const std::string item_path = index_path(path, i++);
     if (i > kMaxTargets) {
-      errors.add(item.Mark(), quoted(path) + " has more than " + std::to_string(kMaxTargets) +
-                                  " entries");
+      errors.add(item.Mark(),
+                 quoted(path) + " has more than " + std::to_string(kMaxTargets) + " entries");
       return;
     }
     ExcludeConfig e;
     std::vector<std::string_view> seen = parse_mapping(
-        errors, item, item_path,
-        {{"match",
-          [&](const YAML::Node& v, const std::string& p) { e.match = parse_match(errors, v, p); }}});
+        errors, item, item_path, {{"match", [&](const YAML::Node& v, const std::string& p) {
+                                     e.match = parse_match(errors, v, p);
+                                   }}});
     if (item.IsMap() && !contains(seen, "match")) {
       errors.add(item.Mark(), quoted(item_path) + " needs a 'match' with at least one condition");
     }
@@ -544,8 +568,8 @@ void parse_exclude(ErrorSink& errors, const YAML::Node& node, const std::string&
 bool valid_hostname(std::string_view host) {
   if (host.empty() || host.size() > 253) return false;
   return std::all_of(host.begin(), host.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.';
   });
 }
 
@@ -567,14 +591,16 @@ std::string listen_problem(const std::string& s, std::string& host, uint16_t& po
   } else {
     size_t colon = s.rfind(':');
     if (colon == std::string::npos) {
-      bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+      bool digits = !s.empty() &&
+                    std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
       suggestion = digits ? "127.0.0.1:" + s : (valid_hostname(s) ? s + ":9478" : "");
       return form;
     }
     host = s.substr(0, colon);
     in6_addr addr;
     if (host.find(':') != std::string::npos) {
-      if (inet_pton(AF_INET6, host.c_str(), &addr) == 1) suggestion = "[" + host + "]" + s.substr(colon);
+      if (inet_pton(AF_INET6, host.c_str(), &addr) == 1)
+        suggestion = "[" + host + "]" + s.substr(colon);
       return "has an IPv6 address without brackets; " + form;
     }
     if (host.empty()) {
@@ -597,9 +623,11 @@ std::string listen_problem(const std::string& s, std::string& host, uint16_t& po
 
 Config parse_document(ErrorSink& errors, const YAML::Node& root) {
   Config c;
-  // Marks of cross-checked values; a value that failed to parse has no mark
-  // and is not cross-checked (its own error is enough).
-  std::optional<YAML::Mark> sample_interval_mark;
+  if (root.IsNull()) return c;  // empty, or only comments: all defaults
+  // For the window/interval cross-check: where each value was given, and
+  // whether either was invalid (then its own error is enough).
+  std::optional<YAML::Mark> window_mark, interval_mark;
+  bool analysis_invalid = false;
   using Node = YAML::Node;
   using Path = std::string;
   parse_mapping(
@@ -627,31 +655,36 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                                {"error", LogLevel::kError}},
                               c.log_level);
         }},
-       {"targets", [&](const Node& v, const Path& p) { parse_targets(errors, v, p, c.targets); }},
-       {"exclude", [&](const Node& v, const Path& p) { parse_exclude(errors, v, p, c.exclude); }},
+       {"targets", [&](const Node& v, const Path& p) { parse_targets(errors, v, p, c.targets); },
+        true},
+       {"exclude", [&](const Node& v, const Path& p) { parse_exclude(errors, v, p, c.exclude); },
+        true},
        {"limits",
         [&](const Node& v, const Path& p) {
           LimitsConfig& l = c.limits;
           // Map sizes mirror `leakwatch top`'s bounds (docs/cli.md).
-          parse_mapping(
-              errors, v, p,
-              {{"max_processes",
-                [&](const Node& x, const Path& q) { read_uint(errors, x, q, 1, 65536, l.max_processes); }},
-               {"live_map_entries",
-                [&](const Node& x, const Path& q) {
-                  read_uint(errors, x, q, 16, 1u << 26, l.live_map_entries);
-                }},
-               {"stack_map_entries",
-                [&](const Node& x, const Path& q) {
-                  read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);
-                }},
-               {"max_daemon_memory_bytes",
-                [&](const Node& x, const Path& q) {
-                  read_uint(errors, x, q, 1, UINT64_MAX, l.max_daemon_memory_bytes);
-                }},
-               {"max_series",
-                [&](const Node& x, const Path& q) { read_uint(errors, x, q, 1, 10000000, l.max_series); }}});
-        }},
+          parse_mapping(errors, v, p,
+                        {{"max_processes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 65536, l.max_processes);
+                          }},
+                         {"live_map_entries",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 16, 1u << 26, l.live_map_entries);
+                          }},
+                         {"stack_map_entries",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);
+                          }},
+                         {"max_daemon_memory_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, UINT64_MAX, l.max_daemon_memory_bytes);
+                          }},
+                         {"max_series", [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 10000000, l.max_series);
+                          }}});
+        },
+        true},
        {"ringbuf_bytes",
         [&](const Node& v, const Path& p) {
           uint32_t n = 0;
@@ -666,7 +699,9 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
           c.ringbuf_bytes = n;
         }},
        {"top_sites_per_process",
-        [&](const Node& v, const Path& p) { read_uint(errors, v, p, 1, 100000, c.top_sites_per_process); }},
+        [&](const Node& v, const Path& p) {
+          read_uint(errors, v, p, 1, 100000, c.top_sites_per_process);
+        }},
        {"reconcile_interval_seconds",
         [&](const Node& v, const Path& p) {
           read_uint(errors, v, p, 1, 3600, c.reconcile_interval_seconds);
@@ -676,24 +711,28 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
           parse_mapping(errors, v, p,
                         {{"window_seconds",
                           [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 7 * 86400, c.analysis.window_seconds);
+                            uint32_t n = 0;
+                            read_uint(errors, x, q, 1, 7 * 86400, n);
+                            analysis_invalid |= n == 0;
+                            if (n != 0) c.analysis.window_seconds = n;
+                            window_mark = x.Mark();
                           }},
-                         {"sample_interval_seconds",
-                          [&](const Node& x, const Path& q) {
+                         {"sample_interval_seconds", [&](const Node& x, const Path& q) {
                             uint32_t n = 0;
                             read_uint(errors, x, q, 1, 86400, n);
-                            if (n == 0) return;
-                            c.analysis.sample_interval_seconds = n;
-                            sample_interval_mark = x.Mark();
+                            analysis_invalid |= n == 0;
+                            if (n != 0) c.analysis.sample_interval_seconds = n;
+                            interval_mark = x.Mark();
                           }}});
-        }},
+        },
+        true},
        {"sampling",
         [&](const Node& v, const Path& p) {
-          parse_mapping(errors, v, p,
-                        {{"enabled", [&](const Node& x, const Path& q) {
-                            read_bool(errors, x, q, c.sampling.enabled);
-                          }}});
-        }},
+          parse_mapping(errors, v, p, {{"enabled", [&](const Node& x, const Path& q) {
+                                          read_bool(errors, x, q, c.sampling.enabled);
+                                        }}});
+        },
+        true},
        {"web_config_file", [&](const Node& v, const Path& p) {
           std::optional<std::string> s = read_string(errors, v, p);
           if (!s) return;
@@ -709,14 +748,54 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
           }
           c.web_config_file = std::move(*s);
         }}});
-  if (sample_interval_mark && c.analysis.sample_interval_seconds > c.analysis.window_seconds) {
-    errors.add(*sample_interval_mark,
+  if (!analysis_invalid && (window_mark || interval_mark) &&
+      c.analysis.sample_interval_seconds > c.analysis.window_seconds) {
+    errors.add(interval_mark ? *interval_mark : *window_mark,
                "'analysis.sample_interval_seconds' (" +
                    std::to_string(c.analysis.sample_interval_seconds) +
                    ") must not exceed 'analysis.window_seconds' (" +
                    std::to_string(c.analysis.window_seconds) + ")");
   }
   return c;
+}
+
+// Receives parse events only to find where a second document starts.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  YAML::Mark last_start;
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    ++documents;
+    last_start = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Where a second document starts, if there is one. yaml-cpp 0.7's Load
+// silently ignores whatever follows the first document, and its LoadAll
+// loops forever, allocating, on a stray ',' (yaml-cpp issue #1040, fixed
+// after 0.8): so documents are counted by hand, stopping at two. The stray
+// ',' case shows up as a second, empty document. Throws what the parser
+// throws.
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  while (counter.documents < 2 && parser.HandleNextDocument(counter)) {
+  }
+  if (counter.documents < 2) return std::nullopt;
+  return counter.last_start;
 }
 
 Error summary_error(const std::vector<ConfigError>& all) {
@@ -761,23 +840,25 @@ Result<Config> parse_config(std::string_view text, const std::string& file_name,
     return summary;
   };
   if (text.size() > kMaxConfigBytes) {
-    sink.add_at(0, 0, "file is " + std::to_string(text.size()) + " bytes; the limit is " +
-                          std::to_string(kMaxConfigBytes));
+    sink.add_at(0, 0,
+                "file is " + std::to_string(text.size()) + " bytes; the limit is " +
+                    std::to_string(kMaxConfigBytes));
     return fail();
   }
   Config config;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.size() > 1) {
-      sink.add(docs[1].Mark(), "more than one YAML document; the configuration is one document");
+    const std::string input(text);
+    if (std::optional<YAML::Mark> extra = second_document(input)) {
+      sink.add(*extra, "content after the first YAML document (a stray ',' or a second '---')");
+    } else {
+      config = parse_document(sink, YAML::Load(input));
     }
-    if (!docs.empty()) config = parse_document(sink, docs[0]);
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp bounds its recursion (depthguard.h) but its message is just
     // "bad file".
     sink.add(e.mark, "YAML nesting is too deep");
   } catch (const YAML::Exception& e) {
-    sink.add(e.mark, "YAML syntax error: " + e.msg);
+    sink.add(e.mark, "YAML syntax error: " + printable(e.msg, 200));
   } catch (const std::exception& e) {
     // bad_alloc or a yaml-cpp failure outside its own exception types: the
     // reload must fail, not the daemon.
