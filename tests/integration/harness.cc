@@ -35,7 +35,7 @@ std::string basename_of(const std::string &path) {
 }
 
 // What the child does between fork and exec: only async-signal-safe calls.
-[[noreturn]] void exec_child(char *const *argv, int in_fd, int out_fd, int err_fd,
+[[noreturn]] void exec_child(char *const *argv, char *const *envp, int in_fd, int out_fd, int err_fd,
                              const Process::Options &options) {
   // Its own process group, so teardown can kill it with everything it
   // forked; and killed if the test process dies first.
@@ -46,7 +46,11 @@ std::string basename_of(const std::string &path) {
     const gid_t nobody = 65534;
     if (setgroups(0, nullptr) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0) _exit(126);
   }
-  execv(argv[0], argv);
+  if (envp != nullptr) {
+    execve(argv[0], argv, envp);
+  } else {
+    execv(argv[0], argv);
+  }
   _exit(127);
 }
 
@@ -59,6 +63,22 @@ Process::Process(const std::vector<std::string> &argv, Options options) : name_(
   for (const std::string &arg : argv) args.push_back(const_cast<char *>(arg.c_str()));
   args.push_back(nullptr);
 
+  // The child's environment is built here: between fork and exec only
+  // async-signal-safe calls are allowed, and building it allocates.
+  std::vector<std::string> env_storage;
+  std::vector<char *> env;
+  if (!options.env.empty()) {
+    auto name_of = [](const std::string &entry) { return entry.substr(0, entry.find('=')); };
+    std::set<std::string> overridden;
+    for (const std::string &entry : options.env) overridden.insert(name_of(entry));
+    for (char **e = environ; *e != nullptr; ++e) {
+      if (!overridden.count(name_of(*e))) env_storage.emplace_back(*e);
+    }
+    env_storage.insert(env_storage.end(), options.env.begin(), options.env.end());
+    for (std::string &entry : env_storage) env.push_back(entry.data());
+    env.push_back(nullptr);
+  }
+
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0) fail_errno("pipe2");
   if (pipe2(out, O_CLOEXEC) != 0) fail_errno("pipe2");
@@ -67,7 +87,7 @@ Process::Process(const std::vector<std::string> &argv, Options options) : name_(
 
   pid_ = fork();
   if (pid_ < 0) fail_errno("fork");
-  if (pid_ == 0) exec_child(args.data(), in[0], out[1], stderr_fd_, options);
+  if (pid_ == 0) exec_child(args.data(), env.empty() ? nullptr : env.data(), in[0], out[1], stderr_fd_, options);
   // Also from this side, so the group exists before anyone signals it.
   setpgid(pid_, pid_);
   close(in[0]);
@@ -258,9 +278,12 @@ std::string describe_sites(const Json &snapshot) {
 }
 
 void expect_matches_truth(const TraceSession &session, const std::set<std::string> &target_modules) {
-  const Json &snapshot = session.snapshot();
-  const Json &truth = session.truth();
-  const std::string context = "\n" + describe_sites(snapshot) + session.diagnostics();
+  expect_matches_truth(session.snapshot(), session.truth(), target_modules, session.diagnostics());
+}
+
+void expect_matches_truth(const Json &snapshot, const Json &truth, const std::set<std::string> &target_modules,
+                          const std::string &diagnostics) {
+  const std::string context = "\n" + describe_sites(snapshot) + diagnostics;
   const auto leaves = live_by_leaf(snapshot);
   const auto mmap_sites = truth.at("mmap_sites").get<std::set<std::string>>();
 

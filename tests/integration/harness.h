@@ -36,6 +36,9 @@ class Process {
   struct Options {
     // Drop to uid/gid 65534 (nobody) before exec.
     bool as_nobody = false;
+    // Extra environment entries, "NAME=VALUE", added to (or replacing
+    // entries of) this process's environment; empty: inherit it unchanged.
+    std::vector<std::string> env;
   };
 
   explicit Process(const std::vector<std::string> &argv, Options options);
@@ -122,5 +125,10 @@ std::string describe_sites(const Json &snapshot);
 // whose leaf lies in one of target_modules (file names), and, where the
 // truth has total_live, the snapshot's live_bytes.
 void expect_matches_truth(const TraceSession &session, const std::set<std::string> &target_modules);
+// The same checks on any snapshot-shaped object (a `top --json` line, or
+// the daemon's /api/v1/processes/PID/sites), with `diagnostics` appended to
+// every failure message.
+void expect_matches_truth(const Json &snapshot, const Json &truth, const std::set<std::string> &target_modules,
+                          const std::string &diagnostics);
 
 }  // namespace lw::itest
