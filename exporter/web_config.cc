@@ -87,7 +87,9 @@ class ErrorSink {
                      });
     if (dropped_) {
       errors_.push_back(ConfigError{
-          file_, 0, 0,
+          file_,
+          0,
+          0,
           "too many errors; only the first " + std::to_string(kMaxConfigErrors) + " are shown",
           {}});
     }
@@ -141,13 +143,13 @@ void parse_mapping(ErrorSink& errors, const YAML::Node& node, const std::string&
         if (f.unsupported.empty()) known += (known.empty() ? "" : ", ") + std::string(f.key);
       }
       errors.add(key.Mark(), "unknown key " + quoted_text(name) +
-                                 (path.empty() ? "" : " in " + quoted_text(path)) + " (known: " +
-                                 known + ")");
+                                 (path.empty() ? "" : " in " + quoted_text(path)) +
+                                 " (known: " + known + ")");
       continue;
     }
     if (!field->unsupported.empty()) {
-      errors.add(key.Mark(), quoted_text(key_path) + " is not supported: " +
-                                 std::string(field->unsupported));
+      errors.add(key.Mark(),
+                 quoted_text(key_path) + " is not supported: " + std::string(field->unsupported));
       continue;
     }
     if (entry.second.IsNull()) continue;
@@ -248,7 +250,8 @@ Status configure_tls(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* blame) {
   uint64_t options = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION;
   if (tls.prefer_server_cipher_suites) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
   SSL_CTX_set_options(&ctx, options);
-  if (SSL_CTX_set_min_proto_version(&ctx, tls.min_version) != 1 ||
+  // Never below TLS 1.2, whatever a hand-built WebTlsConfig says.
+  if (SSL_CTX_set_min_proto_version(&ctx, std::max(tls.min_version, TLS1_2_VERSION)) != 1 ||
       SSL_CTX_set_max_proto_version(&ctx, tls.max_version) != 1) {
     return Error{EINVAL, "cannot set the TLS versions: " + openssl_error()};
   }
@@ -290,7 +293,6 @@ Status configure_tls(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* blame) {
 void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                const std::filesystem::path& dir, WebConfig& config) {
   WebTlsConfig tls;
-  tls.min_version = TLS1_2_VERSION;
   YAML::Mark cert_mark, key_mark, max_mark;
   constexpr std::string_view kNoClientCerts =
       "leakwatch does not verify client certificates (only client_auth_type NoClientCert)";
@@ -322,8 +324,8 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
               "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"};
           if (std::find(std::begin(kClientCertTypes), std::end(kClientCertTypes), *s) !=
               std::end(kClientCertTypes)) {
-            errors.add(v.Mark(), quoted_text(p) + " " + quoted_text(*s) + " is not supported: " +
-                                     std::string(kNoClientCerts));
+            errors.add(v.Mark(), quoted_text(p) + " " + quoted_text(*s) +
+                                     " is not supported: " + std::string(kNoClientCerts));
           } else {
             errors.add(v.Mark(), quoted_text(p) + " must be NoClientCert, not " + quoted_text(*s));
           }
@@ -344,10 +346,8 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
             max_mark = v.Mark();
           }
         }},
-       {"cipher_suites", {},
-        "leakwatch uses OpenSSL's default cipher suites; remove the key"},
-       {"curve_preferences", {},
-        "leakwatch uses OpenSSL's default curves; remove the key"},
+       {"cipher_suites", {}, "leakwatch uses OpenSSL's default cipher suites; remove the key"},
+       {"curve_preferences", {}, "leakwatch uses OpenSSL's default curves; remove the key"},
        {"prefer_server_cipher_suites", [&](const YAML::Node& v, const std::string& p) {
           read_bool(errors, v, p, tls.prefer_server_cipher_suites);
         }}});
@@ -401,8 +401,9 @@ const AllowedHeader kAllowedHeaders[] = {
 void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                    WebConfig& config) {
   if (!node.IsMap()) {
-    errors.add(node.Mark(), quoted_text(path) + " must be a mapping of header names to values, not " +
-                                kind_of(node));
+    errors.add(
+        node.Mark(),
+        quoted_text(path) + " must be a mapping of header names to values, not " + kind_of(node));
     return;
   }
   std::set<std::string> seen;
@@ -426,8 +427,8 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
       for (const AllowedHeader& h : kAllowedHeaders) {
         names += (names.empty() ? "" : ", ") + std::string(h.name);
       }
-      errors.add(key.Mark(), "header " + quoted_text(name) + " can not be configured (allowed: " +
-                                 names + ")");
+      errors.add(key.Mark(),
+                 "header " + quoted_text(name) + " can not be configured (allowed: " + names + ")");
       continue;
     }
     std::optional<std::string> value = read_string(errors, entry.second, path + "." + name);
@@ -437,15 +438,14 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
       errors.add(entry.second.Mark(), "header " + quoted_text(name) + " contains a line break");
       continue;
     }
-    if (!allowed->values.empty() &&
-        std::find(allowed->values.begin(), allowed->values.end(), *value) ==
-            allowed->values.end()) {
+    if (!allowed->values.empty() && std::find(allowed->values.begin(), allowed->values.end(),
+                                              *value) == allowed->values.end()) {
       std::string values;
       for (std::string_view v : allowed->values) {
         values += (values.empty() ? "" : "|") + std::string(v);
       }
-      errors.add(entry.second.Mark(),
-                 "header " + quoted_text(name) + " must be " + values + ", not " + quoted_text(*value));
+      errors.add(entry.second.Mark(), "header " + quoted_text(name) + " must be " + values +
+                                          ", not " + quoted_text(*value));
       continue;
     }
     config.headers.emplace_back(name, std::move(*value));
@@ -455,7 +455,8 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
 void parse_users(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                  WebConfig& config) {
   if (!node.IsMap()) {
-    errors.add(node.Mark(), quoted_text(path) + " must be a mapping of user names to bcrypt hashes, not " +
+    errors.add(node.Mark(), quoted_text(path) +
+                                " must be a mapping of user names to bcrypt hashes, not " +
                                 kind_of(node));
     return;
   }
@@ -650,13 +651,15 @@ Result<WebConfig> parse_web_config(std::string_view text, const std::string& pat
   WebConfig config;
   config.file = path;
   if (text.size() > kMaxConfigBytes) {
-    sink.add_at(0, 0, "file is " + std::to_string(text.size()) + " bytes; the limit is " +
-                          std::to_string(kMaxConfigBytes));
+    sink.add_at(0, 0,
+                "file is " + std::to_string(text.size()) + " bytes; the limit is " +
+                    std::to_string(kMaxConfigBytes));
   } else {
     std::error_code ec;
     std::filesystem::path absolute = std::filesystem::absolute(path, ec);
     if (ec) {
-      sink.add_at(0, 0, "cannot resolve the directory of " + quoted_text(path) + ": " + ec.message());
+      sink.add_at(0, 0,
+                  "cannot resolve the directory of " + quoted_text(path) + ": " + ec.message());
     } else {
       try {
         const std::string input(text);
@@ -758,8 +761,7 @@ bool BasicAuth::check(std::string_view authorization) {
     }
     if (cache_.size() >= capacity_) {
       // Still full of live entries: drop the one closest to expiry.
-      cache_.erase(std::min_element(cache_.begin(), cache_.end(), [](const auto& a,
-                                                                     const auto& b) {
+      cache_.erase(std::min_element(cache_.begin(), cache_.end(), [](const auto& a, const auto& b) {
         return a.second < b.second;
       }));
     }

@@ -45,10 +45,10 @@ struct ssl_ctx_st;
 namespace lw {
 
 struct WebTlsConfig {
-  std::string cert_file;  // absolute: relative paths are resolved at load
-  std::string key_file;   // absolute; PEM, unencrypted
-  int min_version = 0;    // OpenSSL protocol version, TLS1_2_VERSION or TLS1_3_VERSION
-  int max_version = 0;    // 0: the highest OpenSSL supports
+  std::string cert_file;     // absolute: relative paths are resolved at load
+  std::string key_file;      // absolute; PEM, unencrypted
+  int min_version = 0x0303;  // OpenSSL protocol version: TLS1_2_VERSION or TLS1_3_VERSION
+  int max_version = 0;       // 0: the highest OpenSSL supports
   bool prefer_server_cipher_suites = true;
 };
 

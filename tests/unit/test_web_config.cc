@@ -83,11 +83,11 @@ class WebConfigTest : public testing::Test {
     const std::string req =
         "openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1"
         " -addext subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"
-        " -keyout " + d + "/server.key -out " + d + "/server.crt 2>/dev/null";
+        " -keyout " +
+        d + "/server.key -out " + d + "/server.crt 2>/dev/null";
     ASSERT_EQ(std::system(req.c_str()), 0) << req;
-    const std::string other =
-        "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out " + d +
-        "/other.key 2>/dev/null";
+    const std::string other = "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out " +
+                              d + "/other.key 2>/dev/null";
     ASSERT_EQ(std::system(other.c_str()), 0) << other;
   }
 
@@ -166,6 +166,8 @@ TEST_F(WebConfigTest, ValidSmallConfigs) {
   EXPECT_EQ(tls13.tls->max_version, 0);
   EXPECT_TRUE(tls13.users.empty());
 
+  EXPECT_EQ(WebTlsConfig{}.min_version, TLS1_2_VERSION);
+
   WebConfig auth = load_ok("valid_auth_only.yml");
   EXPECT_FALSE(auth.tls.has_value());
   EXPECT_EQ(auth.users.size(), 1u);
@@ -243,8 +245,7 @@ TEST_F(WebConfigTest, CertificateAndKeyAreLoaded) {
   std::vector<std::string> missing = load_bad("bad_cert_missing.yml");
   expect_errors(missing, {{"2:14", "No such file or directory"}});
   EXPECT_NE(missing[0].find(path("missing.crt").string()), std::string::npos) << missing[0];
-  expect_errors(load_bad("bad_key_mismatch.yml"),
-                {{"3:13", "does not match the certificate"}});
+  expect_errors(load_bad("bad_key_mismatch.yml"), {{"3:13", "does not match the certificate"}});
   // A key of another type than the certificate's.
   const std::string ec = "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out " +
                          path("ec.key").string() + " 2>/dev/null";
@@ -273,9 +274,10 @@ TEST_F(WebConfigTest, CertificateAndKeyAreLoaded) {
 }
 
 TEST_F(WebConfigTest, EncryptedKeyIsAnErrorNotAPrompt) {
-  const std::string cmd = "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 "
-                          "-aes256 -pass pass:secret -out " +
-                          path("encrypted.key").string() + " 2>/dev/null";
+  const std::string cmd =
+      "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 "
+      "-aes256 -pass pass:secret -out " +
+      path("encrypted.key").string() + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::vector<ConfigError> errors;
   EXPECT_FALSE(parse_web_config("tls_server_config:\n  cert_file: server.crt\n"
@@ -351,8 +353,8 @@ TEST(BasicAuth, ChecksCredentials) {
   EXPECT_FALSE(auth.check("Basic"));
   EXPECT_FALSE(auth.check("Basic "));
   EXPECT_FALSE(auth.check("Basic !!!!"));
-  EXPECT_FALSE(auth.check("Basic YWxpY2U"));                          // unpadded
-  EXPECT_FALSE(auth.check("Basic YWxpY2U="));                         // "alice": no ':'
+  EXPECT_FALSE(auth.check("Basic YWxpY2U"));   // unpadded
+  EXPECT_FALSE(auth.check("Basic YWxpY2U="));  // "alice": no ':'
   EXPECT_FALSE(auth.check("Bearer " + basic_header("alice", kFixturePassword).substr(6)));
   // "alice:wonderland\0x": crypt(3) would see only "wonderland".
   EXPECT_FALSE(auth.check("Basic YWxpY2U6d29uZGVybGFuZAB4"));
@@ -404,7 +406,7 @@ std::shared_ptr<const DaemonSnapshot> fresh_snapshot() {
 
 struct Handshake {
   bool ok = false;
-  int version = 0;           // negotiated, when ok
+  int version = 0;          // negotiated, when ok
   unsigned long error = 0;  // ERR_peek_last_error() otherwise
 };
 
@@ -461,10 +463,11 @@ class WebServerTest : public WebConfigTest {
   // Starts a server from a web config written at runtime with a fresh
   // bcrypt hash of kPassword for kUser, plus `extra` YAML.
   void start(const std::string& tls_yaml, const std::string& host = "127.0.0.1") {
-    std::string text = tls_yaml + "http_server_config:\n  headers:\n"
-                                  "    X-Content-Type-Options: nosniff\n"
-                                  "basic_auth_users:\n  " + std::string(kUser) + ": " +
-                       bcrypt(kPassword) + "\n";
+    std::string text = tls_yaml +
+                       "http_server_config:\n  headers:\n"
+                       "    X-Content-Type-Options: nosniff\n"
+                       "basic_auth_users:\n  " +
+                       std::string(kUser) + ": " + bcrypt(kPassword) + "\n";
     std::vector<ConfigError> errors;
     Result<WebConfig> web = parse_web_config(text, path("runtime.yml").string(), &errors);
     ASSERT_TRUE(web.ok()) << all_errors(errors);
@@ -561,6 +564,17 @@ TEST_F(WebServerTest, RefusesTlsBelow12) {
   EXPECT_EQ(best.version, TLS1_3_VERSION);
 }
 
+TEST_F(WebServerTest, HandBuiltConfigCannotGoBelowTls12) {
+  auto web = std::make_shared<WebConfig>();
+  web->tls = WebTlsConfig{path("server.crt").string(), path("server.key").string(), TLS1_VERSION};
+  server_ = std::make_unique<HttpServer>(fresh_snapshot, 1000, web);
+  Result<int> port = server_->start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.error().message;
+  Handshake tls11 = handshake(*port, TLS1_1_VERSION, TLS1_1_VERSION);
+  EXPECT_FALSE(tls11.ok);
+  EXPECT_EQ(ERR_GET_REASON(tls11.error), SSL_R_TLSV1_ALERT_PROTOCOL_VERSION);
+}
+
 TEST_F(WebServerTest, MinVersionTls13) {
   start(std::string(kTls) + "  min_version: TLS13\n");
   Handshake tls12 = handshake(port_, TLS1_VERSION, TLS1_2_VERSION);
@@ -605,9 +619,9 @@ TEST_F(WebServerTest, BasicAuthOverPlainHttp) {
 TEST_F(WebServerTest, StartFailsWhenTheCertificateIsGone) {
   fs::copy_file(path("server.crt"), path("moved.crt"), fs::copy_options::overwrite_existing);
   std::vector<ConfigError> errors;
-  Result<WebConfig> web = parse_web_config(
-      "tls_server_config:\n  cert_file: moved.crt\n  key_file: server.key\n",
-      path("runtime.yml").string(), &errors);
+  Result<WebConfig> web =
+      parse_web_config("tls_server_config:\n  cert_file: moved.crt\n  key_file: server.key\n",
+                       path("runtime.yml").string(), &errors);
   ASSERT_TRUE(web.ok()) << all_errors(errors);
   fs::remove(path("moved.crt"));
   HttpServer server(fresh_snapshot, 1000, std::make_shared<const WebConfig>(std::move(*web)));
