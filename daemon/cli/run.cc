@@ -15,6 +15,7 @@
 #include "daemon/core/sd_notify.h"
 #include "daemon/kernel/daemon.h"
 #include "exporter/http_server.h"
+#include "exporter/web_config.h"
 
 namespace lw {
 
@@ -75,10 +76,18 @@ int run_check_config(int argc, char** argv) {
 
 int run_daemon(int argc, char** argv) {
   DaemonOptions options;
+  // Overrides the config's web_config_file; "" turns TLS and auth off.
+  std::optional<std::string> web_config_flag;
+  constexpr std::string_view kWebConfigEq = "--web.config.file=";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--config" || a == "-c") && i + 1 < argc) {
       options.config_path = argv[++i];
+    } else if (a == "--web.config.file" && i + 1 < argc) {
+      web_config_flag = argv[++i];
+    } else if (a.starts_with(kWebConfigEq)) {
+      // Prometheus exporters' flags (kingpin) are usually written this way.
+      web_config_flag = a.substr(kWebConfigEq.size());
     } else if (a == "--log-level" && i + 1 < argc) {
       options.log_level_override = parse_level(argv[++i]);
       if (!options.log_level_override) {
@@ -88,7 +97,8 @@ int run_daemon(int argc, char** argv) {
     } else if (a == "--pods-dir" && i + 1 < argc) {
       options.pods.root = argv[++i];
     } else if (a == "-h" || a == "--help") {
-      printf("usage: leakwatch run --config FILE [--log-level LEVEL] [--pods-dir DIR]\n");
+      printf("usage: leakwatch run --config FILE [--log-level LEVEL] [--pods-dir DIR]\n"
+             "                     [--web.config.file FILE]\n");
       return exit_code::kOk;
     } else {
       fprintf(stderr, "leakwatch run: unknown option '%s'\n", a.c_str());
@@ -108,6 +118,21 @@ int run_daemon(int argc, char** argv) {
   set_log_level(options.log_level_override.value_or(cfg->log_level));
   raise_fd_limit();
 
+  // Before anything is attached: a bad web config is a startup error.
+  std::shared_ptr<const WebConfig> web;
+  const std::string web_path = web_config_flag.value_or(cfg->web_config_file);
+  if (!web_path.empty()) {
+    std::vector<ConfigError> web_errors;
+    Result<WebConfig> loaded = load_web_config(web_path, &web_errors);
+    if (!loaded) {
+      for (const ConfigError& e : web_errors) LW_LOG_ERROR("%s", format_error(e).c_str());
+      return exit_code::kError;
+    }
+    web = std::make_shared<const WebConfig>(std::move(*loaded));
+    LW_LOG_INFO("web config %s: %s, %s", web_path.c_str(), web->tls ? "TLS" : "plain HTTP",
+                web->users.empty() ? "no authentication" : "basic auth");
+  }
+
   std::string host = cfg->listen_host;
   int port = cfg->listen_port;
   size_t max_series = cfg->limits.max_series;
@@ -126,7 +151,7 @@ int run_daemon(int argc, char** argv) {
   sigaction(SIGHUP, &hup, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  HttpServer http([&d] { return d.snapshot(); }, max_series);
+  HttpServer http([&d] { return d.snapshot(); }, max_series, web);
   bool http_failed = false;
   Status st = d.run([&] {
     Result<int> bound = http.start(host, port);
