@@ -375,14 +375,7 @@ static __always_inline __u64 checked_mul(__u64 n, __u64 size)
   return n * size;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(lw_malloc_enter, __u64 size)
-{
-  return alloc_enter(ctx, LW_FUNC_MALLOC, 0, size);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(lw_new_enter, __u64 size)
+static __always_inline int new_enter(struct pt_regs *ctx, __u64 size)
 {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
@@ -405,40 +398,51 @@ int BPF_KPROBE(lw_new_enter, __u64 size)
   return 0;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(lw_sbrk_enter, __s64 increment)
+/* Entry-only: it may sit past the function's NULL check (see the attacher's
+ * probe placement), so it sees only non-NULL pointers there. */
+static __always_inline int free_enter(__u64 ptr)
 {
-  return alloc_enter(ctx, LW_FUNC_SBRK, 0, (__u64)increment);
+  if (!ptr)
+    return 0;
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t || !(t->flags & LW_TARGET_HEAP))
+    return 0;
+  if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0)
+    count(LW_CNT_FREE_UNKNOWN);
+  return 0;
 }
 
+/* One entry program for every allocator function; the attach cookie says
+ * which one (enum lw_func). One program lets the daemon put all of an
+ * object's entry probes in a single uprobe_multi link: closing a uprobe
+ * link waits out a kernel grace period (~50 ms measured here, serialized),
+ * so a process detaches in a few link closes instead of one per probe. */
 SEC("uprobe")
-int BPF_KPROBE(lw_calloc_enter, __u64 n, __u64 size)
+int lw_entry(struct pt_regs *ctx)
 {
-  return alloc_enter(ctx, LW_FUNC_CALLOC, 0, checked_mul(n, size));
-}
-
-SEC("uprobe")
-int BPF_KPROBE(lw_realloc_enter, __u64 ptr, __u64 size)
-{
-  return alloc_enter(ctx, LW_FUNC_REALLOC, ptr, size);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(lw_reallocarray_enter, __u64 ptr, __u64 n, __u64 size)
-{
-  return alloc_enter(ctx, LW_FUNC_REALLOCARRAY, ptr, checked_mul(n, size));
-}
-
-SEC("uprobe")
-int BPF_KPROBE(lw_posix_memalign_enter, __u64 out, __u64 align, __u64 size)
-{
-  return alloc_enter(ctx, LW_FUNC_POSIX_MEMALIGN, out, size);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(lw_aligned_enter, __u64 align, __u64 size)
-{
-  return alloc_enter(ctx, LW_FUNC_ALIGNED, 0, size);
+  __u64 a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx);
+  switch (bpf_get_attach_cookie(ctx)) {
+  case LW_FUNC_MALLOC:
+    return alloc_enter(ctx, LW_FUNC_MALLOC, 0, a0);
+  case LW_FUNC_NEW:
+    return new_enter(ctx, a0);
+  case LW_FUNC_SBRK:
+    return alloc_enter(ctx, LW_FUNC_SBRK, 0, a0);
+  case LW_FUNC_CALLOC:
+    return alloc_enter(ctx, LW_FUNC_CALLOC, 0, checked_mul(a0, a1));
+  case LW_FUNC_REALLOC:
+    return alloc_enter(ctx, LW_FUNC_REALLOC, a0, a1);
+  case LW_FUNC_REALLOCARRAY:
+    return alloc_enter(ctx, LW_FUNC_REALLOCARRAY, a0, checked_mul(a1, a2));
+  case LW_FUNC_POSIX_MEMALIGN:
+    return alloc_enter(ctx, LW_FUNC_POSIX_MEMALIGN, a0, a2);
+  case LW_FUNC_ALIGNED:
+    return alloc_enter(ctx, LW_FUNC_ALIGNED, 0, a1);
+  case LW_FUNC_FREE:
+    return free_enter(a0);
+  }
+  return 0;
 }
 
 SEC("uretprobe")
@@ -519,22 +523,6 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
   __u64 stack = v.arg2 ? capture_stack(ctx, v.arg2, LW_STACK_RET_HINT_TRUSTED)
                        : capture_stack(ctx, 0, 0);
   record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), stack);
-  return 0;
-}
-
-/* Entry-only: it may sit past the function's NULL check (see the attacher's
- * probe placement), so it sees only non-NULL pointers there. */
-SEC("uprobe")
-int BPF_KPROBE(lw_free_enter, __u64 ptr)
-{
-  if (!ptr)
-    return 0;
-  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
-  if (!t || !(t->flags & LW_TARGET_HEAP))
-    return 0;
-  if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0)
-    count(LW_CNT_FREE_UNKNOWN);
   return 0;
 }
 

@@ -21,7 +21,8 @@ bool sd_notify_send(const std::string& state) {
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   socklen_t addr_len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + len);
-  ssize_t n = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
+  ssize_t n = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL | MSG_DONTWAIT,  // never block the consumer loop
+                    
                      reinterpret_cast<const struct sockaddr*>(&addr), addr_len);
   close(fd);
   return n == static_cast<ssize_t>(state.size());

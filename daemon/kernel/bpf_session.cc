@@ -2,11 +2,15 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cstddef>
 
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <thread>
 
 #include "leakwatch_bpf.skel.h"
 
@@ -42,6 +46,45 @@ Error load_error(int err) {
   return errno_error("loading BPF programs", err);
 }
 
+// Kernel ABI values newer than the system's linux/bpf.h (6.1): the
+// uprobe_multi link (kernel 6.6).
+constexpr uint32_t kAttachUprobeMulti = 48;      // BPF_TRACE_UPROBE_MULTI
+constexpr uint32_t kUprobeMultiReturn = 1;       // BPF_F_UPROBE_MULTI_RETURN
+
+// bpf_attr for BPF_LINK_CREATE with uprobe_multi, laid out as in the
+// kernel's uapi (checked against vmlinux.h's union bpf_attr).
+struct UprobeMultiAttr {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint32_t pad;
+};
+static_assert(offsetof(UprobeMultiAttr, path) == 16 && offsetof(UprobeMultiAttr, cnt) == 48 &&
+                  offsetof(UprobeMultiAttr, pid) == 56,
+              "uprobe_multi bpf_attr layout");
+
+// Whether the kernel accepts a kprobe-type program for uprobe_multi.
+bool kernel_has_uprobe_multi() {
+  const struct bpf_insn insns[] = {
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  LIBBPF_OPTS(bpf_prog_load_opts, opts,
+              .expected_attach_type = static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
+  int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "lw_probe_multi", "GPL", insns, 2, &opts);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
 }  // namespace
 
 const char* counter_name(size_t index) {
@@ -51,14 +94,32 @@ const char* counter_name(size_t index) {
 Link& Link::operator=(Link&& o) noexcept {
   if (this != &o) {
     if (link_) bpf_link__destroy(link_);
+    if (fd_ >= 0) close(fd_);
     link_ = o.link_;
+    fd_ = o.fd_;
     o.link_ = nullptr;
+    o.fd_ = -1;
   }
   return *this;
 }
 
 Link::~Link() {
   if (link_) bpf_link__destroy(link_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void destroy_links(std::vector<Link> links) {
+  constexpr size_t kMaxThreads = 32;
+  if (links.size() <= 1) return;  // the vector's destructor closes it
+  size_t threads = std::min(links.size(), kMaxThreads);
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&links, t, threads] {
+      for (size_t i = t; i < links.size(); i += threads) links[i] = Link();
+    });
+  }
+  for (std::thread& w : workers) w.join();
 }
 
 Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options) {
@@ -81,6 +142,13 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
   bpf_map__set_max_entries(sk->maps.ctxs, options.ctx_max_entries);
   bpf_map__set_max_entries(sk->maps.targets, options.max_targets);
+  s->uprobe_multi_ = kernel_has_uprobe_multi();
+  if (s->uprobe_multi_) {
+    bpf_program__set_expected_attach_type(sk->progs.lw_entry,
+                                          static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
+    bpf_program__set_expected_attach_type(sk->progs.lw_alloc_return,
+                                          static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
+  }
   if (!options.trace_syscalls) {
     bpf_program__set_autoload(sk->progs.lw_sys_enter, false);
     bpf_program__set_autoload(sk->progs.lw_sys_exit, false);
@@ -131,29 +199,48 @@ Result<int> BpfSession::drain() {
   return n;
 }
 
-bpf_program* BpfSession::program(ProbeProgram p) const {
-  switch (p) {
-    case ProbeProgram::kMallocEnter: return skel_->progs.lw_malloc_enter;
-    case ProbeProgram::kNewEnter: return skel_->progs.lw_new_enter;
-    case ProbeProgram::kCallocEnter: return skel_->progs.lw_calloc_enter;
-    case ProbeProgram::kReallocEnter: return skel_->progs.lw_realloc_enter;
-    case ProbeProgram::kReallocarrayEnter: return skel_->progs.lw_reallocarray_enter;
-    case ProbeProgram::kPosixMemalignEnter: return skel_->progs.lw_posix_memalign_enter;
-    case ProbeProgram::kAlignedEnter: return skel_->progs.lw_aligned_enter;
-    case ProbeProgram::kAllocReturn: return skel_->progs.lw_alloc_return;
-    case ProbeProgram::kFreeEnter: return skel_->progs.lw_free_enter;
-    case ProbeProgram::kSbrkEnter: return skel_->progs.lw_sbrk_enter;
+Result<Link> BpfSession::attach_multi(bpf_program* prog, pid_t pid, const std::string& path,
+                                      const std::vector<UprobeSpec>& specs, bool retprobe) {
+  std::vector<uint64_t> offsets, cookies;
+  for (const UprobeSpec& u : specs) {
+    offsets.push_back(u.file_offset);
+    cookies.push_back(u.func);
   }
-  return nullptr;
+  UprobeMultiAttr attr = {};
+  attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
+  attr.attach_type = kAttachUprobeMulti;
+  attr.path = reinterpret_cast<uint64_t>(path.c_str());
+  attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  attr.cnt = static_cast<uint32_t>(specs.size());
+  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
+  attr.pid = static_cast<uint32_t>(pid);
+  int fd = static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
+  if (fd < 0) return errno_error("attaching uprobe_multi at " + path);
+  return Link::from_fd(fd);
 }
 
-Result<Link> BpfSession::attach_uprobe(ProbeProgram p, pid_t pid, const std::string& path,
-                                       uint64_t file_offset, bool retprobe) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
-  bpf_link* link = bpf_program__attach_uprobe_opts(program(p), pid, path.c_str(),
-                                                   static_cast<size_t>(file_offset), &opts);
-  if (!link) return errno_error("attaching uprobe at " + path + "+" + std::to_string(file_offset));
-  return Link(link);
+Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::string& path,
+                                                     const std::vector<UprobeSpec>& specs,
+                                                     bool retprobe) {
+  bpf_program* prog = retprobe ? skel_->progs.lw_alloc_return : skel_->progs.lw_entry;
+  std::vector<Link> links;
+  if (specs.empty()) return links;
+  if (uprobe_multi_) {
+    Result<Link> l = attach_multi(prog, pid, path, specs, retprobe);
+    if (!l) return l.error();
+    links.push_back(std::move(*l));
+    return links;
+  }
+  for (const UprobeSpec& u : specs) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = u.func, .retprobe = retprobe);
+    bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid, path.c_str(),
+                                                     static_cast<size_t>(u.file_offset), &opts);
+    if (!link)
+      return errno_error("attaching uprobe at " + path + "+" + std::to_string(u.file_offset));
+    links.emplace_back(link);
+  }
+  return links;
 }
 
 Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns) {

@@ -164,6 +164,7 @@ void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& ta
   t.attached_at = std::chrono::system_clock::now();
   tracked_[pid] = std::move(t);
   analyzers_.try_emplace(pid, analysis_params());
+  dirty_ = true;
   ++counters_.attached_total;
   LW_LOG_INFO("attached pid %d (%s) target=%s mode=%s%s", pid, id.comm.c_str(),
               target.name.c_str(), mode_name(target.mode),
@@ -177,6 +178,7 @@ void Daemon::detach(pid_t pid, const char* why) {
   tracer_->detach(pid);
   tracked_.erase(it);
   analyzers_.erase(pid);
+  dirty_ = true;
   ++counters_.detached_total;
 }
 
@@ -371,6 +373,12 @@ Status Daemon::run(const std::function<void()>& on_ready) {
     if (!n) return n.error();
     handle_discoveries();
     reap_exited();
+    // A rescan attached new objects (libc mapped after exec, a dlopen):
+    // publish now, so the API shows the probes as soon as they exist.
+    if (uint64_t r = tracer_->stats().rescans; r != rescans_seen_) {
+      rescans_seen_ = r;
+      dirty_ = true;
+    }
     if (reload_.exchange(false) || config_file_changed()) reload();
     auto now = Clock::now();
     if (now - last_reconcile >= std::chrono::seconds(config_.reconcile_interval_seconds)) {
@@ -381,8 +389,9 @@ Status Daemon::run(const std::function<void()>& on_ready) {
       sample_analysis();
       last_sample = now;
     }
-    if (now - last_publish >= std::chrono::seconds(1)) {
+    if (dirty_ || now - last_publish >= std::chrono::seconds(1)) {
       publish();
+      dirty_ = false;
       last_publish = now;
     }
     // From the consumer loop itself: a stuck consumer stops the pings and

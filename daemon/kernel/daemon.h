@@ -120,6 +120,8 @@ class Daemon {
   PodDirectory pods_;
   std::map<pid_t, TrackedProcess> tracked_;
   std::map<pid_t, ProcessAnalyzer> analyzers_;
+  bool dirty_ = false;
+  uint64_t rescans_seen_ = 0;  // tracked set changed: publish now, not at the next tick
   Clock::time_point started_ = Clock::now();
   // Processes looked at and not matched, by (pid, start time): skipped by
   // the reconciliation until the config changes.

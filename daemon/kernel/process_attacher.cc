@@ -18,7 +18,7 @@ namespace {
 
 struct ProbeSpec {
   const char* symbol;
-  ProbeProgram entry;
+  uint32_t func;      // enum lw_func: the entry program's cookie
   bool needs_return;  // a uretprobe too, at the entry
   bool required;      // the process cannot be traced without it
   bool movable;       // entry-only and may move past a NULL check
@@ -29,19 +29,19 @@ struct ProbeSpec {
 // `jmp _ZdlPv@plt`), so the free probe sees each delete once; probing both
 // would trap twice per delete for no extra information.
 constexpr ProbeSpec kLibcProbes[] = {
-    {"malloc", ProbeProgram::kMallocEnter, true, true, false},
-    {"free", ProbeProgram::kFreeEnter, false, true, true},
-    {"calloc", ProbeProgram::kCallocEnter, true, false, false},
-    {"realloc", ProbeProgram::kReallocEnter, true, false, false},
-    {"reallocarray", ProbeProgram::kReallocarrayEnter, true, false, false},
-    {"posix_memalign", ProbeProgram::kPosixMemalignEnter, true, false, false},
-    {"aligned_alloc", ProbeProgram::kAlignedEnter, true, false, false},
-    {"memalign", ProbeProgram::kAlignedEnter, true, false, false},
-    {"valloc", ProbeProgram::kMallocEnter, true, false, false},
-    {"pvalloc", ProbeProgram::kMallocEnter, true, false, false},  // the requested size
+    {"malloc", LW_FUNC_MALLOC, true, true, false},
+    {"free", LW_FUNC_FREE, false, true, true},
+    {"calloc", LW_FUNC_CALLOC, true, false, false},
+    {"realloc", LW_FUNC_REALLOC, true, false, false},
+    {"reallocarray", LW_FUNC_REALLOCARRAY, true, false, false},
+    {"posix_memalign", LW_FUNC_POSIX_MEMALIGN, true, false, false},
+    {"aligned_alloc", LW_FUNC_ALIGNED, true, false, false},
+    {"memalign", LW_FUNC_ALIGNED, true, false, false},
+    {"valloc", LW_FUNC_MALLOC, true, false, false},
+    {"pvalloc", LW_FUNC_MALLOC, true, false, false},  // the requested size
     // sbrk outside malloc is kind mmap; glibc's sbrk has no frame pointer,
     // so only its return probe sees the caller.
-    {"sbrk", ProbeProgram::kSbrkEnter, true, false, false},
+    {"sbrk", LW_FUNC_SBRK, true, false, false},
 };
 
 // Every operator new variant takes the size first. Entry probes only, kept
@@ -49,14 +49,14 @@ constexpr ProbeSpec kLibcProbes[] = {
 // would break C++ exceptions thrown through it (see lw_new_enter), so the
 // block is accounted at the malloc-family call inside new.
 constexpr ProbeSpec kLibstdcxxProbes[] = {
-    {"_Znwm", ProbeProgram::kNewEnter, false, false, false},
-    {"_Znam", ProbeProgram::kNewEnter, false, false, false},
-    {"_ZnwmRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
-    {"_ZnamRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
-    {"_ZnwmSt11align_val_t", ProbeProgram::kNewEnter, false, false, false},
-    {"_ZnamSt11align_val_t", ProbeProgram::kNewEnter, false, false, false},
-    {"_ZnwmSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
-    {"_ZnamSt11align_val_tRKSt9nothrow_t", ProbeProgram::kNewEnter, false, false, false},
+    {"_Znwm", LW_FUNC_NEW, false, false, false},
+    {"_Znam", LW_FUNC_NEW, false, false, false},
+    {"_ZnwmRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
+    {"_ZnamRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
+    {"_ZnwmSt11align_val_t", LW_FUNC_NEW, false, false, false},
+    {"_ZnamSt11align_val_t", LW_FUNC_NEW, false, false, false},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
 };
 
 std::string basename_of(const std::string& path) {
@@ -103,6 +103,16 @@ class Fd {
 };
 
 }  // namespace
+
+std::vector<Link> ProcessAttacher::take_links() {
+  std::vector<Link> links;
+  for (AttachedObject& o : objects_)
+    for (Link& l : o.links) links.push_back(std::move(l));
+  objects_.clear();
+  return links;
+}
+
+void ProcessAttacher::detach_all() { destroy_links(take_links()); }
 
 std::string allocator_role(const std::string& path) {
   std::string base = basename_of(path);
@@ -162,6 +172,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role
   const ProbeSpec* specs = role == "libc" ? kLibcProbes : kLibstdcxxProbes;
   size_t nspecs = role == "libc" ? std::size(kLibcProbes) : std::size(kLibstdcxxProbes);
   std::vector<uint64_t> probed_vaddrs;
+  std::vector<UprobeSpec> entries, returns;
   bool required_failed = false;
   std::string required_error;
   for (size_t i = 0; i < nspecs; ++i) {
@@ -198,33 +209,32 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role
     std::optional<uint64_t> entry_off = (*elf)->vaddr_to_offset(sym->vaddr);
     if (!off || !entry_off) {
       report.error = "address not in a loadable segment";
+      if (spec.required) {
+        required_failed = true;
+        required_error = std::string(spec.symbol) + ": " + report.error;
+      }
     } else {
       report.file_offset = *off;
-      Result<Link> entry = session_.attach_uprobe(spec.entry, pid_, fd_path, *off, false);
-      if (!entry) {
-        report.error = entry.error().message;
-      } else if (spec.needs_return) {
-        Result<Link> ret =
-            session_.attach_uprobe(ProbeProgram::kAllocReturn, pid_, fd_path, *entry_off, true);
-        if (!ret) {
-          report.error = ret.error().message;  // entry link is dropped: no half-probed function
-        } else {
-          obj.links.push_back(std::move(*entry));
-          obj.links.push_back(std::move(*ret));
-          report.attached = true;
-        }
-      } else {
-        obj.links.push_back(std::move(*entry));
-        report.attached = true;
-      }
-    }
-    if (!report.attached && spec.required) {
-      required_failed = true;
-      required_error = std::string(spec.symbol) + ": " + report.error;
+      entries.push_back({*off, spec.func});
+      if (spec.needs_return) returns.push_back({*entry_off, spec.func});
     }
     probed_vaddrs.push_back(sym->vaddr);
     obj.probes.push_back(std::move(report));
   }
+  if (required_failed) return Error{EINVAL, required_error};
+  // All entries in one attach and all returns in another (one link each
+  // with uprobe_multi). Either attaches whole or not at all: no object is
+  // left half probed (say, entries without their returns).
+  Result<std::vector<Link>> entry_links = session_.attach_uprobes(pid_, fd_path, entries, false);
+  Result<std::vector<Link>> return_links =
+      entry_links ? session_.attach_uprobes(pid_, fd_path, returns, true) : entry_links.error();
+  if (!entry_links || !return_links) {
+    const Error& e = entry_links ? return_links.error() : entry_links.error();
+    return Error{e.code, m.path + ": " + e.message};
+  }
+  for (ProbeReport& r : obj.probes) r.attached = r.error.empty();
+  for (Link& l : *entry_links) obj.links.push_back(std::move(l));
+  for (Link& l : *return_links) obj.links.push_back(std::move(l));
   if (required_failed) return Error{EINVAL, required_error};
   objects_.push_back(std::move(obj));
   return ok_status();

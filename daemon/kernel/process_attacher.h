@@ -50,7 +50,10 @@ class ProcessAttacher {
   // the first call.
   Status attach_new_objects();
 
-  void detach_all() { objects_.clear(); }
+  // Detaches every probe (in parallel, see destroy_links()).
+  void detach_all();
+  // Moves every probe link out (for a caller that closes many at once).
+  std::vector<Link> take_links();
   const std::vector<AttachedObject>& objects() const { return objects_; }
   pid_t pid() const { return pid_; }
 

@@ -87,6 +87,13 @@ uint32_t target_flags(const AttachOptions& o) {
 }
 }  // namespace
 
+Tracer::~Tracer() {
+  std::vector<Link> links;
+  for (auto& [pid, proc] : procs_)
+    for (Link& l : proc->attacher->take_links()) links.push_back(std::move(l));
+  destroy_links(std::move(links));
+}
+
 Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (pid <= 0) return Error{ESRCH, "invalid pid " + std::to_string(pid)};
   if (kill(pid, 0) != 0) {

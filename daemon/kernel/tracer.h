@@ -77,6 +77,7 @@ struct TracerStats {
 class Tracer {
  public:
   static Result<std::unique_ptr<Tracer>> create(const BpfOptions& options);
+  ~Tracer();  // detaches every process's probes at once
 
   // Attaches to a running process. Errors: ESRCH (no such process), EPERM,
   // ENOENT (nothing to probe).

@@ -23,6 +23,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "daemon_harness.h"
 
 namespace lw::itest {
@@ -522,7 +524,13 @@ targets:
   Process leaker({leaker_bin});
   daemon.wait_for_process(leaker.pid(), kApiTimeout);
   ASSERT_EQ(read_ready(leaker), leaker.pid());
-  const std::vector<ProbeLocation> probes = attached_probes(daemon.get_json("/api/v1/status"));
+  // Caught at exec, the process is listed before the loader has mapped
+  // libc; its probes appear once the daemon has seen that mapping.
+  std::vector<ProbeLocation> probes;
+  for (auto until = steady_clock::now() + kApiTimeout; probes.empty() && steady_clock::now() < until;) {
+    probes = attached_probes(daemon.get_json("/api/v1/status"));
+    if (probes.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   const BreakpointScan armed = scan_breakpoints(leaker.pid(), probes);
   ASSERT_GT(armed.mapped, 0) << armed.detail;
   ASSERT_EQ(armed.breakpoints, armed.mapped) << armed.detail;
