@@ -1,7 +1,7 @@
 #include "exporter/web_config.h"
 
 #include <crypt.h>
-#include <fcntl.h>
+
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -22,6 +22,8 @@
 #include <memory>
 #include <set>
 #include <sstream>
+
+#include "daemon/core/fd.h"
 
 namespace lw {
 namespace {
@@ -689,40 +691,9 @@ Result<WebConfig> load_web_config(const std::string& path, std::vector<ConfigErr
     if (errors) errors->push_back(ConfigError{path, 0, 0, err.message, {}});
     return Error{err.code, path + ": " + err.message};
   };
-  // O_NONBLOCK: a FIFO in place of the file must not hang the start.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return fail(errno_error("open"));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    Error err = errno_error("fstat");
-    close(fd);
-    return fail(err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return fail(Error{EINVAL, "not a regular file"});
-  }
-  // One byte past the limit rather than trusting st_size: the file may grow.
-  std::string text(kMaxConfigBytes + 1, '\0');
-  size_t len = 0;
-  while (len < text.size()) {
-    ssize_t n = read(fd, text.data() + len, text.size() - len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Error err = errno_error("read");
-      close(fd);
-      return fail(err);
-    }
-    if (n == 0) break;
-    len += static_cast<size_t>(n);
-  }
-  close(fd);
-  if (len > kMaxConfigBytes) {
-    return fail(Error{EFBIG, "file is larger than " + std::to_string(kMaxConfigBytes) +
-                                 " bytes; refusing to parse it"});
-  }
-  text.resize(len);
-  return parse_web_config(text, path, errors);
+  Result<std::string> text = read_regular_file(path, kMaxConfigBytes);
+  if (!text) return fail(text.error());
+  return parse_web_config(*text, path, errors);
 }
 
 BasicAuth::BasicAuth(std::map<std::string, std::string> users,

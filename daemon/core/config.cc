@@ -1,5 +1,7 @@
 #include "daemon/core/config.h"
 
+#include "daemon/core/fd.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -873,41 +875,9 @@ Result<Config> load_config_file(const std::string& path, std::vector<ConfigError
     if (errors) errors->push_back(ConfigError{path, 0, 0, err.message, {}});
     return Error{err.code, path + ": " + err.message};
   };
-  // O_NONBLOCK: a FIFO in place of the file must not hang a reload.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return fail(errno_error("open"));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    Error err = errno_error("fstat");
-    close(fd);
-    return fail(err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return fail(Error{EINVAL, "not a regular file"});
-  }
-  // Read one byte past the limit rather than trusting st_size: the file may
-  // grow between fstat and read.
-  std::string text(kMaxConfigBytes + 1, '\0');
-  size_t len = 0;
-  while (len < text.size()) {
-    ssize_t n = read(fd, text.data() + len, text.size() - len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Error err = errno_error("read");
-      close(fd);
-      return fail(err);
-    }
-    if (n == 0) break;
-    len += static_cast<size_t>(n);
-  }
-  close(fd);
-  if (len > kMaxConfigBytes) {
-    return fail(Error{EFBIG, "file is larger than " + std::to_string(kMaxConfigBytes) +
-                                 " bytes; refusing to parse it"});
-  }
-  text.resize(len);
-  return parse_config(text, path, errors);
+  Result<std::string> text = read_regular_file(path, kMaxConfigBytes);
+  if (!text) return fail(text.error());
+  return parse_config(*text, path, errors);
 }
 
 bool matches(const MatchConfig& m, const ProcessFacts& p) {

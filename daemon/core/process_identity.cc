@@ -1,5 +1,7 @@
 #include "daemon/core/process_identity.h"
 
+#include "daemon/core/fd.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -148,19 +150,6 @@ std::optional<std::string> container_id_at(const std::vector<std::string_view>& 
 
 // --- reading /proc ---
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // A pid's files vanish with ENOENT or ESRCH depending on how far its exit
 // got (a held /proc/PID fd gives ESRCH); callers see one code for both.

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "daemon/core/elf_file.h"
+#include "daemon/core/fd.h"
 #include "daemon/core/probe_placement.h"
 
 namespace lw {
@@ -88,19 +89,6 @@ Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
   return last;
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
