@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "daemon/core/elf_file.h"
 #include "daemon/core/event.h"
 #include "daemon/core/stack_id.h"
 
@@ -254,6 +255,19 @@ Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {
   return total;
 }
 
+// With the build-id in the ModuleRef, the symbolizer shares one parsed
+// module among every process mapping the same file (500 workers, one libc).
+const std::string& Tracer::build_id_of(const MapEntry& m, const std::string& open_path) {
+  auto key = std::make_tuple(m.dev_major, m.dev_minor, m.inode);
+  auto it = build_ids_.find(key);
+  if (it != build_ids_.end()) return it->second;
+  static const std::string kUnknown;
+  auto elf = ElfFile::open_path(open_path);
+  if (!elf) return kUnknown;  // not cached: the next process may open it
+  if (build_ids_.size() >= kMaxBuildIdCache) build_ids_.clear();
+  return build_ids_.emplace(key, (*elf)->build_id()).first->second;
+}
+
 const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_hash) {
   auto it = proc.stacks.find(stack_hash);
   if (it != proc.stacks.end()) return it->second;
@@ -291,6 +305,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
                m->end);
       ref.open_path = buf;
       ref.inode = m->inode;
+      ref.build_id = build_id_of(*m, ref.open_path);
       f = symbolizer_.symbolize(ref, ip - m->start + m->offset);
       if (f.build_id.empty() && f.function.empty()) {
         // map_files is gone (the process exited): try the path in its root.

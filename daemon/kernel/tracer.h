@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -117,6 +118,8 @@ class Tracer {
   void after_poll();
   void resync(TracedProcess& proc);
   void reattach_after_exec(TracedProcess& proc);
+  const std::string& build_id_of(const MapEntry& m, const std::string& open_path);
+  static constexpr size_t kMaxBuildIdCache = 4096;
 
   std::unique_ptr<BpfSession> session_;
   std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;
@@ -124,6 +127,8 @@ class Tracer {
   TracerStats stats_;
   uint64_t drops_seen_ = 0;
   std::vector<Discovery> discoveries_;
+  // (dev major, dev minor, inode) -> build-id ("" when the file has none).
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::string> build_ids_;
   std::function<void(const void*, size_t)> tap_;
 };
 
