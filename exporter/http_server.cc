@@ -105,6 +105,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"attached_total", c.attached_total},
                {"detached_total", c.detached_total},
                {"refused_max_processes", c.refused_max_processes},
+               {"refused_memory_budget", c.refused_memory_budget},
                {"attach_failures", c.attach_failures},
                {"attach_errors", std::move(errors)},
                {"reconciliations", c.reconciliations},

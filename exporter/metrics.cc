@@ -214,9 +214,10 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_tracked_processes", "Processes attached now.", G), {},
           static_cast<double>(snap.processes.size()));
   fam.add(fam.family("leakwatch_max_processes", "limits.max_processes.", G), {}, snap.max_processes);
-  fam.add(fam.family("leakwatch_processes_refused_total",
-                     "Matching processes not attached, by reason.", C),
-          {{"reason", "max_processes"}}, static_cast<double>(dc.refused_max_processes));
+  MetricFamily& refused =
+      fam.family("leakwatch_processes_refused_total", "Matching processes not attached, by reason.", C);
+  fam.add(refused, {{"reason", "max_processes"}}, static_cast<double>(dc.refused_max_processes));
+  fam.add(refused, {{"reason", "memory_budget"}}, static_cast<double>(dc.refused_memory_budget));
   fam.add(fam.family("leakwatch_attached_processes_total", "Processes attached since start.", C), {},
           static_cast<double>(dc.attached_total));
   MetricFamily& attach_err = fam.family("leakwatch_attach_errors_total",

@@ -148,6 +148,13 @@ void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& ta
                                   ") reached: new matching processes are not attached");
     return;
   }
+  // Over the memory budget, keep what is tracked and take on nothing new.
+  if (tracked_memory_ > config_.limits.max_daemon_memory_bytes) {
+    ++counters_.refused_memory_budget;
+    log_once("max_daemon_memory", "limits.max_daemon_memory_bytes reached: new matching "
+                                  "processes are not attached");
+    return;
+  }
   Status st = tracer_->attach(pid, attach_options(target));
   if (!st) {
     ++counters_.attach_failures;
@@ -345,6 +352,7 @@ void Daemon::publish() {
       for (const ProbeReport& r : o.probes) snap->probes.emplace_back(o.path, r);
     snap->processes.push_back(std::move(e));
   }
+  tracked_memory_ = memory;
   if (memory > config_.limits.max_daemon_memory_bytes) {
     ++counters_.daemon_memory_over_budget;
     log_once("daemon_memory", "tracked state exceeds limits.max_daemon_memory_bytes");

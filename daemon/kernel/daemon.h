@@ -50,6 +50,7 @@ struct DaemonCounters {
   uint64_t attached_total = 0;            // processes attached since start
   uint64_t detached_total = 0;
   uint64_t refused_max_processes = 0;     // not attached: limits.max_processes
+  uint64_t refused_memory_budget = 0;     // not attached: limits.max_daemon_memory_bytes
   uint64_t attach_failures = 0;           // by the last error's reason in attach_errors
   std::map<std::string, uint64_t> attach_errors;  // reason -> count
   uint64_t reconciliations = 0;
@@ -121,7 +122,8 @@ class Daemon {
   std::map<pid_t, TrackedProcess> tracked_;
   std::map<pid_t, ProcessAnalyzer> analyzers_;
   bool dirty_ = false;
-  uint64_t rescans_seen_ = 0;  // tracked set changed: publish now, not at the next tick
+  uint64_t rescans_seen_ = 0;
+  uint64_t tracked_memory_ = 0;  // trackers and analysis, as of the last publish  // tracked set changed: publish now, not at the next tick
   Clock::time_point started_ = Clock::now();
   // Processes looked at and not matched, by (pid, start time): skipped by
   // the reconciliation until the config changes.

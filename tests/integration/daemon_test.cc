@@ -581,3 +581,42 @@ TEST_F(LeakwatchDaemon, CheckConfigAcceptsExampleAndLocatesErrors) {
 
 }  // namespace
 }  // namespace lw::itest
+
+namespace lw::itest {
+namespace {
+
+// Over limits.max_daemon_memory_bytes the daemon keeps what it tracks and
+// attaches nothing new: counted, logged once, never an OOM or a crash.
+TEST_F(LeakwatchDaemon, MemoryBudgetRefusesNewProcessesAndKeepsOld) {
+  DaemonProcess daemon({.config_body = std::string(kCommon) + R"(
+limits:
+  max_daemon_memory_bytes: 1
+targets:
+  - name: budget
+    match: {comm: "^exiter$", exe: ")" + target_path("exiter") + R"("}
+    mode: full
+)"});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process first({target_path("exiter")});
+  ASSERT_EQ(read_ready(first), first.pid());
+  daemon.wait_for_process(first.pid(), kApiTimeout);
+  // The first process's state now exceeds a 1-byte budget (measured at the
+  // next publish, within a second).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  Process second({target_path("exiter")});
+  ASSERT_EQ(read_ready(second), second.pid());
+  Json status = daemon.wait_for_status(
+      [&](const Json &s) { return s.at("refused_memory_budget").get<uint64_t>() >= 1; }, kApiTimeout,
+      "refused_memory_budget >= 1");
+  EXPECT_EQ(status.at("tracked_processes").get<int>(), 1) << status.dump();
+  std::string metrics = daemon.get("/metrics").body;
+  EXPECT_NE(metrics.find("leakwatch_processes_refused_total{reason=\"memory_budget\"} "), std::string::npos);
+  go_and_read_truth(first);
+  go_and_read_truth(second);
+  finish_target(first, "exiter");
+  finish_target(second, "exiter");
+  EXPECT_TRUE(daemon.running()) << daemon.diagnostics();
+}
+
+}  // namespace
+}  // namespace lw::itest
