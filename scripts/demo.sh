@@ -19,4 +19,5 @@ echo "== leakwatch top -p $demo_pid --interval 3 --count 4"
 echo
 echo "The top site keeps growing: handle_request -> remember_session leaks 4 KiB per"
 echo "request (see demo/leaky_service.cc). The churn in parse_request does not show:"
-echo "its memory is freed."
+echo "its memory is freed. TREND says LEAK once the analysis has two minutes of data"
+echo "(docs/analysis.md); run: $BUILD_DIR/leakwatch top -p <pid> to watch it turn."
