@@ -38,24 +38,6 @@ std::optional<LogLevel> parse_level(const std::string& s) {
   return std::nullopt;
 }
 
-void raise_fd_limit() {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-      LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
-  }
-}
-
-int exit_code_for(const Error& e) {
-  switch (e.code) {
-    case EPERM:
-    case EACCES: return exit_code::kPermissionDenied;
-    case ENOTSUP: return exit_code::kUnsupportedKernel;
-    default: return exit_code::kError;
-  }
-}
-
 }  // namespace
 
 int run_check_config(int argc, char** argv) {
@@ -116,7 +98,7 @@ int run_daemon(int argc, char** argv) {
     return exit_code::kError;
   }
   set_log_level(options.log_level_override.value_or(cfg->log_level));
-  raise_fd_limit();
+  if (!raise_fd_limit()) LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
 
   // Before anything is attached: a bad web config is a startup error.
   std::shared_ptr<const WebConfig> web;

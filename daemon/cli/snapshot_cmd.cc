@@ -62,19 +62,17 @@ int run_snapshot(int argc, char** argv) {
   auto tracer = Tracer::create(BpfOptions{});
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
-    return tracer.error().code == ENOTSUP ? exit_code::kUnsupportedKernel
-                                          : exit_code::kPermissionDenied;
+    return exit_code_for(tracer.error());
   }
   if (Status st = (*tracer)->attach(pid); !st) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", pid, st.error().message.c_str());
-    return st.error().code == ESRCH ? exit_code::kNoSuchProcess
-           : st.error().code == EPERM ? exit_code::kPermissionDenied
-                                      : exit_code::kError;
+    return exit_code_for(st.error());
   }
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  raise_fd_limit();  // best effort: a snapshot of one process needs few fds
   Tracer& t = **tracer;
   const double started = std::chrono::duration<double>(
                              std::chrono::system_clock::now().time_since_epoch()).count();

@@ -220,26 +220,6 @@ void emit(const ProcessSnapshot& s, bool json) {
   }
 }
 
-int exit_code_for(const Error& e) {
-  switch (e.code) {
-    case ESRCH: return exit_code::kNoSuchProcess;
-    case EPERM:
-    case EACCES: return exit_code::kPermissionDenied;
-    case ENOTSUP: return exit_code::kUnsupportedKernel;
-    default: return exit_code::kError;
-  }
-}
-
-// Each attached probe and the ring buffer hold an fd; a process with ~40
-// probes per traced object needs more than the default 1024.
-void raise_fd_limit() {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
 }  // namespace
 
 int run_top(int argc, char** argv) {
