@@ -24,85 +24,21 @@
 #include <sstream>
 
 #include "daemon/core/fd.h"
+#include "daemon/core/yaml_support.h"
 
 namespace lw {
 namespace {
 
-// Values longer than this are cut when quoted in a message.
-constexpr size_t kMaxQuotedBytes = 64;
+using yaml_support::ErrorSink;
+using yaml_support::is_plain_scalar;
+using yaml_support::kind_of;
+using yaml_support::kMaxQuotedBytes;
+using yaml_support::printable;
+using yaml_support::second_document;
 
-// Text safe to show on a terminal: control and non-ASCII bytes escaped, long
-// text cut (a hostile file must not send escape sequences to the screen).
-std::string quoted_text(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < kMaxQuotedBytes; ++i) {
-    unsigned char ch = static_cast<unsigned char>(s[i]);
-    if (ch < 0x20 || ch >= 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[ch >> 4];
-      out += kHex[ch & 0xf];
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
-  if (s.size() > kMaxQuotedBytes) out += "...";
-  return out + "'";
-}
 
-std::string kind_of(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null: return "an empty value";
-    case YAML::NodeType::Scalar: return "a scalar";
-    case YAML::NodeType::Sequence: return "a sequence";
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Undefined: break;
-  }
-  return "an undefined node";
-}
 
-class ErrorSink {
- public:
-  explicit ErrorSink(const std::string& file) : file_(file) {}
 
-  void add(const YAML::Mark& mark, std::string message) {
-    // yaml-cpp marks are 0-based, -1 when unknown.
-    add_at(mark.line >= 0 ? mark.line + 1 : 0, mark.line >= 0 ? mark.column + 1 : 0,
-           std::move(message));
-  }
-
-  void add_at(int line, int column, std::string message) {
-    if (errors_.size() >= kMaxConfigErrors) {
-      dropped_ = true;
-      return;
-    }
-    errors_.push_back(ConfigError{file_, line, column, std::move(message), {}});
-  }
-
-  size_t size() const { return errors_.size(); }
-
-  // All errors in file order; whole-file errors (line 0) first.
-  std::vector<ConfigError> take() {
-    std::stable_sort(errors_.begin(), errors_.end(),
-                     [](const ConfigError& a, const ConfigError& b) {
-                       return std::pair(a.line, a.column) < std::pair(b.line, b.column);
-                     });
-    if (dropped_) {
-      errors_.push_back(ConfigError{
-          file_,
-          0,
-          0,
-          "too many errors; only the first " + std::to_string(kMaxConfigErrors) + " are shown",
-          {}});
-    }
-    return std::move(errors_);
-  }
-
- private:
-  std::string file_;
-  std::vector<ConfigError> errors_;
-  bool dropped_ = false;
-};
 
 // One key a mapping may hold: how to parse its value (given the value node
 // and its dotted path), or, when `unsupported` is set, why it is refused.
@@ -120,7 +56,7 @@ struct Field {
 void parse_mapping(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                    std::initializer_list<Field> fields) {
   if (!node.IsMap()) {
-    errors.add(node.Mark(), (path.empty() ? std::string("the web config") : quoted_text(path)) +
+    errors.add(node.Mark(), (path.empty() ? std::string("the web config") : yaml_support::quoted(path)) +
                                 " must be a mapping of keys to values, not " + kind_of(node));
     return;
   }
@@ -134,7 +70,7 @@ void parse_mapping(ErrorSink& errors, const YAML::Node& node, const std::string&
     const std::string& name = key.Scalar();
     const std::string key_path = path.empty() ? name : path + "." + name;
     if (!seen.insert(name).second) {
-      errors.add(key.Mark(), "duplicate key " + quoted_text(key_path));
+      errors.add(key.Mark(), "duplicate key " + yaml_support::quoted(key_path));
       continue;
     }
     auto field =
@@ -144,14 +80,14 @@ void parse_mapping(ErrorSink& errors, const YAML::Node& node, const std::string&
       for (const Field& f : fields) {
         if (f.unsupported.empty()) known += (known.empty() ? "" : ", ") + std::string(f.key);
       }
-      errors.add(key.Mark(), "unknown key " + quoted_text(name) +
-                                 (path.empty() ? "" : " in " + quoted_text(path)) +
+      errors.add(key.Mark(), "unknown key " + yaml_support::quoted(name) +
+                                 (path.empty() ? "" : " in " + yaml_support::quoted(path)) +
                                  " (known: " + known + ")");
       continue;
     }
     if (!field->unsupported.empty()) {
       errors.add(key.Mark(),
-                 quoted_text(key_path) + " is not supported: " + std::string(field->unsupported));
+                 yaml_support::quoted(key_path) + " is not supported: " + std::string(field->unsupported));
       continue;
     }
     if (entry.second.IsNull()) continue;
@@ -162,12 +98,12 @@ void parse_mapping(ErrorSink& errors, const YAML::Node& node, const std::string&
 std::optional<std::string> read_string(ErrorSink& errors, const YAML::Node& node,
                                        const std::string& path) {
   if (!node.IsScalar()) {
-    errors.add(node.Mark(), quoted_text(path) + " must be a string, not " + kind_of(node));
+    errors.add(node.Mark(), yaml_support::quoted(path) + " must be a string, not " + kind_of(node));
     return std::nullopt;
   }
   // A "\0" escape would silently cut paths handed to C APIs.
   if (node.Scalar().find('\0') != std::string::npos) {
-    errors.add(node.Mark(), quoted_text(path) + " contains a NUL character");
+    errors.add(node.Mark(), yaml_support::quoted(path) + " contains a NUL character");
     return std::nullopt;
   }
   return node.Scalar();
@@ -186,8 +122,8 @@ void read_bool(ErrorSink& errors, const YAML::Node& node, const std::string& pat
       return;
     }
   }
-  errors.add(node.Mark(), quoted_text(path) + " must be true or false, not " +
-                              (node.IsScalar() ? quoted_text(node.Scalar()) : kind_of(node)));
+  errors.add(node.Mark(), yaml_support::quoted(path) + " must be true or false, not " +
+                              (node.IsScalar() ? yaml_support::quoted(node.Scalar()) : kind_of(node)));
 }
 
 // exporter-toolkit's names for TLS versions; below 1.2 is refused (RFC 8996
@@ -199,10 +135,10 @@ std::optional<int> read_tls_version(ErrorSink& errors, const YAML::Node& node,
   if (*s == "TLS12") return TLS1_2_VERSION;
   if (*s == "TLS13") return TLS1_3_VERSION;
   if (*s == "TLS10" || *s == "TLS11") {
-    errors.add(node.Mark(), quoted_text(path) + " " + quoted_text(*s) +
+    errors.add(node.Mark(), yaml_support::quoted(path) + " " + yaml_support::quoted(*s) +
                                 " is not supported: leakwatch requires TLS 1.2 or later");
   } else {
-    errors.add(node.Mark(), quoted_text(path) + " must be TLS12 or TLS13, not " + quoted_text(*s));
+    errors.add(node.Mark(), yaml_support::quoted(path) + " must be TLS12 or TLS13, not " + yaml_support::quoted(*s));
   }
   return std::nullopt;
 }
@@ -231,9 +167,9 @@ std::string openssl_error() {
 // one, and no attempt to read a FIFO or directory.
 Status check_regular_file(const std::string& path) {
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) return errno_error(quoted_text(path));
-  if (!S_ISREG(st.st_mode)) return Error{EINVAL, quoted_text(path) + " is not a regular file"};
-  if (access(path.c_str(), R_OK) != 0) return errno_error(quoted_text(path));
+  if (stat(path.c_str(), &st) != 0) return errno_error(yaml_support::quoted(path));
+  if (!S_ISREG(st.st_mode)) return Error{EINVAL, yaml_support::quoted(path) + " is not a regular file"};
+  if (access(path.c_str(), R_OK) != 0) return errno_error(yaml_support::quoted(path));
   return ok_status();
 }
 
@@ -261,7 +197,7 @@ Status configure_tls(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* blame) {
   *blame = TlsBlame::kCert;
   if (Status st = check_regular_file(tls.cert_file); !st) return st;
   if (SSL_CTX_use_certificate_chain_file(&ctx, tls.cert_file.c_str()) != 1) {
-    return Error{EINVAL, "cannot load the certificate " + quoted_text(tls.cert_file) + ": " +
+    return Error{EINVAL, "cannot load the certificate " + yaml_support::quoted(tls.cert_file) + ": " +
                              openssl_error() + " (expected PEM)"};
   }
 
@@ -273,8 +209,8 @@ Status configure_tls(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* blame) {
   int loaded = SSL_CTX_use_PrivateKey_file(&ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM);
   // The context outlives this frame; the flag does not.
   SSL_CTX_set_default_passwd_cb_userdata(&ctx, nullptr);
-  const std::string mismatch = "the private key " + quoted_text(tls.key_file) +
-                               " does not match the certificate " + quoted_text(tls.cert_file);
+  const std::string mismatch = "the private key " + yaml_support::quoted(tls.key_file) +
+                               " does not match the certificate " + yaml_support::quoted(tls.cert_file);
   if (loaded != 1) {
     // A key of the certificate's type is checked against it right here.
     unsigned long e = ERR_peek_last_error();
@@ -284,7 +220,7 @@ Status configure_tls(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* blame) {
     }
     std::string why = openssl_error();
     if (asked_passphrase) why = "the key is encrypted; leakwatch needs an unencrypted key";
-    return Error{EINVAL, "cannot load the private key " + quoted_text(tls.key_file) + ": " + why};
+    return Error{EINVAL, "cannot load the private key " + yaml_support::quoted(tls.key_file) + ": " + why};
   }
   // A key of another type (EC key, RSA certificate) lands in another slot
   // and is caught only here.
@@ -326,10 +262,10 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
               "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"};
           if (std::find(std::begin(kClientCertTypes), std::end(kClientCertTypes), *s) !=
               std::end(kClientCertTypes)) {
-            errors.add(v.Mark(), quoted_text(p) + " " + quoted_text(*s) +
+            errors.add(v.Mark(), yaml_support::quoted(p) + " " + yaml_support::quoted(*s) +
                                      " is not supported: " + std::string(kNoClientCerts));
           } else {
-            errors.add(v.Mark(), quoted_text(p) + " must be NoClientCert, not " + quoted_text(*s));
+            errors.add(v.Mark(), yaml_support::quoted(p) + " must be NoClientCert, not " + yaml_support::quoted(*s));
           }
         }},
        {"client_ca_file", {}, kNoClientCerts},
@@ -355,15 +291,15 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
         }}});
   if (errors.size() != errors_before) return;
   if (tls.max_version != 0 && tls.max_version < tls.min_version) {
-    errors.add(max_mark, quoted_text(path + ".max_version") + " is below " +
-                             quoted_text(path + ".min_version"));
+    errors.add(max_mark, yaml_support::quoted(path + ".max_version") + " is below " +
+                             yaml_support::quoted(path + ".min_version"));
     return;
   }
   // exporter-toolkit would serve plain HTTP when neither file is given and
   // ignore the rest of the section; an operator who wrote a TLS section
   // expects TLS, so an incomplete one is an error.
   if (tls.cert_file.empty() || tls.key_file.empty()) {
-    errors.add(node.Mark(), quoted_text(path) + " needs both cert_file and key_file");
+    errors.add(node.Mark(), yaml_support::quoted(path) + " needs both cert_file and key_file");
     return;
   }
   // Load the files now so that a bad certificate stops the start, not the
@@ -405,7 +341,7 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
   if (!node.IsMap()) {
     errors.add(
         node.Mark(),
-        quoted_text(path) + " must be a mapping of header names to values, not " + kind_of(node));
+        yaml_support::quoted(path) + " must be a mapping of header names to values, not " + kind_of(node));
     return;
   }
   std::set<std::string> seen;
@@ -417,7 +353,7 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
     }
     const std::string& name = key.Scalar();
     if (!seen.insert(name).second) {
-      errors.add(key.Mark(), "duplicate header " + quoted_text(name));
+      errors.add(key.Mark(), "duplicate header " + yaml_support::quoted(name));
       continue;
     }
     const AllowedHeader* allowed = nullptr;
@@ -430,14 +366,14 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
         names += (names.empty() ? "" : ", ") + std::string(h.name);
       }
       errors.add(key.Mark(),
-                 "header " + quoted_text(name) + " can not be configured (allowed: " + names + ")");
+                 "header " + yaml_support::quoted(name) + " can not be configured (allowed: " + names + ")");
       continue;
     }
     std::optional<std::string> value = read_string(errors, entry.second, path + "." + name);
     if (!value) continue;
     // A line break would let the file inject headers or split the response.
     if (value->find_first_of("\r\n") != std::string::npos) {
-      errors.add(entry.second.Mark(), "header " + quoted_text(name) + " contains a line break");
+      errors.add(entry.second.Mark(), "header " + yaml_support::quoted(name) + " contains a line break");
       continue;
     }
     if (!allowed->values.empty() && std::find(allowed->values.begin(), allowed->values.end(),
@@ -446,8 +382,8 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
       for (std::string_view v : allowed->values) {
         values += (values.empty() ? "" : "|") + std::string(v);
       }
-      errors.add(entry.second.Mark(), "header " + quoted_text(name) + " must be " + values +
-                                          ", not " + quoted_text(*value));
+      errors.add(entry.second.Mark(), "header " + yaml_support::quoted(name) + " must be " + values +
+                                          ", not " + yaml_support::quoted(*value));
       continue;
     }
     config.headers.emplace_back(name, std::move(*value));
@@ -457,7 +393,7 @@ void parse_headers(ErrorSink& errors, const YAML::Node& node, const std::string&
 void parse_users(ErrorSink& errors, const YAML::Node& node, const std::string& path,
                  WebConfig& config) {
   if (!node.IsMap()) {
-    errors.add(node.Mark(), quoted_text(path) +
+    errors.add(node.Mark(), yaml_support::quoted(path) +
                                 " must be a mapping of user names to bcrypt hashes, not " +
                                 kind_of(node));
     return;
@@ -473,18 +409,18 @@ void parse_users(ErrorSink& errors, const YAML::Node& node, const std::string& p
     // Basic auth sends "user:password"; a ':' in the name could never match.
     if (user.empty() || user.find_first_of(":\r\n") != std::string::npos ||
         user.find('\0') != std::string::npos) {
-      errors.add(key.Mark(), "user name " + quoted_text(user) + " must be non-empty without ':'");
+      errors.add(key.Mark(), "user name " + yaml_support::quoted(user) + " must be non-empty without ':'");
       continue;
     }
     if (!seen.insert(user).second) {
-      errors.add(key.Mark(), "duplicate user " + quoted_text(user));
+      errors.add(key.Mark(), "duplicate user " + yaml_support::quoted(user));
       continue;
     }
     // The value is never quoted in a message: it may be a plaintext password
     // written by mistake, and messages end up in logs.
     const YAML::Node& value = entry.second;
     if (!value.IsScalar() || !is_bcrypt_hash(value.Scalar())) {
-      errors.add(value.Mark(), "the password of user " + quoted_text(user) +
+      errors.add(value.Mark(), "the password of user " + yaml_support::quoted(user) +
                                    " must be a bcrypt hash ($2y$, $2b$ or $2a$), e.g. from "
                                    "'htpasswd -nBC 10 USER'");
       continue;
@@ -521,40 +457,7 @@ void parse_document(ErrorSink& errors, const YAML::Node& root, const std::filesy
        {"rate_limit", {}, "put a rate-limiting proxy in front of leakwatch"}});
 }
 
-// Counts YAML documents, stopping at two, to find content after the first:
-// yaml-cpp 0.7's Load silently ignores it, and its LoadAll loops forever on a
-// stray ',' (yaml-cpp issue #1040). Same reasoning as daemon/core/config.cc.
-class DocumentCounter : public YAML::EventHandler {
- public:
-  int documents = 0;
-  YAML::Mark last_start;
 
-  void OnDocumentStart(const YAML::Mark& mark) override {
-    ++documents;
-    last_start = mark;
-  }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
-std::optional<YAML::Mark> second_document(const std::string& text) {
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  DocumentCounter counter;
-  while (counter.documents < 2 && parser.HandleNextDocument(counter)) {
-  }
-  if (counter.documents < 2) return std::nullopt;
-  return counter.last_start;
-}
 
 // Strict base64 (RFC 4648 with padding), as browsers and curl send it.
 std::optional<std::string> base64_decode(std::string_view in) {
@@ -661,7 +564,7 @@ Result<WebConfig> parse_web_config(std::string_view text, const std::string& pat
     std::filesystem::path absolute = std::filesystem::absolute(path, ec);
     if (ec) {
       sink.add_at(0, 0,
-                  "cannot resolve the directory of " + quoted_text(path) + ": " + ec.message());
+                  "cannot resolve the directory of " + yaml_support::quoted(path) + ": " + ec.message());
     } else {
       try {
         const std::string input(text);

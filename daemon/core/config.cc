@@ -1,6 +1,7 @@
 #include "daemon/core/config.h"
 
 #include "daemon/core/fd.h"
+#include "daemon/core/yaml_support.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,32 +29,22 @@
 namespace lw {
 namespace {
 
+using yaml_support::ErrorSink;
+using yaml_support::is_plain_scalar;
+using yaml_support::kind_of;
+using yaml_support::kMaxQuotedBytes;
+using yaml_support::printable;
+using yaml_support::quoted;
+using yaml_support::second_document;
+
 constexpr size_t kMaxPathBytes = PATH_MAX;
-// Keys and values longer than this are cut when quoted in a message, and
-// keys longer than this get no suggestion (edit distance is quadratic).
-constexpr size_t kMaxQuotedBytes = 64;
+// Keys longer than kMaxQuotedBytes get no suggestion (edit distance is
+// quadratic).
 
 // Text as it can be shown on a terminal: control and non-ASCII bytes escaped
 // (a hostile file must not send escape sequences, C1 controls included, to
 // the operator's screen), long text cut.
-std::string printable(std::string_view s, size_t max = kMaxQuotedBytes) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < max; ++i) {
-    unsigned char ch = static_cast<unsigned char>(s[i]);
-    if (ch < 0x20 || ch >= 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[ch >> 4];
-      out += kHex[ch & 0xf];
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
-  if (s.size() > max) out += "...";
-  return out;
-}
 
-std::string quoted(std::string_view s) { return "'" + printable(s) + "'"; }
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -93,20 +84,9 @@ std::string nearest(std::string_view word, std::span<const std::string_view> can
   return {};
 }
 
-std::string kind_of(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null: return "an empty value";
-    case YAML::NodeType::Scalar: return "a scalar";
-    case YAML::NodeType::Sequence: return "a sequence";
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Undefined: break;
-  }
-  return "an undefined node";
-}
 
 // Plain (unquoted, untagged) scalars carry the tag "?"; numbers and booleans
 // must be plain so that "10" in quotes stays a string, as YAML intends.
-bool is_plain_scalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() == "?"; }
 
 std::string child_path(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : parent + "." + std::string(key);
@@ -116,48 +96,6 @@ std::string index_path(const std::string& parent, size_t index) {
   return parent + "[" + std::to_string(index) + "]";
 }
 
-class ErrorSink {
- public:
-  explicit ErrorSink(const std::string& file) : file_(file) {}
-
-  void add(const YAML::Mark& mark, std::string message, std::string suggestion = {}) {
-    // yaml-cpp marks are 0-based, -1 when unknown.
-    add_at(mark.line >= 0 ? mark.line + 1 : 0, mark.line >= 0 ? mark.column + 1 : 0,
-           std::move(message), std::move(suggestion));
-  }
-
-  void add_at(int line, int column, std::string message, std::string suggestion = {}) {
-    if (errors_.size() >= kMaxConfigErrors) {
-      dropped_ = true;
-      return;
-    }
-    errors_.push_back(ConfigError{file_, line, column, std::move(message), std::move(suggestion)});
-  }
-
-  bool empty() const { return errors_.empty(); }
-
-  // All errors in file order; whole-file errors (line 0) first.
-  std::vector<ConfigError> take() {
-    std::stable_sort(errors_.begin(), errors_.end(),
-                     [](const ConfigError& a, const ConfigError& b) {
-                       return std::pair(a.line, a.column) < std::pair(b.line, b.column);
-                     });
-    if (dropped_) {
-      errors_.push_back(ConfigError{
-          file_,
-          0,
-          0,
-          "too many errors; only the first " + std::to_string(kMaxConfigErrors) + " are shown",
-          {}});
-    }
-    return std::move(errors_);
-  }
-
- private:
-  std::string file_;
-  std::vector<ConfigError> errors_;
-  bool dropped_ = false;
-};
 
 // One key a mapping may hold and how to parse its value (given the value
 // node and its dotted path, e.g. "targets[0].match.comm").
@@ -761,44 +699,7 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
   return c;
 }
 
-// Receives parse events only to find where a second document starts.
-class DocumentCounter : public YAML::EventHandler {
- public:
-  int documents = 0;
-  YAML::Mark last_start;
 
-  void OnDocumentStart(const YAML::Mark& mark) override {
-    ++documents;
-    last_start = mark;
-  }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
-// Where a second document starts, if there is one. yaml-cpp 0.7's Load
-// silently ignores whatever follows the first document, and its LoadAll
-// loops forever, allocating, on a stray ',' (yaml-cpp issue #1040, fixed
-// after 0.8): so documents are counted by hand, stopping at two. The stray
-// ',' case shows up as a second, empty document. Throws what the parser
-// throws.
-std::optional<YAML::Mark> second_document(const std::string& text) {
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  DocumentCounter counter;
-  while (counter.documents < 2 && parser.HandleNextDocument(counter)) {
-  }
-  if (counter.documents < 2) return std::nullopt;
-  return counter.last_start;
-}
 
 Error summary_error(const std::vector<ConfigError>& all) {
   std::string msg = format_error(all.front());
