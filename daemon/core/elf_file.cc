@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -16,14 +18,14 @@ namespace lw {
 namespace {
 
 // Limits for untrusted input. Real objects are far below all of them.
-constexpr uint64_t kMaxFileBytes = 4ull << 30;
+constexpr uint64_t kMaxFileBytes = kElfMaxFileBytes;
 constexpr size_t kMaxSymbols = 4u << 20;            // per file, .dynsym + .symtab
 constexpr size_t kMaxSymbolNameBytes = 4096;        // longer names are not indexed
 // Bounds index memory and hashing time: a string table can make N bytes yield
 // N distinct overlapping names of total length N^2/2.
 constexpr size_t kMaxIndexedNameBytes = 256u << 20;
-constexpr size_t kMaxSections = 1u << 16;
-constexpr size_t kMaxProgramHeaders = 1u << 16;
+constexpr size_t kMaxSections = kElfMaxSections;
+constexpr size_t kMaxProgramHeaders = kElfMaxProgramHeaders;
 constexpr size_t kMaxBuildIdBytes = 64;             // GNU ld emits 16 (md5) or 20 (sha1)
 
 constexpr uint16_t kVersymHidden = 0x8000;
@@ -76,7 +78,165 @@ std::string build_id_from_notes(Elf_Data* data) {
   return "";
 }
 
+std::array<std::atomic<uint64_t>, static_cast<size_t>(ElfReject::kCount)> g_rejections{};
+
+struct Rejection {
+  ElfReject reason;
+  std::string message;
+};
+
+Error reject(const std::string& path, const Rejection& r) {
+  g_rejections[static_cast<size_t>(r.reason)].fetch_add(1, std::memory_order_relaxed);
+  return Error{EINVAL, path + ": " + r.message};
+}
+
+bool pread_full(int fd, void* buf, size_t n, uint64_t offset) {
+  auto* p = static_cast<uint8_t*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, p + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Checks the layout from the raw headers, before libelf maps the file and
+// before libdw ever sees it. Reads at most the ELF header, the program
+// header table and the section header table (bounded by kElfMaxSections:
+// 4 MiB). Real objects pass every check (test: every ELF file under
+// /usr/lib and /usr/bin of the build machine opens).
+std::optional<Rejection> validate_layout(int fd, uint64_t file_size) {
+  Elf64_Ehdr eh;
+  if (file_size < sizeof(eh) || !pread_full(fd, &eh, sizeof(eh), 0) ||
+      memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    return Rejection{ElfReject::kNotElf, "not an ELF file"};
+  }
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
+    return Rejection{ElfReject::kUnsupported, "not a 64-bit ELF file"};
+  }
+  if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return Rejection{ElfReject::kUnsupported, "not a little-endian ELF file"};
+  }
+  if (eh.e_machine != EM_X86_64) {
+    return Rejection{ElfReject::kUnsupported, "not an x86_64 ELF file (e_machine " +
+                                                  std::to_string(eh.e_machine) + ")"};
+  }
+  if (eh.e_ehsize != sizeof(Elf64_Ehdr)) {
+    return Rejection{ElfReject::kBadHeader, "bad ELF header size " + std::to_string(eh.e_ehsize)};
+  }
+  if (eh.e_phnum > 0) {
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM ||
+        !range_in_file(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), file_size)) {
+      return Rejection{ElfReject::kBadProgramHeaders,
+                       "program header table outside the file (e_phoff " +
+                           std::to_string(eh.e_phoff) + ", " + std::to_string(eh.e_phnum) +
+                           " entries)"};
+    }
+  }
+  if (eh.e_shoff == 0) {
+    // No section headers (sstrip'ed): no symbols, but nothing to distrust.
+    if (eh.e_shnum != 0) return Rejection{ElfReject::kBadSectionTable, "e_shnum without e_shoff"};
+    return std::nullopt;
+  }
+  if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff >= file_size ||
+      file_size - eh.e_shoff < sizeof(Elf64_Shdr)) {
+    return Rejection{ElfReject::kBadSectionTable,
+                     "section header table outside the file (e_shoff " +
+                         std::to_string(eh.e_shoff) + ", file " + std::to_string(file_size) +
+                         " bytes)"};
+  }
+  Elf64_Shdr first;
+  if (!pread_full(fd, &first, sizeof(first), eh.e_shoff)) {
+    return Rejection{ElfReject::kBadSectionTable, "section header table unreadable"};
+  }
+  // Extended numbering: counts too large for the header live in section 0.
+  const uint64_t shnum = eh.e_shnum != 0 ? eh.e_shnum : first.sh_size;
+  const uint64_t shstrndx = eh.e_shstrndx != SHN_XINDEX ? eh.e_shstrndx : first.sh_link;
+  if (shnum == 0 || shnum > kMaxSections ||
+      !range_in_file(eh.e_shoff, shnum * sizeof(Elf64_Shdr), file_size)) {
+    return Rejection{ElfReject::kBadSectionTable,
+                     "section header table outside the file or oversized (" +
+                         std::to_string(shnum) + " sections at e_shoff " +
+                         std::to_string(eh.e_shoff) + ")"};
+  }
+  if (shstrndx >= shnum) {
+    return Rejection{ElfReject::kBadHeader,
+                     "section name table index " + std::to_string(shstrndx) + " out of range"};
+  }
+  std::vector<Elf64_Shdr> sh(shnum);
+  if (!pread_full(fd, sh.data(), shnum * sizeof(Elf64_Shdr), eh.e_shoff)) {
+    return Rejection{ElfReject::kBadSectionTable, "section header table unreadable"};
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> extents;  // [offset, end) of file contents
+  for (uint64_t i = 1; i < shnum; ++i) {
+    const Elf64_Shdr& s = sh[i];
+    const std::string which = "section " + std::to_string(i);
+    if (s.sh_type == SHT_NOBITS || s.sh_type == SHT_NULL || s.sh_size == 0) continue;
+    if (!range_in_file(s.sh_offset, s.sh_size, file_size)) {
+      return Rejection{ElfReject::kTruncatedSection,
+                       which + " extends past the end of the file (offset " +
+                           std::to_string(s.sh_offset) + ", size " + std::to_string(s.sh_size) +
+                           ", file " + std::to_string(file_size) + " bytes)"};
+    }
+    extents.emplace_back(s.sh_offset, s.sh_offset + s.sh_size);
+    if (s.sh_type == SHT_SYMTAB || s.sh_type == SHT_DYNSYM) {
+      if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_link >= shnum ||
+          sh[s.sh_link].sh_type != SHT_STRTAB) {
+        return Rejection{ElfReject::kBadSymbolTable,
+                         which + ": symbol table with entry size " +
+                             std::to_string(s.sh_entsize) + " or string table link " +
+                             std::to_string(s.sh_link) + " that is not one"};
+      }
+      if (s.sh_size / sizeof(Elf64_Sym) > kElfMaxSymbols) {
+        return Rejection{ElfReject::kTooManySymbols,
+                         which + ": " + std::to_string(s.sh_size / sizeof(Elf64_Sym)) +
+                             " symbols (limit " + std::to_string(kElfMaxSymbols) + ")"};
+      }
+    } else if (s.sh_type == SHT_STRTAB && s.sh_size > kElfMaxStringTableBytes) {
+      return Rejection{ElfReject::kHugeStringTable,
+                       which + ": string table of " + std::to_string(s.sh_size) +
+                           " bytes (limit " + std::to_string(kElfMaxStringTableBytes) + ")"};
+    }
+  }
+  std::sort(extents.begin(), extents.end());
+  for (size_t i = 1; i < extents.size(); ++i) {
+    if (extents[i].first < extents[i - 1].second) {
+      return Rejection{ElfReject::kOverlappingSections,
+                       "sections overlap at file offset " + std::to_string(extents[i].first)};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+const char* elf_reject_name(ElfReject r) {
+  switch (r) {
+    case ElfReject::kNotRegular: return "not_regular";
+    case ElfReject::kTooLarge: return "too_large";
+    case ElfReject::kNotElf: return "not_elf";
+    case ElfReject::kUnsupported: return "unsupported";
+    case ElfReject::kBadHeader: return "bad_header";
+    case ElfReject::kBadProgramHeaders: return "bad_program_headers";
+    case ElfReject::kBadSectionTable: return "bad_section_table";
+    case ElfReject::kTruncatedSection: return "truncated_section";
+    case ElfReject::kOverlappingSections: return "overlapping_sections";
+    case ElfReject::kBadSymbolTable: return "bad_symbol_table";
+    case ElfReject::kTooManySymbols: return "too_many_symbols";
+    case ElfReject::kHugeStringTable: return "huge_string_table";
+    case ElfReject::kLibelf: return "libelf";
+    case ElfReject::kCount: break;
+  }
+  return "unknown";
+}
+
+std::vector<uint64_t> elf_rejection_counts() {
+  std::vector<uint64_t> out;
+  for (const auto& c : g_rejections) out.push_back(c.load(std::memory_order_relaxed));
+  return out;
+}
 
 struct ElfFile::Impl {
   // What find_function returns for a name: the best-ranked candidate.
@@ -178,30 +338,29 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
 
   struct stat st;
   if (fstat(impl.fd, &st) != 0) return errno_error("fstat " + display_path);
-  if (!S_ISREG(st.st_mode)) return Error{EINVAL, display_path + ": not a regular file"};
+  if (!S_ISREG(st.st_mode)) {
+    return reject(display_path, {ElfReject::kNotRegular, "not a regular file"});
+  }
   impl.file_size = static_cast<uint64_t>(st.st_size);
   if (impl.file_size > kMaxFileBytes) {
-    return Error{EFBIG, display_path + ": file too large (" + std::to_string(impl.file_size) +
-                            " bytes)"};
+    Error e = reject(display_path, {ElfReject::kTooLarge, "file too large (" +
+                                                              std::to_string(impl.file_size) +
+                                                              " bytes)"});
+    e.code = EFBIG;
+    return e;
+  }
+  if (std::optional<Rejection> r = validate_layout(impl.fd, impl.file_size)) {
+    return reject(display_path, *r);
   }
 
   // The mapping lives only while indexing; later reads use pread. A target
   // may truncate its own file, and touching a mapped page past the new end
   // raises SIGBUS, so the window for that is kept as short as possible.
   ElfPtr elf(elf_begin(impl.fd, ELF_C_READ_MMAP, nullptr));
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) {
-    return Error{EINVAL, display_path + ": not an ELF file"};
-  }
-  if (gelf_getclass(elf.get()) != ELFCLASS64) {
-    return Error{EINVAL, display_path + ": not a 64-bit ELF file"};
-  }
   GElf_Ehdr ehdr;
-  if (gelf_getehdr(elf.get(), &ehdr) == nullptr) {
-    return Error{EINVAL, display_path + ": bad ELF header: " + elf_errmsg(-1)};
-  }
-  if (ehdr.e_machine != EM_X86_64) {
-    return Error{EINVAL, display_path + ": not an x86_64 ELF file (e_machine " +
-                             std::to_string(ehdr.e_machine) + ")"};
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF || gelf_getclass(elf.get()) != ELFCLASS64 ||
+      gelf_getehdr(elf.get(), &ehdr) == nullptr) {
+    return reject(display_path, {ElfReject::kLibelf, std::string("libelf: ") + elf_errmsg(-1)});
   }
   file->is_exec_ = ehdr.e_type == ET_EXEC;
 

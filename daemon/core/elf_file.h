@@ -27,9 +27,42 @@ struct ElfSegment {   // a PT_LOAD program header
   bool executable = false;
 };
 
+// Why open_fd() refused a file. Every refusal is counted by reason
+// (elf_rejection_counts()), so hostile or broken objects show up in metrics.
+enum class ElfReject : uint8_t {
+  kNotRegular,          // not a regular file (FIFO, device, directory)
+  kTooLarge,            // over the file size bound
+  kNotElf,              // no ELF magic, or shorter than an ELF header
+  kUnsupported,         // not 64-bit little-endian x86_64
+  kBadHeader,           // header fields inconsistent (sizes, string table index)
+  kBadProgramHeaders,   // program header table outside the file or oversized
+  kBadSectionTable,     // section header table outside the file, bad e_shoff
+  kTruncatedSection,    // a section's contents extend past the end of the file
+  kOverlappingSections, // two sections' contents overlap
+  kBadSymbolTable,      // wrong entry size, or a string table link that is not one
+  kTooManySymbols,      // a symbol table over the symbol count bound
+  kHugeStringTable,     // a string table over the size bound
+  kLibelf,              // libelf refused it after the layout checks
+  kCount,
+};
+const char* elf_reject_name(ElfReject r);  // "truncated_section", ...
+// Refusals since the process started, indexed by ElfReject. Thread-safe.
+std::vector<uint64_t> elf_rejection_counts();
+
+// Bounds on untrusted ELF input, checked on the raw headers before libelf or
+// libdw see the file (libdw bounds neither its time nor its memory).
+inline constexpr uint64_t kElfMaxFileBytes = 4ull << 30;
+inline constexpr size_t kElfMaxSections = 1u << 16;
+inline constexpr size_t kElfMaxProgramHeaders = 1u << 16;
+inline constexpr uint64_t kElfMaxSymbols = 4u << 20;              // per symbol table
+inline constexpr uint64_t kElfMaxStringTableBytes = 256ull << 20;  // per string table
+
 class ElfFile {
  public:
   // Opens and indexes the file. The fd is dup'ed; the caller keeps its own.
+  // The layout is validated first (see ElfReject): a file that fails is
+  // refused with an Error naming the reason, in well under a second and
+  // without reading more than its headers.
   static Result<std::shared_ptr<const ElfFile>> open_fd(int fd, const std::string& display_path);
   static Result<std::shared_ptr<const ElfFile>> open_path(const std::string& path);
   ~ElfFile();

@@ -128,7 +128,9 @@ ParsedMaps parse_proc_maps(std::string_view text) {
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     if (line.empty()) continue;
     MapEntry e;
-    if (parse_line(line, &e)) {
+    // The kernel lists mappings in ascending, disjoint order, and
+    // find_mapping() relies on it: a line that breaks the order is malformed.
+    if (parse_line(line, &e) && (out.entries.empty() || e.start >= out.entries.back().end)) {
       out.entries.push_back(std::move(e));
     } else {
       ++out.malformed_lines;

@@ -33,7 +33,8 @@ struct ParsedMaps {
 };
 
 // Parses the text of /proc/PID/maps. Never throws; malformed or hostile lines
-// (overlong paths, bad numbers) are skipped and counted.
+// (overlong paths, bad numbers, a range out of ascending order or
+// overlapping the previous one) are skipped and counted.
 ParsedMaps parse_proc_maps(std::string_view text);
 
 // Reads /proc/PID/maps (bounded: at most 64 MiB) and parses it.

@@ -85,15 +85,16 @@ TEST(ProcMaps, MalformedLinesAreSkippedAndCounted) {
       "1000-2000 r-xp 00000000 123456789:01 7 /x\n",                 // device overflow
       "1000-2000 r-x\n",
   };
+  const std::string good2 = "3000-4000 r-xp 00000000 08:01 7 /lib/a.so\n";
   std::string text = good;
   for (const char* b : bad) text += b;
-  text += good;
+  text += good2;
   ParsedMaps m = parse_proc_maps(text);
   EXPECT_EQ(m.entries.size(), 2u);
   EXPECT_EQ(m.malformed_lines, std::size(bad));
 
   // A cut last line (no newline) is parsed if complete, counted if not.
-  EXPECT_EQ(parse_proc_maps(good + "1000-2000 r-xp 0 08:01 7 /lib/b.so").entries.size(), 2u);
+  EXPECT_EQ(parse_proc_maps(good + "2000-3000 r-xp 0 08:01 7 /lib/b.so").entries.size(), 2u);
   EXPECT_EQ(parse_proc_maps(good + "1000-2000 r-xp 0 08:").malformed_lines, 1u);
 }
 
@@ -185,3 +186,20 @@ TEST(ProcMaps, MissingProcessIsNotFound) {
 
 }  // namespace
 }  // namespace lw
+
+TEST(ProcMaps, OutOfOrderAndOverlappingLinesAreMalformed) {
+  // find_mapping() needs ascending, disjoint entries; the kernel never
+  // writes anything else, so a line that breaks the order is malformed.
+  const char* text =
+      "2000-3000 r-xp 00000000 08:01 1 /a\n"
+      "1000-2000 r-xp 00000000 08:01 2 /b\n"   // before the previous one
+      "2800-3800 r-xp 00000000 08:01 3 /c\n"   // overlaps /a
+      "3000-4000 r-xp 00000000 08:01 4 /d\n";  // adjacent: fine
+  lw::ParsedMaps maps = lw::parse_proc_maps(text);
+  ASSERT_EQ(maps.entries.size(), 2u);
+  EXPECT_EQ(maps.entries[0].path, "/a");
+  EXPECT_EQ(maps.entries[1].path, "/d");
+  EXPECT_EQ(maps.malformed_lines, 2u);
+  EXPECT_EQ(lw::find_mapping(maps, 0x1500), nullptr);
+  EXPECT_EQ(lw::find_mapping(maps, 0x3500), &maps.entries[1]);
+}
