@@ -237,6 +237,15 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_symbolization_errors_total",
                      "Modules that could not be opened or parsed for symbols.", C),
           {}, static_cast<double>(snap.tracer_stats.symbolization_errors));
+  MetricFamily& elf_rejected = fam.family(
+      "leakwatch_elf_rejected_total",
+      "ELF files from target processes refused before parsing, by reason.", C);
+  for (size_t r = 0; r < static_cast<size_t>(ElfReject::kCount); ++r) {
+    const uint64_t n = r < snap.tracer_stats.elf_rejections.size()
+                           ? snap.tracer_stats.elf_rejections[r] : 0;
+    fam.add(elf_rejected, {{"reason", elf_reject_name(static_cast<ElfReject>(r))}},
+            static_cast<double>(n));
+  }
   fam.add(fam.family("leakwatch_config_last_reload_successful",
                      "1 if the last config reload succeeded (as Prometheus reports its own).", G),
           {}, dc.last_reload_successful ? 1 : 0);

@@ -16,8 +16,10 @@ apt-get install -y -qq --no-install-recommends \
   libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev libssl-dev libcrypt-dev \
   binutils procps >/dev/null
 # Test peers (--with-test-tools): a real Prometheus server and promtool, and
-# go tool pprof and protoc to check the pprof output.
+# go tool pprof and protoc to check the pprof output; libFuzzer and the
+# sanitizer runtimes for clang (scripts/fuzz.sh).
 if [ "${1:-}" = "--with-test-tools" ]; then
-  apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler >/dev/null
+  apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
+    libclang-rt-14-dev >/dev/null
 fi
 echo "install-deps.sh: dependencies installed"

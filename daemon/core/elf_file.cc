@@ -13,6 +13,8 @@
 #include <functional>
 #include <unordered_map>
 
+#include "daemon/core/fd.h"
+
 namespace lw {
 
 namespace {
@@ -317,10 +319,16 @@ struct ElfFile::Impl {
 ElfFile::~ElfFile() = default;
 
 Result<std::shared_ptr<const ElfFile>> ElfFile::open_path(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not hang the daemon; open_fd then rejects
-  // anything that is not a regular file.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return errno_error("open " + path);
+  // Regular files only, O_NONBLOCK (a FIFO must not hang the daemon), and a
+  // /proc/PID/root/... path resolved inside that root (fd.h).
+  Result<int> opened = open_untrusted_file(path);
+  if (!opened) {
+    if (opened.error().code == EINVAL) {
+      return reject(path, {ElfReject::kNotRegular, "not a regular file"});
+    }
+    return opened.error();
+  }
+  const int fd = *opened;
   auto result = open_fd(fd, path);
   close(fd);
   return result;

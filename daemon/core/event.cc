@@ -5,7 +5,7 @@
 namespace lw {
 
 std::optional<Event> decode_event(const void* data, size_t len) {
-  if (data == nullptr || len < sizeof(lw_event)) return std::nullopt;
+  if (data == nullptr || len != sizeof(lw_event)) return std::nullopt;
   lw_event raw;
   std::memcpy(&raw, data, sizeof(raw));  // the ring buffer only guarantees 8-byte alignment
   if (raw.type < LW_EV_ALLOC || raw.type > LW_EV_FORK) return std::nullopt;

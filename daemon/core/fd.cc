@@ -1,9 +1,13 @@
 #include "daemon/core/fd.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
+#include <cctype>
 #include <cerrno>
+#include <string_view>
 
 namespace lw {
 
@@ -29,6 +33,56 @@ Result<std::string> read_regular_file(const std::string& path, size_t max_bytes)
                             " bytes; refusing to parse it"};
   text.resize(len);
   return text;
+}
+
+namespace {
+
+Result<int> keep_if_regular(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    Error e = errno_error("fstat");
+    close(fd);
+    return e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Error{EINVAL, "not a regular file"};
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<int> open_in_root(const std::string& root_dir, const std::string& path) {
+  Fd root(open(root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return errno_error("open root " + root_dir);
+  struct open_how how {};
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  long fd;
+  do {
+    fd = syscall(SYS_openat2, root.get(), path.c_str(), &how, sizeof(how));
+  } while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+  if (fd < 0) {
+    if (errno == ENOSYS) return Error{ENOSYS, "openat2 not supported (kernel < 5.6)"};
+    return errno_error("open " + path + " in root " + root_dir);
+  }
+  return keep_if_regular(static_cast<int>(fd));
+}
+
+Result<int> open_untrusted_file(const std::string& path) {
+  // "/proc/" DIGITS "/root/" REST
+  static constexpr std::string_view kProc = "/proc/", kRoot = "/root/";
+  if (path.compare(0, kProc.size(), kProc) == 0) {
+    size_t i = kProc.size();
+    while (i < path.size() && isdigit(static_cast<unsigned char>(path[i]))) ++i;
+    if (i > kProc.size() && path.compare(i, kRoot.size(), kRoot) == 0) {
+      return open_in_root(path.substr(0, i + kRoot.size() - 1), path.substr(i + kRoot.size() - 1));
+    }
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return errno_error("open " + path);
+  return keep_if_regular(fd);
 }
 
 }  // namespace lw

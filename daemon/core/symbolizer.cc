@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "daemon/core/elf_file.h"
+#include "daemon/core/fd.h"
 
 namespace lw {
 
@@ -124,13 +125,15 @@ struct Symbolizer::Impl {
 
   // Fills `m`; false (and one error counted) when the module is unusable.
   bool open(const ModuleRef& ref, Module& m) {
-    int fd = ::open(ref.open_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    // Regular files only; a /proc/PID/root/... path resolves inside that root.
+    Result<int> opened = open_untrusted_file(ref.open_path);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-      if (fd >= 0) close(fd);
+    if (!opened || fstat(*opened, &st) != 0) {
+      if (opened) close(*opened);
       ++errors;
       return false;
     }
+    const int fd = *opened;
     auto elf = ElfFile::open_fd(fd, ref.open_path);
     // A build-id mismatch means the file at this path is not the object the
     // caller saw mapped (replaced on disk); its symbols would be wrong.

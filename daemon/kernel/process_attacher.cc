@@ -76,11 +76,14 @@ Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
   std::string candidates[] = {buf, "/proc/" + std::to_string(pid) + "/root" + m.path};
   Error last{ENOENT, "no path"};
   for (const std::string& p : candidates) {
-    int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      last = errno_error("open " + p);
+    // Regular files only, never blocking on a FIFO; the /proc/PID/root
+    // fallback resolves every link inside the target's root (fd.h).
+    Result<int> opened = open_untrusted_file(p);
+    if (!opened) {
+      last = Error{opened.error().code, p + ": " + opened.error().message};
       continue;
     }
+    int fd = *opened;
     struct stat st;
     if (fstat(fd, &st) == 0 && st.st_ino == m.inode && S_ISREG(st.st_mode)) return fd;
     close(fd);

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/core/elf_file.h"
+
 #include "daemon/core/heap_tracker.h"
 #include "daemon/core/proc_maps.h"
 #include "daemon/core/symbolizer.h"
@@ -73,6 +75,8 @@ struct TracerStats {
   uint64_t attach_errors = 0;
   uint64_t ringbuf_errors = 0;
   uint64_t symbolization_errors = 0;  // modules that failed to open or parse
+  // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
+  std::vector<uint64_t> elf_rejections;
 };
 
 class Tracer {
@@ -105,6 +109,7 @@ class Tracer {
   TracerStats stats() const {
     TracerStats s = stats_;
     s.symbolization_errors = symbolizer_.errors();
+    s.elf_rejections = elf_rejection_counts();
     return s;
   }
 

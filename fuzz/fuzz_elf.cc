@@ -1,0 +1,46 @@
+// Fuzzes the ELF reader the daemon runs on files from target processes:
+// layout validation, symbol indexing, address translation, and the
+// symbolizer behind it (libdw only ever sees files that passed validation).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "daemon/core/elf_file.h"
+#include "daemon/core/symbolizer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  int fd = memfd_create("lw_fuzz_elf", MFD_CLOEXEC);
+  if (fd < 0) abort();
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = write(fd, data + done, size - done);
+    if (n <= 0) abort();
+    done += static_cast<size_t>(n);
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  auto elf = lw::ElfFile::open_fd(fd, "fuzz.so");
+  if (elf.ok()) {
+    const lw::ElfFile& f = *elf.value();
+    for (const char* name : {"malloc", "free", "_start", "main", ""}) {
+      if (auto sym = f.find_function(name)) {
+        std::vector<uint8_t> bytes = f.read_at_vaddr(sym->vaddr, 64);
+        if (bytes.size() > 64) abort();
+        if (auto off = f.vaddr_to_offset(sym->vaddr)) (void)f.offset_to_vaddr(*off);
+      }
+    }
+    for (const lw::ElfSegment& s : f.segments()) {
+      if (f.read_at_vaddr(s.vaddr, 4096).size() > 4096) abort();
+      lw::Symbolizer symbolizer;
+      (void)symbolizer.symbolize({"/fuzz.so", path, 0, ""}, s.offset + 1);
+    }
+    if (f.build_id().size() % 2 != 0) abort();
+  } else if (elf.error().message.empty()) {
+    abort();
+  }
+  close(fd);
+  return 0;
+}

@@ -1,0 +1,66 @@
+// Fuzzes the ring-buffer record decoder and the heap tracker behind it: the
+// input is cut into records (the first byte of each chunk picks a record
+// length around the real one, so short and long records are tried), each
+// decoded record is applied, and the tracker's invariants are checked after
+// every step and after a resync from the records still live.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "daemon/core/event.h"
+#include "daemon/core/heap_tracker.h"
+
+namespace {
+
+void check_invariants(const lw::HeapTracker& t) {
+  uint64_t live = 0, count = 0;
+  t.for_each_live([&](const lw::LiveRecord& r) {
+    live += r.size;
+    ++count;
+  });
+  if (live != t.live_bytes_total() || count != t.live_allocations_total()) abort();
+  for (const lw::SiteStats& s : t.sites()) {
+    if (s.allocated_bytes - s.freed_bytes != s.live_bytes) abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  lw::HeapTracker tracker;
+  size_t pos = 0;
+  while (pos < size) {
+    // 0..3 -> 55, 56, 56, 57 bytes: mostly whole records, some cut or long.
+    static constexpr size_t kLens[] = {sizeof(lw_event) - 1, sizeof(lw_event), sizeof(lw_event),
+                                       sizeof(lw_event) + 1};
+    const size_t len = kLens[data[pos] & 3];
+    ++pos;
+    if (size - pos < len) {
+      // A tail that is not a whole record must be rejected, never read past.
+      std::vector<uint8_t> tail(data + pos, data + size);
+      if (tail.size() != sizeof(lw_event) && lw::decode_event(tail.data(), tail.size())) abort();
+      break;
+    }
+    // A heap copy of exactly `len` bytes so ASan sees any overread.
+    std::vector<uint8_t> record(data + pos, data + pos + len);
+    pos += len;
+    std::optional<lw::Event> e = lw::decode_event(record.data(), record.size());
+    if (e && len != sizeof(lw_event)) abort();
+    if (e) tracker.apply(*e);
+    check_invariants(tracker);
+  }
+  // A resync against a kernel view made of every other live record.
+  std::vector<lw::KernelRecord> kernel;
+  bool keep = true;
+  tracker.for_each_live([&](const lw::LiveRecord& r) {
+    if (keep) {
+      kernel.push_back({r.kind, r.addr, r.size, r.alloc_ns, tracker.sites()[r.site].stack_hash});
+    }
+    keep = !keep;
+  });
+  tracker.resync(kernel);
+  check_invariants(tracker);
+  if (tracker.live_allocations_total() != kernel.size()) abort();
+  return 0;
+}
