@@ -222,7 +222,14 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
           static_cast<double>(dc.attached_total));
   MetricFamily& attach_err = fam.family("leakwatch_attach_errors_total",
                                         "Failed process attachments, by reason.", C);
-  for (const auto& [reason, n] : dc.attach_errors)  // reasons are our own constants
+  // Every documented reason from the start, at 0 until it happens: rate()
+  // and increase() then see the first error, and dashboards and alerts have
+  // a series to show (Prometheus' advice for known label values).
+  std::map<std::string, uint64_t> attach_errors = {
+      {"no_such_process", 0}, {"permission_denied", 0}, {"no_allocator_found", 0}, {"file_changed", 0},
+      {"kernel_map_full", 0}, {"invalid", 0},           {"other", 0}};
+  for (const auto& [reason, n] : dc.attach_errors) attach_errors[reason] = n;  // our own constants
+  for (const auto& [reason, n] : attach_errors)
     fam.add(attach_err, {{"reason", reason}}, static_cast<double>(n));
   MetricFamily& probe = fam.family(
       "leakwatch_probe_attached", "1 when the probe on this function of this object is attached.", G);

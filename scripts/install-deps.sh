@@ -17,9 +17,19 @@ apt-get install -y -qq --no-install-recommends \
   binutils procps >/dev/null
 # Test peers (--with-test-tools): a real Prometheus server and promtool, and
 # go tool pprof and protoc to check the pprof output; libFuzzer and the
-# sanitizer runtimes for clang (scripts/fuzz.sh).
+# sanitizer runtimes for clang (scripts/fuzz.sh). For tests/deploy:
+# debootstrap (a fresh Debian 12 root for the .deb), systemd-analyze,
+# python3-yaml, python3-matplotlib (the dashboard picture), kubectl with its
+# embedded kustomize, and Node.js with npm for the Kubernetes schemas.
 if [ "${1:-}" = "--with-test-tools" ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
-    libclang-rt-14-dev >/dev/null
+    debootstrap systemd python3-yaml python3-matplotlib util-linux libclang-rt-14-dev >/dev/null
+  # A kubectl or Node.js from another repository (Google's, NodeSource's)
+  # ships the same files as Debian's packages: keep it if there is one.
+  command -v kubectl >/dev/null || apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+  command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  # Kubernetes' JSON schemas from npm's kubernetes-models, into the source
+  # tree (git-ignored), at the versions its lockfile pins.
+  (cd "$(dirname "$0")/../tests/deploy/k8s-schemas" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 echo "install-deps.sh: dependencies installed"

@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "daemon/core/capabilities.h"
 #include "leakwatch_bpf.skel.h"
 
 namespace lw {
@@ -40,9 +42,14 @@ Error load_error(int err) {
   if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
     return Error{ENOTSUP, "kernel has no BTF (/sys/kernel/btf/vmlinux missing): leakwatch needs "
                           "a kernel >= 5.8 built with CONFIG_DEBUG_INFO_BTF"};
-  if (err == EPERM || err == EACCES)
-    return Error{EPERM, "permission denied loading BPF: run as root or with CAP_BPF, "
-                        "CAP_PERFMON and CAP_SYS_PTRACE"};
+  if (err == EPERM || err == EACCES) {
+    // Tracing programs (uprobe, raw_tp, tp_btf) need CAP_PERFMON on top of CAP_BPF.
+    const std::string missing = missing_capabilities({CAP_BPF, CAP_PERFMON});
+    return Error{EPERM, missing.empty()
+                            ? "permission denied loading BPF: run as root or with CAP_BPF and CAP_PERFMON"
+                            : "permission denied loading BPF: missing " + missing +
+                                  " (loading tracing programs needs CAP_BPF and CAP_PERFMON)"};
+  }
   return errno_error("loading BPF programs", err);
 }
 

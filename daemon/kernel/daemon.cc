@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -387,7 +388,21 @@ Status Daemon::run(const std::function<void()>& on_ready) {
       rescans_seen_ = r;
       dirty_ = true;
     }
-    if (reload_.exchange(false) || config_file_changed()) reload();
+    if (reload_.exchange(false) || config_file_changed()) {
+      // sd_notify(3): RELOADING=1 ... READY=1 brackets a reload, so
+      // `systemctl reload` returns when it is done (MONOTONIC_USEC is what
+      // Type=notify-reload, systemd >= 253, also wants). A rejected file
+      // still ends the reload: the old configuration keeps running.
+      timespec mono = {};
+      clock_gettime(CLOCK_MONOTONIC, &mono);
+      sd_notify_send("RELOADING=1\nMONOTONIC_USEC=" +
+                     std::to_string(static_cast<uint64_t>(mono.tv_sec) * 1000000u +
+                                    static_cast<uint64_t>(mono.tv_nsec) / 1000u));
+      reload();
+      sd_notify_send(counters_.last_reload_successful
+                         ? "READY=1\nSTATUS=configuration reloaded"
+                         : "READY=1\nSTATUS=configuration reload failed: previous configuration kept");
+    }
     auto now = Clock::now();
     if (now - last_reconcile >= std::chrono::seconds(config_.reconcile_interval_seconds)) {
       reconcile();

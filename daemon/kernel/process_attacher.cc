@@ -1,6 +1,7 @@
 #include "daemon/kernel/process_attacher.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "daemon/core/capabilities.h"
 #include "daemon/core/elf_file.h"
 #include "daemon/core/fd.h"
 #include "daemon/core/probe_placement.h"
@@ -73,13 +75,16 @@ std::string basename_of(const std::string& path) {
 Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
   char buf[128];
   snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, m.start, m.end);
-  std::string candidates[] = {buf, "/proc/" + std::to_string(pid) + "/root" + m.path};
+  const std::string candidates[] = {buf, "/proc/" + std::to_string(pid) + "/root" + m.path};
+  int errors[2] = {0, 0};
   Error last{ENOENT, "no path"};
-  for (const std::string& p : candidates) {
+  for (int i = 0; i < 2; ++i) {
+    const std::string& p = candidates[i];
     // Regular files only, never blocking on a FIFO; the /proc/PID/root
     // fallback resolves every link inside the target's root (fd.h).
     Result<int> opened = open_untrusted_file(p);
     if (!opened) {
+      errors[i] = opened.error().code;
       last = Error{opened.error().code, p + ": " + opened.error().message};
       continue;
     }
@@ -87,7 +92,25 @@ Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
     struct stat st;
     if (fstat(fd, &st) == 0 && st.st_ino == m.inode && S_ISREG(st.st_mode)) return fd;
     close(fd);
+    errors[i] = ESTALE;
     last = Error{ESTALE, p + ": file changed since it was mapped"};
+  }
+  // Name the capability that would have opened it (README, "Capabilities").
+  // map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN); without it
+  // only the path is left, which fails for a deleted or replaced file.
+  if (errors[0] == EPERM && !has_capability(CAP_CHECKPOINT_RESTORE) && !has_capability(CAP_SYS_ADMIN) &&
+      (errors[1] == ENOENT || errors[1] == ESTALE))
+    return Error{EPERM, "permission denied opening " + candidates[0] +
+                            ": missing CAP_CHECKPOINT_RESTORE (needed to open " + m.path +
+                            " through /proc/PID/map_files: it was deleted or replaced on disk since pid " +
+                            std::to_string(pid) + " mapped it)"};
+  if (errors[1] == EACCES || errors[1] == EPERM) {
+    if (std::string missing = missing_capabilities({CAP_SYS_PTRACE}); !missing.empty())
+      return Error{EPERM, "permission denied opening " + candidates[1] + ": missing " + missing +
+                              " (needed to read another user's /proc/PID/root)"};
+    if (std::string missing = missing_capabilities({CAP_DAC_READ_SEARCH}); !missing.empty())
+      return Error{EPERM, "permission denied opening " + candidates[1] + ": missing " + missing +
+                              " (the file or a directory above it is not readable by leakwatch's user)"};
   }
   return last;
 }

@@ -97,12 +97,10 @@ Tracer::~Tracer() {
 
 Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (pid <= 0) return Error{ESRCH, "invalid pid " + std::to_string(pid)};
-  if (kill(pid, 0) != 0) {
-    if (errno == ESRCH) return Error{ESRCH, "no such process: " + std::to_string(pid)};
-    if (errno == EPERM)
-      return Error{EPERM, "permission denied for pid " + std::to_string(pid) +
-                              ": run as root or with CAP_SYS_PTRACE"};
-  }
+  // Only whether it exists: EPERM from kill() means it does but belongs to
+  // another user, which is what a non-root daemon with CAP_SYS_PTRACE (the
+  // systemd unit's) traces; reading its /proc files decides the permission.
+  if (kill(pid, 0) != 0 && errno == ESRCH) return Error{ESRCH, "no such process: " + std::to_string(pid)};
   if (procs_.count(pid)) return ok_status();
   auto proc = std::make_unique<TracedProcess>();
   proc->pid = pid;

@@ -158,6 +158,7 @@ void DaemonProcess::read_notifications() {
     {
       std::lock_guard<std::mutex> lock(notify_mu_);
       notifications_.emplace_back(buf, static_cast<size_t>(n));
+      notification_times_.push_back(std::chrono::steady_clock::now());
     }
     notify_cv_.notify_all();
   }
@@ -195,6 +196,13 @@ void DaemonProcess::wait_notify(const std::string &assignment, milliseconds time
            diagnostics());
     }
   }
+}
+
+std::vector<DaemonProcess::Notification> DaemonProcess::notifications() {
+  std::lock_guard<std::mutex> lock(notify_mu_);
+  std::vector<Notification> out;
+  for (size_t i = 0; i < notifications_.size(); ++i) out.push_back({notification_times_[i], notifications_[i]});
+  return out;
 }
 
 HttpReply DaemonProcess::get(const std::string &path) {

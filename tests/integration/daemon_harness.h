@@ -85,6 +85,13 @@ class DaemonProcess {
   // the daemon's stderr if the daemon exits first or nothing arrives in
   // time.
   void wait_notify(const std::string &assignment, milliseconds timeout);
+  // Every notify-socket datagram received so far, in order, with when it
+  // arrived (steady clock).
+  struct Notification {
+    std::chrono::steady_clock::time_point received;
+    std::string message;
+  };
+  std::vector<Notification> notifications();
 
   HttpReply get(const std::string &path);
   // GET that must answer 200 with a JSON object; throws otherwise.
@@ -123,6 +130,7 @@ class DaemonProcess {
   std::mutex notify_mu_;
   std::condition_variable notify_cv_;
   std::vector<std::string> notifications_;  // guarded by notify_mu_
+  std::vector<std::chrono::steady_clock::time_point> notification_times_;  // guarded by notify_mu_, one per message
   std::atomic<bool> stop_reader_{false};
   std::thread notify_reader_;
   std::unique_ptr<Process> process_;

@@ -82,6 +82,18 @@ TEST(Metrics, OtherRowMakesSitesSumToProcessTotals) {
   EXPECT_TRUE(promtool_accepts(text, &out)) << out;
 }
 
+// Every documented attach-error reason is exported from the start, at 0
+// until it happens, so rate()/increase() and the dashboard see the first.
+TEST(Metrics, AttachErrorReasonsStartAtZero) {
+  DaemonSnapshot snap = sample_snapshot("svc");
+  snap.counters.attach_errors["permission_denied"] = 3;
+  std::string text = render_metrics(snap, {});
+  EXPECT_NE(text.find("leakwatch_attach_errors_total{reason=\"permission_denied\"} 3"), std::string::npos) << text;
+  for (const char* reason : {"no_such_process", "no_allocator_found", "file_changed", "kernel_map_full", "invalid", "other"})
+    EXPECT_NE(text.find("leakwatch_attach_errors_total{reason=\"" + std::string(reason) + "\"} 0"), std::string::npos)
+        << reason;
+}
+
 TEST(Metrics, HostileProcessNamesStillGiveAValidScrape) {
   for (std::string comm : {std::string("a\"b\n{x=\"1\"}"), std::string("bad\xff\xfe utf8"),
                            std::string("ctl\x01\x7f\x1b[31m"), std::string(5000, 'x'),

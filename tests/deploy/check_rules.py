@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""Checks deploy/prometheus beyond what promtool does: every alert has a
+severity, summary, description and a runbook_url whose anchor is a section
+of docs/runbooks.md; and the promtool test file sees every alert both
+firing and silent at least once. Usage: check_rules.py SOURCE_DIR"""
+import re
+import sys
+
+import yaml
+
+src = sys.argv[1]
+rules = yaml.safe_load(open(f"{src}/deploy/prometheus/leakwatch-rules.yml"))
+tests = yaml.safe_load(open(f"{src}/deploy/prometheus/leakwatch-rules.test.yml"))
+runbook = open(f"{src}/docs/runbooks.md").read()
+# GitHub's anchors: the heading lowercased, spaces to '-', punctuation dropped.
+anchors = {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+           for h in re.findall(r"^#+ (.+)$", runbook, re.M)}
+
+errors = []
+alerts = []
+for group in rules["groups"]:
+    for rule in group["rules"]:
+        if "alert" not in rule:
+            continue
+        name = rule["alert"]
+        alerts.append(name)
+        if rule.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
+            errors.append(f"{name}: severity must be critical|warning|info")
+        ann = rule.get("annotations", {})
+        for key in ("summary", "description", "runbook_url"):
+            if not ann.get(key):
+                errors.append(f"{name}: annotation {key} missing")
+        url = ann.get("runbook_url", "")
+        m = re.search(r"/docs/runbooks\.md#([a-z0-9-]+)$", url)
+        if not m:
+            errors.append(f"{name}: runbook_url {url!r} does not point into docs/runbooks.md")
+        elif m.group(1) not in anchors:
+            errors.append(f"{name}: docs/runbooks.md has no section #{m.group(1)}")
+
+fired, silent = set(), set()
+for test in tests["tests"]:
+    for case in test.get("alert_rule_test", []):
+        (fired if case.get("exp_alerts") else silent).add(case["alertname"])
+for name in alerts:
+    if name not in fired:
+        errors.append(f"{name}: no promtool case where it fires")
+    if name not in silent:
+        errors.append(f"{name}: no promtool case where it stays silent")
+
+for e in errors:
+    print("check_rules:", e, file=sys.stderr)
+print(f"check_rules: {len(alerts)} alerts, each with severity, summary, description, a runbook "
+      f"section, and promtool cases firing and silent" if not errors else f"check_rules: {len(errors)} problems")
+sys.exit(1 if errors else 0)

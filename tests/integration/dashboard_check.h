@@ -1,0 +1,55 @@
+// Runs every panel query of the Grafana dashboard (deploy/grafana/
+// leakwatch.json) against a real Prometheus that scraped leakwatch, with
+// the dashboard's template variables substituted as Grafana would.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "prometheus_harness.h"
+
+namespace lw::itest {
+
+struct DashboardQuery {
+  int panel_id = 0;
+  std::string panel_title;
+  std::string ref_id;
+  std::string expr;  // as in the JSON, variables not substituted
+};
+
+// Every target of every panel (panels nested in collapsed rows included).
+// Throws if a non-row panel has no target or a target has no expr.
+std::vector<DashboardQuery> dashboard_queries(const Json &dashboard);
+
+// The template variables the dashboard declares ($datasource excepted:
+// no query names it).
+std::set<std::string> dashboard_variables(const Json &dashboard);
+
+// Replaces $name and ${name} for each entry of `vars` (longest names first,
+// so $pid never eats into $pidx). Throws on a `$` left over that names no
+// variable given.
+std::string substitute_variables(const std::string &expr, const std::map<std::string, std::string> &vars);
+
+// (panel id, refId) of queries whose metrics are not on this branch yet.
+using PanelRefs = std::set<std::pair<int, std::string>>;
+
+struct DashboardCheck {
+  int queries = 0;
+  int returned_data = 0;
+  int pending = 0;
+  std::vector<std::string> failures;  // one line per query that failed the check
+  std::string report;                 // one line per query, for the log
+};
+
+// Runs each query at `unix_time`. A query must name a leakwatch_ metric
+// and return at least one series; one listed in `pending` (with the reason
+// it waits for) must be valid PromQL and is reported, and it fails once it
+// returns data, so that the list is emptied when its metrics arrive.
+DashboardCheck check_dashboard(PrometheusServer &prometheus, const Json &dashboard,
+                               const std::map<std::string, std::string> &vars, double unix_time,
+                               const std::map<std::string, PanelRefs> &pending);
+
+}  // namespace lw::itest
