@@ -73,11 +73,25 @@ class HeapTracker {
 
   // Forgets everything (exec: the image and its heap are gone).
   void clear();
+  // Forgets the records and sites of one kind (re-baselining the heap at an
+  // escalation: only allocations after it count).
+  void clear_kind(uint32_t kind);
+
+  // Byte sampling (daemon/core/sampling.h): heap records then count for the
+  // bytes and allocations they stand for, not their own size. Changing the
+  // mean clears the heap records, which were weighted at the old one.
+  void set_sample_mean(uint64_t mean_bytes);
+  uint64_t sample_mean() const { return sample_mean_; }
+  // What a live record counts for in the figures (its size, or its
+  // estimated weight when sampled).
+  uint64_t counted_bytes(const LiveRecord& r) const;
+  uint64_t counted_allocations(const LiveRecord& r) const;
 
   const std::vector<SiteStats>& sites() const { return sites_; }
   uint64_t live_bytes(uint32_t kind) const { return live_bytes_[kind]; }
   uint64_t live_bytes_total() const;
-  uint64_t live_allocations_total() const { return live_.size(); }
+  // Estimated when sampling (sum of counted_allocations()).
+  uint64_t live_allocations_total() const;
   const HeapCounters& counters() const { return counters_; }
   size_t memory_bytes() const;
 
@@ -100,6 +114,7 @@ class HeapTracker {
   std::vector<SiteStats> sites_;
   std::array<uint64_t, LW_KIND_MAX> live_bytes_{};
   HeapCounters counters_;
+  uint64_t sample_mean_ = 0;
 };
 
 }  // namespace lw
