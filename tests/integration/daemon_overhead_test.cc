@@ -81,6 +81,7 @@ governor:
   EXPECT_TRUE(attached_probes(daemon.get_json("/api/v1/status")).empty()) << "light: no uprobe";
 
   grower.write_line("go");
+  ASSERT_EQ(grower.read_line(10s).value_or(""), "going");
   const auto go = steady_clock::now();
   Json status = daemon.wait_for_status([](const Json &s) { return escalations(s, "up") >= 1; }, 20s,
                                        "first escalation");
@@ -150,8 +151,9 @@ governor:
   Process hot({grower_bin, "hot"});
   ASSERT_EQ(read_ready(hot), hot.pid());
   daemon.wait_for_process(hot.pid(), kApiTimeout);
-  const std::vector<ProbeLocation> probes = attached_probes(daemon.get_json("/api/v1/status"));
-  ASSERT_FALSE(probes.empty());
+  // Attached at exec, the probes come once the loader has mapped libc.
+  const std::vector<ProbeLocation> probes = attached_probes(daemon.wait_for_status(
+      [](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "probes attached"));
   EXPECT_GT(scan_breakpoints(hot.pid(), probes).breakpoints, 0);
   hot.write_line("go");
   daemon.wait_for_status([](const Json &s) { return s.at("governor_suspensions").get<uint64_t>() >= 1; }, 10s,
@@ -187,8 +189,9 @@ governor:
   Process target({grower_bin, "grow"});
   ASSERT_EQ(read_ready(target), target.pid());
   daemon.wait_for_process(target.pid(), kApiTimeout);
-  const std::vector<ProbeLocation> probes = attached_probes(daemon.get_json("/api/v1/status"));
-  ASSERT_FALSE(probes.empty());
+  // Attached at exec, the probes come once the loader has mapped libc.
+  const std::vector<ProbeLocation> probes = attached_probes(daemon.wait_for_status(
+      [](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "probes attached"));
   const int armed = scan_breakpoints(target.pid(), probes).breakpoints;
   ASSERT_GT(armed, 0);
 
