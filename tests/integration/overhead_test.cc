@@ -25,7 +25,7 @@ void drain(Tracer& t, std::chrono::milliseconds quiet = 300ms) {
   auto last = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - last < quiet) {
     Result<int> n = t.poll(50);
-    ASSERT_TRUE(n.has_value());
+    ASSERT_TRUE(n.ok());
     if (*n > 0) last = std::chrono::steady_clock::now();
   }
 }
@@ -49,14 +49,14 @@ std::map<std::string, double> live_by_leaf(Tracer& t, TracedProcess& proc) {
 TEST(Overhead, SampledLiveBytesPerSiteWithinFivePercentIn19Of20Runs) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
   auto tracer = Tracer::create(BpfOptions{});
-  ASSERT_TRUE(tracer.has_value()) << tracer.error().message;
+  ASSERT_TRUE(tracer.ok()) << tracer.error().message;
   Tracer& t = **tracer;
   Process target({itest::target_path("sampled_sizes"), "12000", "42"});
   auto ready = target.read_line(10s);
   ASSERT_TRUE(ready && ready->rfind("ready ", 0) == 0);
   AttachOptions opts;
   opts.sample_mean_bytes = 512 * 1024;
-  ASSERT_TRUE(t.attach(target.pid(), opts).has_value());
+  ASSERT_TRUE(t.attach(target.pid(), opts).ok());
   const Counters before = t.counters();
   int good = 0;
   std::string detail;
