@@ -81,3 +81,52 @@ TEST(OverheadPolicy, GovernorSuspendsOverBudgetAndBacksOff) {
 
 }  // namespace
 }  // namespace lw
+
+// The overhead keys of the config (docs/config.md).
+#include "daemon/core/config.h"
+
+namespace lw {
+namespace {
+
+TEST(OverheadConfig, KeysParseWithDefaultsAndBounds) {
+  std::vector<ConfigError> errors;
+  Result<Config> d = parse_config("", "t.yaml", &errors);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->sampling.enabled);
+  EXPECT_EQ(d->sampling.mean_bytes, 524288u);
+  EXPECT_EQ(d->escalation.growth_bytes, 4u << 20);
+  EXPECT_EQ(d->governor.max_hits_per_second, 50000u);
+  EXPECT_FALSE(d->kill_switch);
+  Result<Config> c = parse_config(R"(targets:
+  - name: a
+    match: {comm: "^a$"}
+    sampling_mean_bytes: 0
+  - name: b
+    match: {comm: "^b$"}
+sampling: {enabled: true, mean_bytes: 65536}
+escalation: {check_interval_seconds: 2, growth_bytes: 8192, growth_window_seconds: 30,
+             full_window_seconds: 40, cooldown_seconds: 0}
+governor: {max_hits_per_second: 0, backoff_initial_seconds: 5, backoff_max_seconds: 50}
+kill_switch: true
+)",
+                                  "t.yaml", &errors);
+  ASSERT_TRUE(c.ok()) << (errors.empty() ? "" : format_error(errors[0]));
+  EXPECT_EQ(c->targets[0].sampling_mean_bytes, std::optional<uint64_t>(0));
+  EXPECT_FALSE(c->targets[1].sampling_mean_bytes.has_value());
+  EXPECT_EQ(c->sampling.mean_bytes, 65536u);
+  EXPECT_EQ(c->escalation.full_window_seconds, 40u);
+  EXPECT_EQ(c->escalation.cooldown_seconds, 0u);
+  EXPECT_EQ(c->governor.backoff_max_seconds, 50u);
+  EXPECT_TRUE(c->kill_switch);
+  for (const char* bad : {"sampling: {mean_bytes: 0}\n", "sampling: {mean_bytes: 1073741825}\n",
+                          "escalation: {growth_bytes: 100}\n", "kill_switch: yes\n",
+                          "governor: {max_hits: 5}\n",
+                          "targets:\n  - name: a\n    match: {comm: a}\n    sampling_mean_bytes: -1\n"}) {
+    errors.clear();
+    EXPECT_FALSE(parse_config(bad, "t.yaml", &errors).ok()) << bad;
+    EXPECT_FALSE(errors.empty()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace lw
