@@ -6,6 +6,10 @@
 
 namespace lw {
 
+// Daemon memory per tracked allocation is a budget (bench/README.md): one
+// FlatMap slot is the 8-byte key plus this.
+static_assert(sizeof(LiveRecord) == 24, "LiveRecord grew: check the per-allocation memory budget");
+
 HeapTracker::HeapTracker() = default;
 
 uint32_t HeapTracker::site_index(uint64_t stack_hash, uint32_t kind) {
@@ -30,8 +34,8 @@ uint64_t HeapTracker::counted_allocations(const LiveRecord& r) const {
   return sample_weight_count(r.size, sample_mean_, r.alloc_ns);
 }
 
-void HeapTracker::add_live(const LiveRecord& r) {
-  live_.insert(live_key(r.kind, r.addr), r);
+void HeapTracker::add_live(uint64_t addr, const LiveRecord& r) {
+  live_.insert(live_key(r.kind, addr), r);
   SiteStats& s = sites_[r.site];
   const uint64_t bytes = counted_bytes(r);
   s.live_bytes += bytes;
@@ -67,11 +71,11 @@ void HeapTracker::apply(const Event& e) {
       LiveRecord gone = *old;
       drop_live(key, gone, gone.size);
     }
-    LiveRecord r{e.addr, e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
+    LiveRecord r{e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
     SiteStats& s = sites_[r.site];
     s.allocated_bytes += counted_bytes(r);
     s.allocations += counted_allocations(r);
-    add_live(r);
+    add_live(e.addr, r);
     return;
   }
   if (e.type != EventType::kFree) return;
@@ -97,13 +101,12 @@ void HeapTracker::apply(const Event& e) {
     if (off > 0) {
       LiveRecord head = r;
       head.size = off;
-      add_live(head);
+      add_live(e.addr, head);
     }
     if (const uint64_t tail = r.size - off - e.size; tail > 0) {
       LiveRecord rest = r;
-      rest.addr = r.addr + off + e.size;
       rest.size = tail;
-      add_live(rest);
+      add_live(e.addr + off + e.size, rest);
     }
     return;
   }
@@ -123,7 +126,7 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
     if (known && known->alloc_ns == k.alloc_ns && known->size == k.size) {
       r = *known;
     } else {
-      r = LiveRecord{k.addr, k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
+      r = LiveRecord{k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
       SiteStats& s = sites_[r.site];
       s.allocated_bytes += counted_bytes(r);
       s.allocations += counted_allocations(r);

@@ -32,8 +32,9 @@ struct SiteStats {
   uint64_t frees = 0;
 };
 
+// The address is not stored: it is the map key's (HeapTracker::live_key),
+// which keeps a tracked allocation at 32 bytes per slot (key + record).
 struct LiveRecord {
-  uint64_t addr = 0;
   uint64_t size = 0;
   uint64_t alloc_ns = 0;
   uint32_t kind = 0;
@@ -106,7 +107,7 @@ class HeapTracker {
     return addr ^ (static_cast<uint64_t>(kind) << 58);
   }
   uint32_t site_index(uint64_t stack_hash, uint32_t kind);
-  void add_live(const LiveRecord& r);
+  void add_live(uint64_t addr, const LiveRecord& r);
   void drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes);
 
   FlatMap<LiveRecord> live_;
