@@ -125,6 +125,13 @@ int main(int argc, char** argv) {
   printf("decode only            %8.2f M events/s\n", decode_rate / 1e6);
   printf("decode + apply         %8.2f M events/s  (target >= 5.00)\n", apply_rate / 1e6);
   printf("ratio apply/decode     %8.2f\n", apply_rate / decode_rate);
+  // Daemon memory per tracked live allocation (target <= 64 B), and the
+  // share of one core the apply path takes at 100k events/s (ring-buffer
+  // reads and symbolization not included: those are per stack, not event).
+  const double per_alloc = static_cast<double>(tracker.memory_bytes()) /
+                           static_cast<double>(std::max<uint64_t>(1, tracker.live_allocations_total()));
+  printf("tracker memory         %8.1f bytes per live allocation (target <= 64)\n", per_alloc);
+  printf("core at 100k events/s  %8.2f %% (decode + apply)\n", 100e3 / apply_rate * 100);
   printf("live at end            %llu allocations, %llu bytes, %zu sites (checksum %llu)\n",
          static_cast<unsigned long long>(tracker.live_allocations_total()),
          static_cast<unsigned long long>(tracker.live_bytes_total()), tracker.sites().size(),

@@ -107,6 +107,10 @@ ready_noop() { grep -qx attached "$1"; }
 # go to a file instead of /dev/null only so that first line can be seen.
 tracer_leakwatch() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json; }
 ready_leakwatch() { (($(wc -l <"$1") >= 1)); }
+# full with byte sampling at the default mean (512 KiB), and light (no uprobe:
+# only the host-wide mmap/munmap/brk tracepoints).
+tracer_leakwatch_sampled() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json --sample-mean 524288; }
+tracer_leakwatch_light() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json --mode light; }
 
 # The anchor: what a memleak-style tracer costs when written the usual way,
 # every probe at the symbol (so free's single-stepped first instruction is
@@ -209,9 +213,11 @@ measure "$floor_label" noop noop
 floor_placement=$(grep -m1 '^lw_bench_noop:' "$tmp/noop.err" 2>/dev/null || true)
 measure "no-op probes, free at entry" noop_free_entry noop
 if [[ -x $leakwatch_bin ]]; then
-  measure "leakwatch top" leakwatch leakwatch
+  measure "leakwatch full" leakwatch leakwatch
+  measure "leakwatch full + sampling 512K" leakwatch_sampled leakwatch
+  measure "leakwatch light" leakwatch_light leakwatch
 else
-  unavailable+=("leakwatch top: not available ($leakwatch_bin not built)")
+  unavailable+=("leakwatch: not available ($leakwatch_bin not built)")
 fi
 if command -v bpftrace >/dev/null; then
   measure "bpftrace memleak-like (anchor)" bpftrace bpftrace

@@ -17,6 +17,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "leakwatch_abi.h"
+#include "lw_sampling.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -85,6 +86,19 @@ struct {
   __uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* ---- overhead: byte sampling state (bpf/lw_sampling.h) ----
+ * Per CPU, not per thread: no map entry to create or reap per thread, and
+ * the counter is in units of s/T, so it serves targets of any mean. A
+ * preempted update can lose one decrement; the sampling probability of the
+ * other allocations is unaffected. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} sample_state SEC(".maps");
+/* ---- end overhead ---- */
+
 /* Set at load time. */
 const volatile bool collect_stacks = true;
 /* Daemon mode: report every exec, so new processes are matched against the
@@ -97,6 +111,30 @@ static __always_inline void count(__u32 which)
   if (v)
     __sync_fetch_and_add(v, 1); /* a uprobe program can be preempted on its CPU */
 }
+
+/* ---- overhead: sampling decision ----
+ * True when the allocation of `size` bytes is to be recorded. Every
+ * allocation of a target without a sampling mean is. */
+static __always_inline bool sample_alloc(struct lw_target *t, __u64 size)
+{
+  __u64 mean = t->sample_mean;
+  if (!mean)
+    return true;
+  __u32 zero = 0;
+  __u64 *left = bpf_map_lookup_elem(&sample_state, &zero);
+  if (!left)
+    return true; /* cannot happen for an array; recording is the safe side */
+  if (*left == 0)
+    *left = lw_exp_draw_q32(bpf_get_prandom_u32());
+  __u64 units = lw_sample_units_q32(size, mean);
+  if (units >= *left) {
+    *left = lw_exp_draw_q32(bpf_get_prandom_u32());
+    return true;
+  }
+  *left -= units;
+  return false;
+}
+/* ---- end overhead ---- */
 
 static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __u32 kind,
                                  __u64 addr, __u64 size, __u64 alloc_ns, __u64 stack_hash,
@@ -328,6 +366,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t || !(t->flags & LW_TARGET_HEAP))
     return 0;
+  __sync_fetch_and_add(&t->hits, 1); /* overhead: the governor's rate */
 
   __u64 sp = PT_REGS_SP(ctx);
   __u64 ret_addr = 0;
@@ -355,6 +394,11 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
     v.arg2 = n->ret_addr; /* leaf = the caller of operator new */
     v.arg1 = n->arg1;     /* the size asked of new: aligned new rounds it up */
   }
+  /* overhead: decided at entry, so an unsampled call takes no stack. The
+   * context is still stored: nesting and realloc's free of the old block
+   * must work whether or not the new block is sampled. */
+  if (func != LW_FUNC_SBRK && !sample_alloc(t, v.arg1))
+    v.flags |= LW_CTXF_UNSAMPLED;
   if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
     count(LW_CNT_CTX_INSERT_FAILED);
   return 0;
@@ -382,6 +426,7 @@ static __always_inline int new_enter(struct pt_regs *ctx, __u64 size)
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t || !(t->flags & LW_TARGET_HEAP))
     return 0;
+  __sync_fetch_and_add(&t->hits, 1); /* overhead: the governor's rate */
   __u64 sp = PT_REGS_SP(ctx);
   __u64 now = bpf_ktime_get_ns();
   struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_NEW};
@@ -408,8 +453,10 @@ static __always_inline int free_enter(__u64 ptr)
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t || !(t->flags & LW_TARGET_HEAP))
     return 0;
+  __sync_fetch_and_add(&t->hits, 1); /* overhead: the governor's rate */
   if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0)
-    count(LW_CNT_FREE_UNKNOWN);
+    /* overhead: with sampling, most unknown frees are of unsampled blocks */
+    count(t->sample_mean ? LW_CNT_FREE_UNSAMPLED : LW_CNT_FREE_UNKNOWN);
   return 0;
 }
 
@@ -519,6 +566,12 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
       return 0;
     }
     break;
+  }
+  if (v.flags & LW_CTXF_UNSAMPLED) {
+    /* overhead: not sampled. Only what a lookup can match was done above
+     * (realloc's old block); the new block is not recorded. */
+    count(LW_CNT_SAMPLE_SKIPPED);
+    return 0;
   }
   __u64 stack = v.arg2 ? capture_stack(ctx, v.arg2, LW_STACK_RET_HINT_TRUSTED)
                        : capture_stack(ctx, 0, 0);

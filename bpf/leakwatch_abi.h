@@ -79,7 +79,12 @@ enum lw_counter {
   LW_CNT_MUNMAP_PARTIAL = 13,      /* munmap trimmed a tracked region */
   LW_CNT_SCRATCH_FAILED = 14,      /* per-CPU scratch lookup failed */
   LW_CNT_CTX_STALE = 15,           /* stale entry context replaced */
-  LW_CNT_MAX = 16,
+  /* 16..23: overhead (sampling, governor). */
+  LW_CNT_SAMPLE_SKIPPED = 16,      /* allocation not sampled: not recorded */
+  LW_CNT_FREE_UNSAMPLED = 17,      /* free not in the live map of a sampled target:
+                                    * an unsampled block (expected), not an error */
+  /* 24..27: CUDA; 28..31: allocators. Unused slots read 0. */
+  LW_CNT_MAX = 32,
 };
 
 /* Live map key. (tgid, kind, addr): 16 bytes, no padding. */
@@ -126,8 +131,11 @@ struct lw_ctx_val {
   __u64 arg1;      /* size */
   __u64 arg2;      /* syscall: old size / flags */
   __u32 func;      /* enum lw_func, or syscall nr */
-  __u32 pad;
+  __u32 flags;     /* LW_CTXF_* */
 };
+
+/* lw_ctx_val.flags */
+#define LW_CTXF_UNSAMPLED 1u /* byte sampling skipped this call: not recorded */
 
 /* Per-target state, written by the daemon when it attaches. */
 enum lw_target_flags {
@@ -145,6 +153,9 @@ struct lw_target {
   __u32 pad;
   __u64 lost;      /* events for this tgid lost in the ring buffer */
   __u64 start_ns;  /* process start time (task->start_time), identity check */
+  /* Overhead issue (owned there): */
+  __u64 sample_mean; /* byte-sampling mean in bytes (bpf/lw_sampling.h); 0 = record all */
+  __u64 hits;        /* allocator probe hits (entries), for the governor's rate */
 };
 
 enum lw_event_type {
@@ -182,7 +193,7 @@ static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 static_assert(sizeof(struct lw_stack) == 8 + 8 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
 static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
-static_assert(sizeof(struct lw_target) == 24, "lw_target ABI");
+static_assert(sizeof(struct lw_target) == 40, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -190,7 +201,7 @@ _Static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 _Static_assert(sizeof(struct lw_stack) == 8 + 8 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
 _Static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
-_Static_assert(sizeof(struct lw_target) == 24, "lw_target ABI");
+_Static_assert(sizeof(struct lw_target) == 40, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

@@ -25,7 +25,9 @@ json identity_json(const TrackedProcess& t) {
             {"comm", id.comm},
             {"exe", id.exe},
             {"target", t.target},
-            {"mode", mode_name(t.mode)}};
+            {"mode", t.heap_attached ? "full" : "light"},
+            {"configured_mode", mode_name(t.mode)},
+            {"tracing_suspended", t.governor.suspended()}};
   auto opt = [&](const char* key, const std::optional<std::string>& v) {
     j[key] = v ? json(*v) : json(nullptr);
   };
@@ -78,6 +80,11 @@ std::string processes_json(const DaemonSnapshot& snap) {
     p["live_bytes"] = e.snapshot.live_bytes;
     p["live_allocations"] = e.snapshot.live_allocations;
     p["kinds"] = kinds_json(e.snapshot);
+    p["sampling"] = {{"mean_bytes", e.snapshot.sample_mean_bytes},
+                     {"estimated_kinds",
+                      e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
+    p["heap_stale_since"] =
+        e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
     procs.push_back(std::move(p));
   }
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});
@@ -88,7 +95,8 @@ std::string status_json(const DaemonSnapshot& snap) {
   json errors = json::object();
   for (const auto& [reason, n] : c.attach_errors) errors[reason] = n;
   json kernel = json::object();
-  for (size_t i = 0; i < LW_CNT_MAX; ++i) kernel[counter_name(i)] = snap.kernel_counters[i];
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) kernel[name] = snap.kernel_counters[i];
   json probes = json::array();
   for (const auto& [object, p] : snap.probes)
     probes.push_back({{"object", object},
@@ -114,6 +122,9 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"last_reload_successful", c.last_reload_successful},
                {"last_reload_success_timestamp", c.last_reload_success_timestamp},
                {"kernel_counters", std::move(kernel)},
+               {"kill_switch_engaged", c.kill_switch_engaged},
+               {"escalations", {{"up", c.escalations_up}, {"down", c.escalations_down}}},
+               {"governor_suspensions", c.governor_suspensions},
                {"resyncs", snap.tracer_stats.resyncs},
                {"probes", std::move(probes)}});
 }

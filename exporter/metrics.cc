@@ -189,7 +189,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   MetricFamily& failures = fam.family(
       "leakwatch_bpf_failures_total",
       "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md.", C);
-  for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i < LW_CNT_MAX; ++i) {
+  for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i <= LW_CNT_CTX_STALE; ++i) {
     if (i == LW_CNT_FREE_UNKNOWN || i == LW_CNT_MISSED_FREE || i == LW_CNT_NESTED_SKIPPED) continue;
     fam.add(failures, {{"reason", counter_name(i)}}, static_cast<double>(k[i]));
   }
@@ -202,6 +202,23 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_nested_calls_total",
                      "Allocator calls inside another accounted call, not counted twice.", C),
           {}, static_cast<double>(k[LW_CNT_NESTED_SKIPPED]));
+  // overhead: byte sampling.
+  fam.add(fam.family("leakwatch_sampling_skipped_allocations_total",
+                     "Allocations not recorded because byte sampling skipped them.", C),
+          {}, static_cast<double>(k[LW_CNT_SAMPLE_SKIPPED]));
+  fam.add(fam.family("leakwatch_unsampled_frees_total",
+                     "Frees in sampled processes of blocks not in the live map (unsampled blocks).", C),
+          {}, static_cast<double>(k[LW_CNT_FREE_UNSAMPLED]));
+  // overhead: escalation, governor, kill switch.
+  MetricFamily& escalations = fam.family(
+      "leakwatch_escalations_total", "auto processes stepped up (light -> full) or down (full -> light).", C);
+  fam.add(escalations, {{"direction", "up"}}, static_cast<double>(dc.escalations_up));
+  fam.add(escalations, {{"direction", "down"}}, static_cast<double>(dc.escalations_down));
+  fam.add(fam.family("leakwatch_governor_suspensions_total",
+                     "Times the governor detached a process's heap probes for going over budget.", C),
+          {}, static_cast<double>(dc.governor_suspensions));
+  fam.add(fam.family("leakwatch_kill_switch_engaged", "1 while the kill switch has every probe detached.", G),
+          {}, dc.kill_switch_engaged ? 1 : 0);
   fam.add(fam.family("leakwatch_resyncs_total",
                      "Process states rebuilt from the kernel's live map after a loss.", C),
           {}, static_cast<double>(snap.tracer_stats.resyncs));
@@ -302,9 +319,25 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                                     "1 when the site is classified as a leak.", G);
   MetricFamily& s_age = fam.family("leakwatch_site_live_bytes_by_age",
                                    "Live bytes per site by allocation age.", G);
+  // overhead: which figures are estimates, and whether they are current.
+  MetricFamily& p_sampling = fam.family(
+      "leakwatch_process_sampling_mean_bytes",
+      "Byte-sampling mean of the process's heap; > 0: its heap figures are estimates.", G);
+  MetricFamily& p_stale = fam.family(
+      "leakwatch_process_heap_stale_since_seconds",
+      "When the heap probes were detached (unix seconds): heap figures frozen since; 0 when current.", G);
+  MetricFamily& p_mode = fam.family(
+      "leakwatch_process_mode", "1 for the process's current mode (full while its heap probes are attached).", G);
+  MetricFamily& p_suspended = fam.family(
+      "leakwatch_process_tracing_suspended", "1 while the governor has the process's heap probes detached.", G);
   for (const ProcessEntry& e : snap.processes) {
     const Labels base = process_labels(e.process);
     const ProcessSnapshot& ps = e.snapshot;
+    fam.add(p_sampling, base, static_cast<double>(ps.sample_mean_bytes));
+    fam.add(p_stale, base, ps.heap_stale_since);
+    fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
+    fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
+    fam.add(p_suspended, base, e.process.governor.suspended() ? 1 : 0);
     for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {
       const KindTotals& t = ps.kinds[kind];
       if (t.allocations == 0 && t.live_allocations == 0) continue;

@@ -10,6 +10,15 @@ PprofInput profile_input(const ProcessSnapshot& snap, double started_unix_s) {
   in.duration_nanos =
       started_unix_s > 0 ? static_cast<int64_t>((snap.timestamp - started_unix_s) * 1e9) : 0;
   in.comment = "leakwatch pid " + std::to_string(snap.pid) + " (" + snap.comm + ")";
+  if (snap.sample_mean_bytes > 0) {
+    // Heap values are estimates from byte sampling; the period says at what
+    // mean (as Go's MemProfileRate).
+    in.sampled = true;
+    in.sample_rate_bytes = static_cast<double>(snap.sample_mean_bytes);
+    in.comment += "; heap values estimated from allocations sampled every " +
+                  std::to_string(snap.sample_mean_bytes) + " bytes on average";
+  }
+  if (snap.heap_stale_since > 0) in.comment += "; heap figures frozen (probes detached)";
   std::array<KindTotals, LW_KIND_MAX> shown{};
   for (const SiteSnapshot& s : snap.sites) {
     PprofSite p;

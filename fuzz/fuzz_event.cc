@@ -53,9 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A resync against a kernel view made of every other live record.
   std::vector<lw::KernelRecord> kernel;
   bool keep = true;
-  tracker.for_each_live([&](const lw::LiveRecord& r) {
+  tracker.for_each_live_at([&](uint64_t addr, const lw::LiveRecord& r) {
     if (keep) {
-      kernel.push_back({r.kind, r.addr, r.size, r.alloc_ns, tracker.sites()[r.site].stack_hash});
+      kernel.push_back({r.kind, addr, r.size, r.alloc_ns, tracker.sites()[r.site].stack_hash});
     }
     keep = !keep;
   });

@@ -29,6 +29,9 @@ void on_stop(int) {
 void on_hup(int) {
   if (Daemon* d = g_daemon.load()) d->request_reload();
 }
+void on_usr2(int) {
+  if (Daemon* d = g_daemon.load()) d->request_kill_switch_toggle();
+}
 
 std::optional<LogLevel> parse_level(const std::string& s) {
   if (s == "debug") return LogLevel::kDebug;
@@ -79,7 +82,7 @@ int run_daemon(int argc, char** argv) {
     } else if (a == "--pods-dir" && i + 1 < argc) {
       options.pods.root = argv[++i];
     } else if (a == "-h" || a == "--help") {
-      printf("usage: leakwatch run --config FILE [--log-level LEVEL] [--pods-dir DIR]\n"
+      printf("usage: leakwatch run [--config FILE] [--log-level LEVEL] [--pods-dir DIR]\n"
              "                     [--web.config.file FILE]\n");
       return exit_code::kOk;
     } else {
@@ -87,12 +90,13 @@ int run_daemon(int argc, char** argv) {
       return exit_code::kUsage;
     }
   }
-  if (options.config_path.empty()) {
-    fprintf(stderr, "leakwatch run: --config FILE is required\n");
-    return exit_code::kUsage;
-  }
   std::vector<ConfigError> errors;
-  Result<Config> cfg = load_config_file(options.config_path, &errors);
+  // Without --config: every process on the host in `auto` mode (light,
+  // escalated while growing), all other keys at their defaults.
+  Result<Config> cfg = options.config_path.empty() ? Result<Config>(default_daemon_config())
+                                                   : load_config_file(options.config_path, &errors);
+  if (options.config_path.empty())
+    LW_LOG_INFO("no --config: watching every process in auto mode (built-in default)");
   if (!cfg) {
     for (const ConfigError& e : errors) LW_LOG_ERROR("%s", format_error(e).c_str());
     return exit_code::kError;
@@ -125,9 +129,11 @@ int run_daemon(int argc, char** argv) {
   }
   Daemon& d = **daemon;
   g_daemon.store(&d);
-  struct sigaction stop = {}, hup = {};
+  struct sigaction stop = {}, hup = {}, usr2 = {};
   stop.sa_handler = on_stop;
   hup.sa_handler = on_hup;
+  usr2.sa_handler = on_usr2;
+  sigaction(SIGUSR2, &usr2, nullptr);
   sigaction(SIGTERM, &stop, nullptr);
   sigaction(SIGINT, &stop, nullptr);
   sigaction(SIGHUP, &hup, nullptr);

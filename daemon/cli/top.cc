@@ -19,6 +19,7 @@
 #include "daemon/kernel/analyzer.h"
 #include "daemon/kernel/snapshot.h"
 #include "daemon/kernel/tracer.h"
+#include "lw_sampling.h"
 
 namespace lw {
 
@@ -36,6 +37,8 @@ struct TopOptions {
   size_t max_sites = 20;
   long stall_consumer_ms = 0;
   std::string record_path;  // raw ring-buffer records, for bench/ replay
+  uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
+  bool light = false;              // --mode light: no heap probes
   BpfOptions bpf;
 };
 
@@ -50,6 +53,10 @@ void top_usage(FILE* out) {
           "      --ringbuf-bytes N       ring buffer size, power of two >= 4096 (8 MiB)\n"
           "      --live-max N            kernel live-allocation map entries (262144)\n"
           "      --stack-max N           kernel stack map entries (16384)\n"
+          "      --mode full|light       full (default): heap probes and mmap tracing;\n"
+          "                              light: only anonymous mmap/munmap/brk tracing\n"
+          "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
+          "                              (1..1073741824; heap figures become estimates)\n"
           "      --record-events FILE    also write every raw event record to FILE\n"
           "                              (replayed by bench/lw_bench_consumer --replay)\n"
           "      --debug-stall-consumer-ms N\n"
@@ -137,6 +144,20 @@ int parse(int argc, char** argv, TopOptions& o) {
         return exit_code::kUsage;
       }
       o.bpf.stack_max_entries = static_cast<uint32_t>(n);
+    } else if (a == "--mode") {
+      const char* v = value("--mode");
+      if (!v || (strcmp(v, "full") != 0 && strcmp(v, "light") != 0)) {
+        fprintf(stderr, "leakwatch top: --mode must be full or light\n");
+        return exit_code::kUsage;
+      }
+      o.light = strcmp(v, "light") == 0;
+    } else if (a == "--sample-mean") {
+      const char* v = value("--sample-mean");
+      if (!v || !parse_u64(v, n) || n < 1 || n > LW_SAMPLE_MAX_MEAN) {
+        fprintf(stderr, "leakwatch top: --sample-mean must be between 1 and 1073741824\n");
+        return exit_code::kUsage;
+      }
+      o.sample_mean_bytes = n;
     } else if (a == "--record-events") {
       const char* v = value("--record-events");
       if (!v || !*v) return exit_code::kUsage;
@@ -182,6 +203,11 @@ void print_table(const ProcessSnapshot& s) {
          static_cast<unsigned long long>(s.live_allocations),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_SEEN]),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]));
+  if (s.sample_mean_bytes > 0)
+    printf("heap figures are estimates: allocations sampled every %s on average\n",
+           human_bytes(s.sample_mean_bytes).c_str());
+  if (s.heap_stale_since > 0)
+    printf("heap figures frozen since %.0f (unix time): probes detached\n", s.heap_stale_since);
   printf("%12s %10s %6s %12s %8s  %s\n", "LIVE", "ALLOCS", "KIND", "RATE/s", "TREND", "STACK");
   for (const SiteSnapshot& site : s.sites) {
     printf("%12s %10llu %6s %12s %8s  %016llx\n", human_bytes(site.live_bytes).c_str(),
@@ -236,7 +262,10 @@ int run_top(int argc, char** argv) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
   }
-  if (Status st = (*tracer)->attach(opt.pid); !st) {
+  AttachOptions attach_opts;
+  attach_opts.sample_mean_bytes = opt.sample_mean_bytes;
+  attach_opts.heap = !opt.light;
+  if (Status st = (*tracer)->attach(opt.pid, attach_opts); !st) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", opt.pid, st.error().message.c_str());
     return exit_code_for(st.error());
   }

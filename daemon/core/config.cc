@@ -2,6 +2,7 @@
 
 #include "daemon/core/fd.h"
 #include "daemon/core/yaml_support.h"
+#include "lw_sampling.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -461,6 +462,11 @@ void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string&
           }},
          {"follow_forks", [&](const YAML::Node& v, const std::string& p) {
             read_bool(errors, v, p, t.follow_forks);
+          }},
+         {"sampling_mean_bytes", [&](const YAML::Node& v, const std::string& p) {
+            uint64_t n = UINT64_MAX;
+            read_uint(errors, v, p, 0, LW_SAMPLE_MAX_MEAN, n);
+            if (n != UINT64_MAX) t.sampling_mean_bytes = n;
           }}});
     if (!item.IsMap()) continue;  // parse_mapping reported it
     if (!contains(seen, "name")) errors.add(item.Mark(), quoted(item_path) + " needs a 'name'");
@@ -668,11 +674,60 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
         true},
        {"sampling",
         [&](const Node& v, const Path& p) {
-          parse_mapping(errors, v, p, {{"enabled", [&](const Node& x, const Path& q) {
-                                          read_bool(errors, x, q, c.sampling.enabled);
-                                        }}});
+          parse_mapping(errors, v, p,
+                        {{"enabled",
+                          [&](const Node& x, const Path& q) {
+                            read_bool(errors, x, q, c.sampling.enabled);
+                          }},
+                         {"mean_bytes", [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, LW_SAMPLE_MAX_MEAN, c.sampling.mean_bytes);
+                          }}});
         },
         true},
+       {"escalation",
+        [&](const Node& v, const Path& p) {
+          EscalationConfig& e = c.escalation;
+          parse_mapping(errors, v, p,
+                        {{"check_interval_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 3600, e.check_interval_seconds);
+                          }},
+                         {"growth_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 4096, UINT64_MAX, e.growth_bytes);
+                          }},
+                         {"growth_window_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 7 * 86400, e.growth_window_seconds);
+                          }},
+                         {"full_window_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 7 * 86400, e.full_window_seconds);
+                          }},
+                         {"cooldown_seconds", [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, 7 * 86400, e.cooldown_seconds);
+                          }}});
+        },
+        true},
+       {"governor",
+        [&](const Node& v, const Path& p) {
+          GovernorConfig& g = c.governor;
+          parse_mapping(errors, v, p,
+                        {{"max_hits_per_second",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, UINT64_MAX, g.max_hits_per_second);
+                          }},
+                         {"backoff_initial_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 86400, g.backoff_initial_seconds);
+                          }},
+                         {"backoff_max_seconds", [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
+                          }}});
+        },
+        true},
+       {"kill_switch",
+        [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
        {"web_config_file", [&](const Node& v, const Path& p) {
           std::optional<std::string> s = read_string(errors, v, p);
           if (!s) return;
@@ -807,6 +862,7 @@ bool config_equal_target(const TargetConfig& a, const TargetConfig& b) {
   const MatchConfig& x = a.match;
   const MatchConfig& y = b.match;
   return a.name == b.name && a.mode == b.mode && a.follow_forks == b.follow_forks &&
+         a.sampling_mean_bytes == b.sampling_mean_bytes &&
          x.pids == y.pids && same_regex(x.comm, y.comm) && x.exe == y.exe && x.cgroup == y.cgroup &&
          same_regex(x.k8s_namespace, y.k8s_namespace) && same_regex(x.k8s_pod, y.k8s_pod);
 }

@@ -67,6 +67,9 @@ struct TargetConfig {
   MatchConfig match;
   TargetMode mode = TargetMode::kAuto;
   bool follow_forks = true;
+  // Byte-sampling mean for this target's heap; unset: the global
+  // `sampling` section decides; 0: record every allocation.
+  std::optional<uint64_t> sampling_mean_bytes;
 };
 
 struct ExcludeConfig {
@@ -89,6 +92,24 @@ struct AnalysisConfig {
 
 struct SamplingConfig {
   bool enabled = false;
+  uint64_t mean_bytes = 524288;  // 1..2^30 (bpf/lw_sampling.h)
+};
+
+// `auto` targets: light, escalated to full while their memory keeps growing.
+struct EscalationConfig {
+  uint32_t check_interval_seconds = 10;  // how often anonymous RSS is read
+  uint64_t growth_bytes = 4u << 20;      // growth within growth_window that escalates
+  uint32_t growth_window_seconds = 300;
+  uint32_t full_window_seconds = 600;    // time in full before stepping down
+  uint32_t cooldown_seconds = 600;       // after a step-down, before the next escalation
+};
+
+// Per-process budget of allocator probe hits; over it, the heap probes are
+// detached and re-attached later with exponential backoff.
+struct GovernorConfig {
+  uint64_t max_hits_per_second = 50000;  // 0 = no budget
+  uint32_t backoff_initial_seconds = 60;
+  uint32_t backoff_max_seconds = 3600;
 };
 
 struct Config {
@@ -104,6 +125,9 @@ struct Config {
   uint32_t reconcile_interval_seconds = 10;
   AnalysisConfig analysis;
   SamplingConfig sampling;
+  EscalationConfig escalation;
+  GovernorConfig governor;
+  bool kill_switch = false;  // every probe detached (SIGUSR2 toggles it too)
   std::string web_config_file;  // absolute path, or "" for plain HTTP
 };
 

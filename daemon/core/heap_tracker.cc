@@ -2,7 +2,13 @@
 
 #include <algorithm>
 
+#include "daemon/core/sampling.h"
+
 namespace lw {
+
+// Daemon memory per tracked allocation is a budget (bench/README.md): one
+// FlatMap slot is the 8-byte key plus this.
+static_assert(sizeof(LiveRecord) == 24, "LiveRecord grew: check the per-allocation memory budget");
 
 HeapTracker::HeapTracker() = default;
 
@@ -18,21 +24,35 @@ uint32_t HeapTracker::site_index(uint64_t stack_hash, uint32_t kind) {
   return idx;
 }
 
-void HeapTracker::add_live(const LiveRecord& r) {
-  live_.insert(live_key(r.kind, r.addr), r);
+uint64_t HeapTracker::counted_bytes(const LiveRecord& r) const {
+  if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return r.size;
+  return sample_weight_bytes(r.size, sample_mean_);
+}
+
+uint64_t HeapTracker::counted_allocations(const LiveRecord& r) const {
+  if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return 1;
+  return sample_weight_count(r.size, sample_mean_, r.alloc_ns);
+}
+
+void HeapTracker::add_live(uint64_t addr, const LiveRecord& r) {
+  live_.insert(live_key(r.kind, addr), r);
   SiteStats& s = sites_[r.site];
-  s.live_bytes += r.size;
-  s.live_allocations += 1;
-  live_bytes_[r.kind] += r.size;
+  const uint64_t bytes = counted_bytes(r);
+  s.live_bytes += bytes;
+  s.live_allocations += counted_allocations(r);
+  live_bytes_[r.kind] += bytes;
 }
 
 void HeapTracker::drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes) {
   SiteStats& s = sites_[r.site];
-  s.live_bytes -= r.size;
-  s.live_allocations -= 1;
-  s.freed_bytes += freed_bytes;
-  s.frees += 1;
-  live_bytes_[r.kind] -= r.size;
+  const uint64_t bytes = counted_bytes(r);
+  const uint64_t count = counted_allocations(r);
+  s.live_bytes -= bytes;
+  s.live_allocations -= count;
+  // Partial unmaps (kind mmap, never sampled) free part of a record.
+  s.freed_bytes += freed_bytes == r.size ? bytes : freed_bytes;
+  s.frees += count;
+  live_bytes_[r.kind] -= bytes;
   live_.erase(key);
 }
 
@@ -51,11 +71,11 @@ void HeapTracker::apply(const Event& e) {
       LiveRecord gone = *old;
       drop_live(key, gone, gone.size);
     }
-    LiveRecord r{e.addr, e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
+    LiveRecord r{e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
     SiteStats& s = sites_[r.site];
-    s.allocated_bytes += e.size;
-    s.allocations += 1;
-    add_live(r);
+    s.allocated_bytes += counted_bytes(r);
+    s.allocations += counted_allocations(r);
+    add_live(e.addr, r);
     return;
   }
   if (e.type != EventType::kFree) return;
@@ -77,17 +97,16 @@ void HeapTracker::apply(const Event& e) {
       return;
     }
     drop_live(key, r, e.size);
-    sites_[r.site].frees -= 1;  // a cut is not a whole free
+    sites_[r.site].frees -= counted_allocations(r);  // a cut is not a whole free
     if (off > 0) {
       LiveRecord head = r;
       head.size = off;
-      add_live(head);
+      add_live(e.addr, head);
     }
     if (const uint64_t tail = r.size - off - e.size; tail > 0) {
       LiveRecord rest = r;
-      rest.addr = r.addr + off + e.size;
       rest.size = tail;
-      add_live(rest);
+      add_live(e.addr + off + e.size, rest);
     }
     return;
   }
@@ -107,26 +126,26 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
     if (known && known->alloc_ns == k.alloc_ns && known->size == k.size) {
       r = *known;
     } else {
-      r = LiveRecord{k.addr, k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
+      r = LiveRecord{k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
       SiteStats& s = sites_[r.site];
-      s.allocated_bytes += k.size;
-      s.allocations += 1;
+      s.allocated_bytes += counted_bytes(r);
+      s.allocations += counted_allocations(r);
       ++counters_.resync_added;
       site_live.resize(sites_.size(), 0);
       site_count.resize(sites_.size(), 0);
     }
     fresh.insert(key, r);
-    site_live[r.site] += r.size;
-    site_count[r.site] += 1;
-    kind_live[r.kind] += r.size;
+    site_live[r.site] += counted_bytes(r);
+    site_count[r.site] += counted_allocations(r);
+    kind_live[r.kind] += counted_bytes(r);
   }
   // Records only on our side were freed while their FREE events were lost.
   live_.for_each([&](uint64_t key, const LiveRecord& r) {
     const LiveRecord* now = fresh.find(key);
     if (now && now->alloc_ns == r.alloc_ns && now->size == r.size) return;
     SiteStats& s = sites_[r.site];
-    s.freed_bytes += r.size;
-    s.frees += 1;
+    s.freed_bytes += counted_bytes(r);
+    s.frees += counted_allocations(r);
     ++counters_.resync_removed;
   });
   for (size_t i = 0; i < sites_.size(); ++i) {
@@ -142,6 +161,36 @@ void HeapTracker::clear() {
   for (auto& m : site_by_stack_) m.clear();
   sites_.clear();
   live_bytes_ = {};
+}
+
+void HeapTracker::clear_kind(uint32_t kind) {
+  if (kind >= LW_KIND_MAX) return;
+  std::vector<uint64_t> keys;
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    if (r.kind == kind) keys.push_back(key);
+  });
+  for (uint64_t key : keys) live_.erase(key);
+  // Sites of the kind are zeroed, not removed: indices stay valid for the
+  // other kinds and the site keeps its identity for the next window.
+  for (SiteStats& s : sites_) {
+    if (s.kind != kind) continue;
+    s.live_bytes = s.live_allocations = 0;
+    s.allocated_bytes = s.allocations = s.freed_bytes = s.frees = 0;
+  }
+  live_bytes_[kind] = 0;
+}
+
+void HeapTracker::set_sample_mean(uint64_t mean_bytes) {
+  if (mean_bytes == sample_mean_) return;
+  clear_kind(LW_KIND_HEAP);
+  sample_mean_ = mean_bytes;
+}
+
+uint64_t HeapTracker::live_allocations_total() const {
+  if (sample_mean_ == 0) return live_.size();
+  uint64_t total = 0;
+  for (const SiteStats& s : sites_) total += s.live_allocations;
+  return total;
 }
 
 uint64_t HeapTracker::live_bytes_total() const {

@@ -32,8 +32,9 @@ struct SiteStats {
   uint64_t frees = 0;
 };
 
+// The address is not stored: it is the map key's (HeapTracker::live_key),
+// which keeps a tracked allocation at 32 bytes per slot (key + record).
 struct LiveRecord {
-  uint64_t addr = 0;
   uint64_t size = 0;
   uint64_t alloc_ns = 0;
   uint32_t kind = 0;
@@ -73,17 +74,38 @@ class HeapTracker {
 
   // Forgets everything (exec: the image and its heap are gone).
   void clear();
+  // Forgets the records and sites of one kind (re-baselining the heap at an
+  // escalation: only allocations after it count).
+  void clear_kind(uint32_t kind);
+
+  // Byte sampling (daemon/core/sampling.h): heap records then count for the
+  // bytes and allocations they stand for, not their own size. Changing the
+  // mean clears the heap records, which were weighted at the old one.
+  void set_sample_mean(uint64_t mean_bytes);
+  uint64_t sample_mean() const { return sample_mean_; }
+  // What a live record counts for in the figures (its size, or its
+  // estimated weight when sampled).
+  uint64_t counted_bytes(const LiveRecord& r) const;
+  uint64_t counted_allocations(const LiveRecord& r) const;
 
   const std::vector<SiteStats>& sites() const { return sites_; }
   uint64_t live_bytes(uint32_t kind) const { return live_bytes_[kind]; }
   uint64_t live_bytes_total() const;
-  uint64_t live_allocations_total() const { return live_.size(); }
+  // Estimated when sampling (sum of counted_allocations()).
+  uint64_t live_allocations_total() const;
   const HeapCounters& counters() const { return counters_; }
   size_t memory_bytes() const;
 
   template <typename F>
   void for_each_live(F&& fn) const {
     live_.for_each([&](uint64_t, const LiveRecord& r) { fn(r); });
+  }
+  // The same with each record's address, recovered from its key.
+  template <typename F>
+  void for_each_live_at(F&& fn) const {
+    live_.for_each([&](uint64_t key, const LiveRecord& r) {
+      fn(key ^ (static_cast<uint64_t>(r.kind) << 58), r);
+    });
   }
 
  private:
@@ -92,7 +114,7 @@ class HeapTracker {
     return addr ^ (static_cast<uint64_t>(kind) << 58);
   }
   uint32_t site_index(uint64_t stack_hash, uint32_t kind);
-  void add_live(const LiveRecord& r);
+  void add_live(uint64_t addr, const LiveRecord& r);
   void drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes);
 
   FlatMap<LiveRecord> live_;
@@ -100,6 +122,7 @@ class HeapTracker {
   std::vector<SiteStats> sites_;
   std::array<uint64_t, LW_KIND_MAX> live_bytes_{};
   HeapCounters counters_;
+  uint64_t sample_mean_ = 0;
 };
 
 }  // namespace lw

@@ -25,7 +25,8 @@ uint64_t ProcessAnalyzer::key(uint64_t stack_hash, uint32_t kind) {
 void ProcessAnalyzer::sample(const HeapTracker& heap, double t_s, uint64_t now_ns) {
   // One pass over the live records gives every site's age structure.
   std::vector<AgeBuckets> ages(heap.sites().size());
-  heap.for_each_live([&](const LiveRecord& r) { ages[r.site].add(now_ns, r.alloc_ns, r.size); });
+  heap.for_each_live(
+      [&](const LiveRecord& r) { ages[r.site].add(now_ns, r.alloc_ns, heap.counted_bytes(r)); });
   std::array<std::vector<SiteSample>, LW_KIND_MAX> by_kind;
   const std::vector<SiteStats>& sites = heap.sites();
   for (size_t i = 0; i < sites.size(); ++i)

@@ -33,6 +33,8 @@ constexpr const char* kCounterNames[LW_CNT_MAX] = {
     "stack_failed",      "stack_map_full",    "ctx_insert_failed",      "free_unknown",
     "missed_free",       "alloc_failed",      "nested_skipped",         "return_no_ctx",
     "munmap_unknown",    "munmap_partial",    "scratch_failed",         "ctx_stale",
+    // 16..23: overhead. Unused slots stay null (not exported).
+    "sample_skipped",    "free_unsampled",
 };
 
 Error load_error(int err) {
@@ -95,7 +97,7 @@ bool kernel_has_uprobe_multi() {
 }  // namespace
 
 const char* counter_name(size_t index) {
-  return index < LW_CNT_MAX ? kCounterNames[index] : "unknown";
+  return index < LW_CNT_MAX ? kCounterNames[index] : nullptr;
 }
 
 Link& Link::operator=(Link&& o) noexcept {
@@ -183,6 +185,34 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   return s;
 }
 
+// ---- overhead: kill switch ----
+Status BpfSession::set_syscall_tracing(bool on) {
+  leakwatch_bpf* sk = skel_;
+  if (!on) {
+    // bpf_link__destroy of a raw tracepoint link returns at once (no
+    // uprobe grace period to wait out).
+    if (sk->links.lw_sys_enter) bpf_link__destroy(sk->links.lw_sys_enter);
+    if (sk->links.lw_sys_exit) bpf_link__destroy(sk->links.lw_sys_exit);
+    sk->links.lw_sys_enter = sk->links.lw_sys_exit = nullptr;
+    return ok_status();
+  }
+  if (!bpf_program__autoload(sk->progs.lw_sys_enter)) return ok_status();  // never loaded
+  if (!sk->links.lw_sys_enter) {
+    sk->links.lw_sys_enter = bpf_program__attach(sk->progs.lw_sys_enter);
+    if (!sk->links.lw_sys_enter) return errno_error("attaching raw_tp/sys_enter");
+  }
+  if (!sk->links.lw_sys_exit) {
+    sk->links.lw_sys_exit = bpf_program__attach(sk->progs.lw_sys_exit);
+    if (!sk->links.lw_sys_exit) return errno_error("attaching raw_tp/sys_exit");
+  }
+  return ok_status();
+}
+
+bool BpfSession::syscall_tracing() const {
+  return skel_->links.lw_sys_enter != nullptr;
+}
+// ---- end overhead ----
+
 BpfSession::~BpfSession() {
   if (ringbuf_) ring_buffer__free(ringbuf_);
   if (skel_) leakwatch_bpf__destroy(skel_);
@@ -250,13 +280,18 @@ Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::strin
   return links;
 }
 
-Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns) {
+Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
+                              uint64_t sample_mean) {
   auto key = static_cast<uint32_t>(tgid);
   lw_target t{};
   t.flags = flags;
   t.start_ns = start_ns;
-  // Keep the loss count across updates (exec re-arms flags only).
-  if (auto old = get_target(tgid)) t.lost = old->lost;
+  t.sample_mean = sample_mean;
+  // Keep the loss and hit counts across updates (exec re-arms flags only).
+  if (auto old = get_target(tgid)) {
+    t.lost = old->lost;
+    t.hits = old->hits;
+  }
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &t, BPF_ANY) != 0)
     return errno_error("registering target " + std::to_string(tgid) +
                        " (targets map full or out of memory)");
@@ -319,12 +354,12 @@ Result<std::vector<KernelRecord>> BpfSession::read_live(pid_t tgid) const {
   return out;
 }
 
-Status BpfSession::purge_live(pid_t tgid) {
+Status BpfSession::purge_live(pid_t tgid, int kind) {
   std::vector<lw_live_key> doomed;
   auto want = static_cast<uint32_t>(tgid);
   int fd = bpf_map__fd(skel_->maps.live);
   Status st = for_each_live_entry(fd, [&](const lw_live_key& k, const lw_live_val&) {
-    if (k.tgid == want) doomed.push_back(k);
+    if (k.tgid == want && (kind < 0 || k.kind == static_cast<uint32_t>(kind))) doomed.push_back(k);
   });
   if (!st) return st;
   for (const lw_live_key& k : doomed) bpf_map_delete_elem(fd, &k);  // ENOENT: freed meanwhile

@@ -100,14 +100,21 @@ class BpfSession {
   bool uprobe_multi() const { return uprobe_multi_; }
 
   // Per-target state in the kernel.
-  Status set_target(pid_t tgid, uint32_t flags, uint64_t start_ns);
+  // `sample_mean`: byte-sampling mean (bpf/lw_sampling.h), 0 = record all.
+  Status set_target(pid_t tgid, uint32_t flags, uint64_t start_ns, uint64_t sample_mean = 0);
   Status remove_target(pid_t tgid);
   std::optional<lw_target> get_target(pid_t tgid) const;
 
   // Reads every live record of `tgid` from the kernel map.
   Result<std::vector<KernelRecord>> read_live(pid_t tgid) const;
-  // Deletes every live record of `tgid` (exit, exec, re-attach).
-  Status purge_live(pid_t tgid);
+  // Deletes every live record of `tgid` (exit, exec, re-attach), or only
+  // those of one kind (enum lw_kind) when `kind` >= 0 (re-baselining).
+  Status purge_live(pid_t tgid, int kind = -1);
+
+  // Detaches (false) or re-attaches (true) the host-wide syscall
+  // tracepoints (the kill switch).
+  Status set_syscall_tracing(bool on);
+  bool syscall_tracing() const;
   // The user stack stored under `stack_hash` (leaf first), or empty.
   StoredStack read_stack(uint64_t stack_hash) const;
 
@@ -137,7 +144,8 @@ class BpfSession {
   bool uprobe_multi_ = false;
 };
 
-// Human-readable name of a counter, as used in JSON and metrics.
+// Human-readable name of a counter, as used in JSON and metrics; nullptr for
+// a slot no counter uses (the enum's ranges are reserved per issue).
 const char* counter_name(size_t index);
 
 }  // namespace lw

@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -31,12 +33,13 @@ ProcessFacts facts_of(const ProcessIdentity& id) {
   return f;
 }
 
-AttachOptions attach_options(const TargetConfig& t) {
+AttachOptions attach_options(const TargetConfig& t, const Config& c) {
   AttachOptions o;
-  // `auto` starts light; escalation to full is the overhead issue's work.
+  // `auto` starts light and is escalated to full while it grows (escalation).
   o.heap = t.mode == TargetMode::kFull;
   o.mmap = true;
   o.follow_forks = t.follow_forks;
+  o.sample_mean_bytes = t.sampling_mean_bytes.value_or(c.sampling.enabled ? c.sampling.mean_bytes : 0);
   return o;
 }
 
@@ -120,6 +123,9 @@ std::shared_ptr<const DaemonSnapshot> Daemon::snapshot() const {
 
 void Daemon::consider(pid_t pid, pid_t parent) {
   if (pid == getpid() || tracked_.count(pid)) return;
+  // Kill switch: nothing new is attached; the reconciliation after it is
+  // released finds what started meanwhile.
+  if (counters_.kill_switch_engaged) return;
   ++counters_.discoveries;
   Result<ProcessIdentity> id = read_process_identity(pid, &pods_);
   if (!id) return;  // exited meanwhile, or a kernel thread
@@ -156,7 +162,7 @@ void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& ta
                                   "processes are not attached");
     return;
   }
-  Status st = tracer_->attach(pid, attach_options(target));
+  Status st = tracer_->attach(pid, attach_options(target, config_));
   if (!st) {
     ++counters_.attach_failures;
     ++counters_.attach_errors[reason_of(st.error())];
@@ -170,6 +176,8 @@ void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& ta
   t.mode = target.mode;
   t.parent = parent;
   t.attached_at = std::chrono::system_clock::now();
+  t.full = target.mode == TargetMode::kFull;
+  t.heap_attached = t.full;
   tracked_[pid] = std::move(t);
   analyzers_.try_emplace(pid, analysis_params());
   dirty_ = true;
@@ -306,6 +314,8 @@ void Daemon::reload() {
                 "next restart");
   config_ = std::move(next);
   set_log_level(options_.log_level_override.value_or(config_.log_level));
+  if (config_.kill_switch != counters_.kill_switch_engaged)
+    apply_kill_switch(config_.kill_switch, "config reload");
   for (pid_t pid : drop) detach(pid, "target removed or changed by reload");
   unmatched_.clear();
   counters_.last_reload_successful = true;
@@ -363,8 +373,159 @@ void Daemon::publish() {
   snapshot_ = std::move(snap);
 }
 
+// ---- overhead: escalation, governor, kill switch ----
+
+double Daemon::now_s() const {
+  return std::chrono::duration<double>(Clock::now() - started_).count();
+}
+
+namespace {
+// /proc/PID/statm: one read of at most 255 bytes.
+std::optional<StatmBytes> read_statm(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/statm", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[256];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return parse_statm(std::string_view(buf, static_cast<size_t>(n)), page);
+}
+}  // namespace
+
+void Daemon::sync_heap(pid_t pid, TrackedProcess& t, const char* why) {
+  const bool want = t.full && !t.governor.suspended() && !counters_.kill_switch_engaged;
+  if (want == t.heap_attached) return;
+  Status st = tracer_->set_heap_tracing(pid, want);
+  if (!st) {
+    LW_LOG_WARN("pid %d (%s): %s heap probes (%s): %s", pid, t.identity.comm.c_str(),
+                want ? "attaching" : "detaching", why, st.error().message.c_str());
+    if (want) return;  // stays light
+  }
+  t.heap_attached = want;
+  dirty_ = true;
+  LW_LOG_INFO("pid %d (%s): heap probes %s (%s)", pid, t.identity.comm.c_str(),
+              want ? "attached, heap re-baselined" : "detached, heap figures frozen", why);
+}
+
+void Daemon::overhead_tick() {
+  const double now = now_s();
+  if (now - last_overhead_tick_s_ < 1.0) return;
+  last_overhead_tick_s_ = now;
+  if (counters_.kill_switch_engaged) return;
+  const GovernorConfig& g = config_.governor;
+  GovernorParams gp;
+  gp.max_hits_per_second = g.max_hits_per_second;
+  gp.backoff_initial_s = g.backoff_initial_seconds;
+  gp.backoff_max_s = std::max(g.backoff_max_seconds, g.backoff_initial_seconds);
+  const EscalationConfig& e = config_.escalation;
+  for (auto& [pid, t] : tracked_) {
+    if (t.heap_attached || t.governor.suspended()) {
+      if (std::optional<uint64_t> hits = tracer_->probe_hits(pid)) {
+        switch (t.governor.observe(now, *hits, gp)) {
+          case GovernorAction::kSuspend:
+            ++counters_.governor_suspensions;
+            LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap probes suspended "
+                        "for %.0f s",
+                        pid, t.identity.comm.c_str(),
+                        static_cast<unsigned long long>(gp.max_hits_per_second),
+                        t.governor.backoff_s());
+            sync_heap(pid, t, "governor: over budget");
+            dirty_ = true;
+            break;
+          case GovernorAction::kResume:
+            sync_heap(pid, t, "governor: backoff over");
+            dirty_ = true;
+            break;
+          case GovernorAction::kNone:
+            break;
+        }
+      }
+    }
+    if (t.mode != TargetMode::kAuto) continue;
+    if (t.full && now >= t.full_until_s) {
+      t.full = false;
+      t.cooldown_until_s = now + e.cooldown_seconds;
+      t.growth.clear();
+      t.growth_resident.clear();
+      ++counters_.escalations_down;
+      LW_LOG_INFO("escalation: pid %d (%s) full -> light after %u s", pid,
+                  t.identity.comm.c_str(), e.full_window_seconds);
+      sync_heap(pid, t, "step-down");
+      dirty_ = true;
+      continue;
+    }
+    if (now - t.last_check_s < e.check_interval_seconds) continue;
+    t.last_check_s = now;
+    std::optional<StatmBytes> mem = read_statm(pid);
+    if (!mem) continue;
+    t.growth.add(now, mem->data, e.growth_window_seconds);
+    t.growth_resident.add(now, mem->anon_resident, e.growth_window_seconds);
+    if (!t.full && now >= t.cooldown_until_s &&
+        (t.growth.growing(e.growth_bytes) || t.growth_resident.growing(e.growth_bytes))) {
+      t.full = true;
+      t.full_until_s = now + e.full_window_seconds;
+      ++counters_.escalations_up;
+      LW_LOG_INFO("escalation: pid %d (%s) light -> full for %u s: VmData %llu, anonymous "
+                  "resident %llu bytes, grew >= %llu within %u s",
+                  pid, t.identity.comm.c_str(), e.full_window_seconds,
+                  static_cast<unsigned long long>(mem->data),
+                  static_cast<unsigned long long>(mem->anon_resident),
+                  static_cast<unsigned long long>(e.growth_bytes), e.growth_window_seconds);
+      sync_heap(pid, t, "escalation");
+      dirty_ = true;
+    }
+  }
+}
+
+void Daemon::apply_kill_switch(bool engage, const char* why) {
+  const auto t0 = Clock::now();
+  if (engage) {
+    counters_.kill_switch_engaged = true;
+    std::vector<pid_t> heap_pids;
+    for (auto& [pid, t] : tracked_) {
+      (void)tracer_->set_accounting(pid, false);
+      if (t.heap_attached) heap_pids.push_back(pid);
+      t.heap_attached = false;
+    }
+    tracer_->detach_heap_many(heap_pids);
+    if (Status st = tracer_->session().set_syscall_tracing(false); !st)
+      LW_LOG_ERROR("kill switch: %s", st.error().message.c_str());
+  } else {
+    counters_.kill_switch_engaged = false;
+    if (Status st = tracer_->session().set_syscall_tracing(true); !st)
+      LW_LOG_ERROR("kill switch release: %s", st.error().message.c_str());
+    for (auto& [pid, t] : tracked_) {
+      (void)tracer_->set_accounting(pid, true);
+      sync_heap(pid, t, "kill switch released");
+    }
+  }
+  dirty_ = true;
+  LW_LOG_WARN("kill switch %s (%s): %zu processes, %.0f ms", engage ? "engaged" : "released", why,
+              tracked_.size(),
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  publish();
+}
+
+Config default_daemon_config() {
+  static const char* kDefault =
+      "targets:\n"
+      "  - name: host\n"
+      "    match: {cgroup: \"/\"}\n"
+      "    mode: auto\n"
+      "exclude:\n"
+      "  - match: {comm: \"^leakwatch$\"}\n";
+  std::vector<ConfigError> errors;
+  Result<Config> c = parse_config(kDefault, "<built-in default>", &errors);
+  return c ? std::move(*c) : Config{};
+}
+// ---- end overhead ----
+
 Status Daemon::run(const std::function<void()>& on_ready) {
   set_log_level(options_.log_level_override.value_or(config_.log_level));
+  if (config_.kill_switch) apply_kill_switch(true, "config");
   reconcile();
   publish();
   LW_LOG_INFO("tracking %zu processes across %zu targets", tracked_.size(),
@@ -403,6 +564,9 @@ Status Daemon::run(const std::function<void()>& on_ready) {
                          ? "READY=1\nSTATUS=configuration reloaded"
                          : "READY=1\nSTATUS=configuration reload failed: previous configuration kept");
     }
+    if (kill_toggle_.exchange(false))
+      apply_kill_switch(!counters_.kill_switch_engaged, "SIGUSR2");
+    overhead_tick();
     auto now = Clock::now();
     if (now - last_reconcile >= std::chrono::seconds(config_.reconcile_interval_seconds)) {
       reconcile();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "daemon/core/config.h"
+#include "daemon/core/overhead_policy.h"
 #include "daemon/core/process_identity.h"
 #include "daemon/kernel/analyzer.h"
 #include "daemon/kernel/snapshot.h"
@@ -39,6 +40,16 @@ struct TrackedProcess {
   TargetMode mode = TargetMode::kAuto;
   pid_t parent = 0;         // the target it was forked from, 0 if matched itself
   std::chrono::system_clock::time_point attached_at;
+  // ---- overhead: light/full, escalation, governor ----
+  bool full = false;             // heap probes wanted (mode full, or auto escalated)
+  double full_until_s = 0;       // auto: when an escalation steps down (daemon clock)
+  double cooldown_until_s = 0;   // auto: no escalation before this
+  double last_check_s = -1e18;   // last statm read
+  GrowthWatch growth;           // VmData
+  GrowthWatch growth_resident;  // anonymous resident
+  GovernorState governor;
+  // The heap probes are attached now: wanted, not suspended, no kill switch.
+  bool heap_attached = false;
 };
 
 struct ProcessEntry {
@@ -60,6 +71,11 @@ struct DaemonCounters {
   bool last_reload_successful = true;
   double last_reload_success_timestamp = 0;  // unix seconds
   uint64_t daemon_memory_over_budget = 0; // snapshots taken over limits.max_daemon_memory_bytes
+  // overhead
+  uint64_t escalations_up = 0;
+  uint64_t escalations_down = 0;
+  uint64_t governor_suspensions = 0;
+  bool kill_switch_engaged = false;
 };
 
 // What the HTTP side serves: immutable once published.
@@ -94,6 +110,8 @@ class Daemon {
   Status run(const std::function<void()>& on_ready);
   void request_stop() { stop_.store(true); }
   void request_reload() { reload_.store(true); }
+  // SIGUSR2: toggles the kill switch (async-signal-safe).
+  void request_kill_switch_toggle() { kill_toggle_.store(true); }
 
   std::shared_ptr<const DaemonSnapshot> snapshot() const;
   const Config& config() const { return config_; }
@@ -114,6 +132,12 @@ class Daemon {
   void sample_analysis();
   AnalysisParams analysis_params() const;
   bool config_file_changed();
+  // ---- overhead ----
+  void overhead_tick();
+  void apply_kill_switch(bool engage, const char* why);
+  // Attaches or detaches pid's heap probes to match what is wanted now.
+  void sync_heap(pid_t pid, TrackedProcess& t, const char* why);
+  double now_s() const;
 
   DaemonOptions options_;
   Config config_;
@@ -132,10 +156,16 @@ class Daemon {
   int inotify_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_{false};
+  std::atomic<bool> kill_toggle_{false};
+  double last_overhead_tick_s_ = -1e18;
   mutable std::mutex snapshot_mu_;
   std::shared_ptr<const DaemonSnapshot> snapshot_;
 };
 
 const char* mode_name(TargetMode mode);
+
+// The configuration `leakwatch run` uses without --config: every process on
+// the host, in `auto` mode (docs/config.md).
+Config default_daemon_config();
 
 }  // namespace lw

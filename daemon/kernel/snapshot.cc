@@ -29,6 +29,8 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   snap.timestamp = std::chrono::duration<double>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
   snap.live_bytes = proc.heap.live_bytes_total();
+  snap.sample_mean_bytes = proc.heap.sample_mean();
+  snap.heap_stale_since = proc.heap_stale_since;
   snap.live_allocations = proc.heap.live_allocations_total();
   snap.kernel_counters = tracer.counters();
   snap.heap_counters = proc.heap.counters();
@@ -143,7 +145,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"frames", std::move(frames)}});
   }
   json counters = json::object();
-  for (size_t i = 0; i < LW_CNT_MAX; ++i) counters[counter_name(i)] = snap.kernel_counters[i];
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) counters[name] = snap.kernel_counters[i];
   counters["resyncs"] = snap.heap_counters.resyncs;
   counters["resync_added"] = snap.heap_counters.resync_added;
   counters["resync_removed"] = snap.heap_counters.resync_removed;
@@ -165,6 +168,10 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
               {"sites_total", snap.sites_total},
               {"sites", std::move(sites)}};
   if (snap.kernel_live_bytes >= 0) out["kernel_live_bytes"] = snap.kernel_live_bytes;
+  // Which figures are estimates, and at what rate (docs/api.md).
+  out["sampling"] = {{"mean_bytes", snap.sample_mean_bytes},
+                     {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
+  out["heap_stale_since"] = snap.heap_stale_since > 0 ? json(snap.heap_stale_since) : json(nullptr);
   return out;
 }
 

@@ -57,6 +57,13 @@ struct ProcessSnapshot {
   HeapCounters heap_counters;
   TracerStats tracer_stats;
   int64_t kernel_live_bytes = -1;   // -1 when not read
+  // Byte sampling: > 0 means every heap figure is an estimate from
+  // allocations sampled at this mean (daemon/core/sampling.h).
+  uint64_t sample_mean_bytes = 0;
+  // > 0 (unix seconds): the heap probes were detached then (step-down from
+  // `full`, governor, kill switch), so the heap figures are frozen as of
+  // that time and stale; the next attach re-baselines them.
+  double heap_stale_since = 0;
 };
 
 // Sites with live allocations, merged by (stack_id, kind): the top

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -86,7 +87,75 @@ uint32_t target_flags(const AttachOptions& o) {
   if (o.follow_forks) flags |= LW_TARGET_FOLLOW_FORKS;
   return flags;
 }
+
+// What the kernel side may account for `p` now: nothing but fork reports
+// while the kill switch holds it.
+uint32_t current_flags(const TracedProcess& p) {
+  uint32_t flags = target_flags(p.options);
+  return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
+}
+
+double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
+
+// ---- overhead ----
+Status Tracer::set_heap_tracing(pid_t pid, bool on) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  if (p->options.heap == on) return ok_status();
+  if (!on) {
+    detach_heap_many({pid});
+    return ok_status();
+  }
+  // Re-baseline: records of the last window may have been freed unseen.
+  if (Status st = session_->purge_live(pid, LW_KIND_HEAP); !st) return st;
+  p->heap.clear_kind(LW_KIND_HEAP);
+  p->options.heap = true;
+  if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
+    return st;
+  Status st = p->attacher->attach_new_objects();
+  if (!st) {
+    p->options.heap = false;
+    (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+    return st;
+  }
+  p->heap_stale_since = 0;
+  return ok_status();
+}
+
+void Tracer::detach_heap_many(const std::vector<pid_t>& pids) {
+  std::vector<Link> links;
+  const double now = unix_seconds_now();
+  for (pid_t pid : pids) {
+    TracedProcess* p = process(pid);
+    if (!p || !p->options.heap) continue;
+    // Flags first: the probes may still fire while their links close.
+    p->options.heap = false;
+    (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+    for (Link& l : p->attacher->take_links()) links.push_back(std::move(l));
+    p->heap_stale_since = now;
+  }
+  // All at once: each uprobe link close waits out a grace period, and in
+  // parallel those waits overlap (the kill switch's 1 s bound).
+  destroy_links(std::move(links));
+}
+
+Status Tracer::set_accounting(pid_t pid, bool on) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  p->accounting = on;
+  return session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+}
+
+std::optional<uint64_t> Tracer::probe_hits(pid_t pid) const {
+  auto t = session_->get_target(pid);
+  if (!t) return std::nullopt;
+  return t->hits;
+}
+// ---- end overhead ----
 
 Tracer::~Tracer() {
   std::vector<Link> links;
@@ -114,7 +183,9 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
 
   // Records left by an earlier process with this pid must not be inherited.
   if (Status st = session_->purge_live(pid); !st) return st;
-  if (Status st = session_->set_target(pid, target_flags(options), 0); !st) return st;
+  proc->heap.set_sample_mean(options.sample_mean_bytes);
+  if (Status st = session_->set_target(pid, target_flags(options), 0, options.sample_mean_bytes); !st)
+    return st;
   if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
   Status st = options.heap ? proc->attacher->attach_new_objects() : ok_status();
   if (!st) {
@@ -241,7 +312,8 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.stacks.clear();
   proc.comm = process_comm(proc.pid);
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
-  if (!session_->set_target(proc.pid, target_flags(proc.options), 0)) return;
+  if (!session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes))
+    return;
   if (proc.options.heap && !proc.attacher->attach_new_objects()) ++stats_.attach_errors;
 }
 

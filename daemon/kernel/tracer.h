@@ -40,6 +40,9 @@ struct AttachOptions {
   bool heap = true;          // malloc family and operator new (uprobes): mode `full`
   bool mmap = true;          // anonymous mmap/munmap/mremap/brk (tracepoints)
   bool follow_forks = false; // report forked children (Tracer::take_discoveries)
+  // Byte sampling of the heap (bpf/lw_sampling.h): mean bytes between
+  // samples, 0 = record every allocation. Heap figures are then estimates.
+  uint64_t sample_mean_bytes = 0;
 };
 
 // A process the daemon may want to look at: it exec'd, or a target forked it.
@@ -65,6 +68,11 @@ struct TracedProcess {
   bool exec_pending = false;
   bool rescan_pending = false;
   uint64_t lost_seen = 0;
+  bool accounting = true;  // overhead: false while the kill switch holds it
+  // Unix seconds when the heap probes were detached (step-down, governor,
+  // kill switch); 0 while they are attached or never were. The heap figures
+  // are then frozen and stale (ProcessSnapshot::heap_stale_since).
+  double heap_stale_since = 0;
 };
 
 struct TracerStats {
@@ -88,6 +96,24 @@ class Tracer {
   // ENOENT (nothing to probe).
   Status attach(pid_t pid, const AttachOptions& options = {});
   void detach(pid_t pid);
+
+  // ---- overhead ----
+  // Attaches (true) or detaches (false) `pid`'s heap probes, leaving its
+  // mmap tracing as it is. Attaching re-baselines the heap: the process's
+  // heap records are deleted from the kernel map and the tracker, so only
+  // allocations from now on count (frees were not seen while detached).
+  // Detaching freezes the heap figures and stamps heap_stale_since.
+  Status set_heap_tracing(pid_t pid, bool on);
+  // Detaches the heap probes of every pid given, closing all their links at
+  // once (set_heap_tracing(pid, false) for many).
+  void detach_heap_many(const std::vector<pid_t>& pids);
+  // Stops (false) or resumes (true) all of `pid`'s accounting, heap and
+  // mmap, by its kernel target flags (the kill switch; the probes
+  // themselves are detached with set_heap_tracing).
+  Status set_accounting(pid_t pid, bool on);
+  // Allocator probe hits of `pid` counted by the kernel side so far.
+  std::optional<uint64_t> probe_hits(pid_t pid) const;
+  // ---- end overhead ----
 
   // Waits up to timeout_ms for events, applies them, then does the deferred
   // work. Returns the number of events consumed.

@@ -71,7 +71,7 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(c.listen_host, "127.0.0.1");
   EXPECT_EQ(c.listen_port, 9478);
   EXPECT_EQ(c.log_level, LogLevel::kInfo);
-  ASSERT_EQ(c.targets.size(), 2u);
+  ASSERT_EQ(c.targets.size(), 3u);
   const TargetConfig& t = c.targets[0];
   EXPECT_EQ(t.name, "model-server");
   EXPECT_EQ(t.match.pids, std::vector<pid_t>{1234});
@@ -85,6 +85,9 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(t.mode, TargetMode::kFull);
   EXPECT_TRUE(t.follow_forks);
   EXPECT_EQ(c.targets[1].mode, TargetMode::kAuto);
+  EXPECT_EQ(c.targets[2].name, "host");
+  EXPECT_EQ(c.targets[2].match.cgroup, "/");
+  EXPECT_EQ(c.targets[2].mode, TargetMode::kAuto);
   ASSERT_EQ(c.exclude.size(), 1u);
   ASSERT_TRUE(c.exclude[0].match.comm);
   EXPECT_EQ(c.exclude[0].match.comm->source, "^leakwatch$");

@@ -1,0 +1,132 @@
+#include <gtest/gtest.h>
+
+#include "daemon/core/overhead_policy.h"
+
+namespace lw {
+namespace {
+
+TEST(OverheadPolicy, ParseStatm) {
+  auto b = parse_statm("1000 300 100 10 0 500 0\n", 4096);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->anon_resident, 200u * 4096);
+  EXPECT_EQ(b->data, 500u * 4096);
+  EXPECT_EQ(parse_statm("1000 100 300 10 0 500 0", 4096)->anon_resident, 0u);
+  EXPECT_FALSE(parse_statm("", 4096));
+  EXPECT_FALSE(parse_statm("12 x 3 4 5 6", 4096));
+  EXPECT_FALSE(parse_statm("1 2 3", 4096));
+  EXPECT_FALSE(parse_statm("99999999999999999999999 1 1 1 1 1", 4096));
+}
+
+TEST(OverheadPolicy, GrowthWatchEscalatesOnlySteadyGrowthAtItsHigh) {
+  GrowthWatch w;
+  const uint64_t mib = 1 << 20;
+  // 1 MiB a minute, sampled every 10 s, 4 MiB threshold over 300 s.
+  double t = 0;
+  int escalated_at = -1;
+  for (int i = 0; i <= 40 && escalated_at < 0; ++i, t += 10) {
+    w.add(t, 100 * mib + static_cast<uint64_t>(t / 60 * mib), 300);
+    if (w.growing(4 * mib)) escalated_at = static_cast<int>(t);
+  }
+  EXPECT_EQ(escalated_at, 240);  // 4 MiB after 4 minutes
+  // A plateau, and a spike that went away, do not escalate.
+  GrowthWatch flat;
+  for (int i = 0; i < 30; ++i) flat.add(i * 10.0, 50 * mib, 300);
+  EXPECT_FALSE(flat.growing(4 * mib));
+  GrowthWatch spike;
+  spike.add(0, 50 * mib, 300);
+  spike.add(10, 80 * mib, 300);
+  spike.add(20, 60 * mib, 300);
+  EXPECT_FALSE(spike.growing(4 * mib));
+  // Growth older than the window is forgotten.
+  GrowthWatch old;
+  old.add(0, 10 * mib, 300);
+  old.add(10, 20 * mib, 300);
+  old.add(400, 20 * mib, 300);
+  EXPECT_FALSE(old.growing(4 * mib));
+}
+
+TEST(OverheadPolicy, GovernorSuspendsOverBudgetAndBacksOff) {
+  GovernorParams p;
+  p.max_hits_per_second = 1000;
+  p.backoff_initial_s = 10;
+  p.backoff_max_s = 25;
+  GovernorState g;
+  EXPECT_EQ(g.observe(0, 0, p), GovernorAction::kNone);
+  EXPECT_EQ(g.observe(1, 500, p), GovernorAction::kNone);  // 500/s: under
+  EXPECT_FALSE(g.suspended());
+  EXPECT_EQ(g.observe(2, 3000, p), GovernorAction::kSuspend);  // 2500/s
+  EXPECT_TRUE(g.suspended());
+  EXPECT_EQ(g.backoff_s(), 10);
+  EXPECT_EQ(g.observe(5, 3000, p), GovernorAction::kNone);
+  EXPECT_EQ(g.observe(12, 3000, p), GovernorAction::kResume);
+  // Over again at once: the wait doubles, up to the maximum.
+  EXPECT_EQ(g.observe(13, 6000, p), GovernorAction::kSuspend);
+  EXPECT_EQ(g.backoff_s(), 20);
+  EXPECT_EQ(g.observe(33, 6000, p), GovernorAction::kResume);
+  EXPECT_EQ(g.observe(34, 9000, p), GovernorAction::kSuspend);
+  EXPECT_EQ(g.backoff_s(), 25);
+  EXPECT_EQ(g.observe(59, 9000, p), GovernorAction::kResume);
+  // Calm for longer than the last wait: back to the initial backoff.
+  EXPECT_EQ(g.observe(70, 9100, p), GovernorAction::kNone);
+  EXPECT_EQ(g.observe(90, 9200, p), GovernorAction::kNone);
+  EXPECT_EQ(g.observe(91, 20000, p), GovernorAction::kSuspend);
+  EXPECT_EQ(g.backoff_s(), 10);
+  // No budget: never suspends.
+  GovernorParams off;
+  off.max_hits_per_second = 0;
+  GovernorState h;
+  h.observe(0, 0, off);
+  EXPECT_EQ(h.observe(1, 1u << 30, off), GovernorAction::kNone);
+}
+
+}  // namespace
+}  // namespace lw
+
+// The overhead keys of the config (docs/config.md).
+#include "daemon/core/config.h"
+
+namespace lw {
+namespace {
+
+TEST(OverheadConfig, KeysParseWithDefaultsAndBounds) {
+  std::vector<ConfigError> errors;
+  Result<Config> d = parse_config("", "t.yaml", &errors);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->sampling.enabled);
+  EXPECT_EQ(d->sampling.mean_bytes, 524288u);
+  EXPECT_EQ(d->escalation.growth_bytes, 4u << 20);
+  EXPECT_EQ(d->governor.max_hits_per_second, 50000u);
+  EXPECT_FALSE(d->kill_switch);
+  Result<Config> c = parse_config(R"(targets:
+  - name: a
+    match: {comm: "^a$"}
+    sampling_mean_bytes: 0
+  - name: b
+    match: {comm: "^b$"}
+sampling: {enabled: true, mean_bytes: 65536}
+escalation: {check_interval_seconds: 2, growth_bytes: 8192, growth_window_seconds: 30,
+             full_window_seconds: 40, cooldown_seconds: 0}
+governor: {max_hits_per_second: 0, backoff_initial_seconds: 5, backoff_max_seconds: 50}
+kill_switch: true
+)",
+                                  "t.yaml", &errors);
+  ASSERT_TRUE(c.ok()) << (errors.empty() ? "" : format_error(errors[0]));
+  EXPECT_EQ(c->targets[0].sampling_mean_bytes, std::optional<uint64_t>(0));
+  EXPECT_FALSE(c->targets[1].sampling_mean_bytes.has_value());
+  EXPECT_EQ(c->sampling.mean_bytes, 65536u);
+  EXPECT_EQ(c->escalation.full_window_seconds, 40u);
+  EXPECT_EQ(c->escalation.cooldown_seconds, 0u);
+  EXPECT_EQ(c->governor.backoff_max_seconds, 50u);
+  EXPECT_TRUE(c->kill_switch);
+  for (const char* bad : {"sampling: {mean_bytes: 0}\n", "sampling: {mean_bytes: 1073741825}\n",
+                          "escalation: {growth_bytes: 100}\n", "kill_switch: yes\n",
+                          "governor: {max_hits: 5}\n",
+                          "targets:\n  - name: a\n    match: {comm: a}\n    sampling_mean_bytes: -1\n"}) {
+    errors.clear();
+    EXPECT_FALSE(parse_config(bad, "t.yaml", &errors).ok()) << bad;
+    EXPECT_FALSE(errors.empty()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace lw
