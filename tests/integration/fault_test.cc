@@ -1,0 +1,196 @@
+// Faults (issue #8) with real probes: the daemon SIGKILLed while a target
+// hammers malloc (no probe may survive it, the target goes on unharmed, and
+// a restarted daemon attaches exactly once), and a target under a strict
+// seccomp allow-list (tracing must not make it call anything else).
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "daemon_harness.h"
+
+namespace lw::itest {
+namespace {
+
+using std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr milliseconds kReadyTimeout{20000};
+constexpr milliseconds kApiTimeout{10000};
+
+class LeakwatchFault : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "not root";
+  }
+};
+
+std::string comm_selector(const std::string &comm) { return "{comm: \"^" + comm + "$\"}"; }
+
+// The BPF objects a process holds, from /proc/PID/fdinfo: "prog_id" and
+// "link_id" lines, as "prog:N" / "link:N".
+std::set<std::string> bpf_objects_of(pid_t pid) {
+  std::set<std::string> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+  DIR *d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent *e = readdir(d)) {
+    std::ifstream f(dir + "/" + e->d_name);
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("prog_id:", 0) == 0) out.insert("prog:" + line.substr(line.find_first_not_of(" \t", 8)));
+      if (line.rfind("link_id:", 0) == 0) out.insert("link:" + line.substr(line.find_first_not_of(" \t", 8)));
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+size_t count_prefix(const std::set<std::string> &objects, const std::string &prefix) {
+  size_t n = 0;
+  for (const std::string &o : objects) n += o.rfind(prefix, 0) == 0;
+  return n;
+}
+
+// Whether the kernel still has a BPF program or link with this id.
+bool bpf_object_exists(const std::string &object) {
+  const std::string kind = object.substr(0, object.find(':')) == "prog" ? "prog" : "link";
+  const std::string cmd = "bpftool " + kind + " show id " + object.substr(object.find(':') + 1) + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST_F(LeakwatchFault, SigkillUnderLoadLeavesNoProbeTargetUnharmedRestartAttachesOnce) {
+  TempDir bin;
+  const std::string grower_bin = private_target_copy(bin.path(), "grower");
+  // The governor off: the hot loop must stay traced the whole time.
+  const std::string body = R"(targets:
+  - name: traced
+    match: )" + comm_selector(file_name_of(grower_bin)) + R"(
+    mode: full
+governor:
+  max_hits_per_second: 0
+)";
+  Process target({grower_bin, "hot"});
+  ASSERT_EQ(read_ready(target), target.pid());
+
+  std::vector<ProbeLocation> probes;
+  std::set<std::string> first_objects;
+  int armed = 0;
+  {
+    DaemonProcess daemon({.config_body = body});
+    daemon.wait_notify("READY=1", kReadyTimeout);
+    daemon.wait_for_process(target.pid(), kApiTimeout);
+    probes = attached_probes(daemon.wait_for_status(
+        [](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "probes attached"));
+    armed = scan_breakpoints(target.pid(), probes).breakpoints;
+    ASSERT_GT(armed, 0);
+    target.write_line("go");  // the hot loop: malloc+free as fast as it can
+    std::this_thread::sleep_for(500ms);
+    first_objects = bpf_objects_of(daemon.pid());
+    ASSERT_GT(count_prefix(first_objects, "link:"), 0u);
+    for (const std::string &o : first_objects) ASSERT_TRUE(bpf_object_exists(o)) << o;
+
+    const auto t0 = steady_clock::now();
+    ASSERT_EQ(kill(daemon.pid(), SIGKILL), 0);
+    const bool gone = wait_until(
+        1000ms,
+        [&] {
+          if (scan_breakpoints(target.pid(), probes).breakpoints != 0) return false;
+          for (const std::string &o : first_objects)
+            if (bpf_object_exists(o)) return false;
+          return true;
+        },
+        10ms);
+    const auto ms = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count();
+    std::printf("[ metric   ] SIGKILL under load -> every breakpoint, program and link gone: %lld ms\n",
+                static_cast<long long>(ms));
+    ASSERT_TRUE(gone) << scan_breakpoints(target.pid(), probes).detail;
+    // The harness reaps it; signal_and_wait on a dead process returns at once.
+    EXPECT_TRUE(daemon.signal_and_wait(SIGKILL, 2s).has_value());
+  }
+
+  // The target never noticed: it still answers.
+  target.write_line("count");
+  auto line = target.read_line(10s);
+  ASSERT_TRUE(line && line->rfind("held ", 0) == 0) << target.stderr_text();
+
+  // A restarted daemon attaches once: the same breakpoints, the same number
+  // of links, and the process listed once.
+  {
+    DaemonProcess daemon({.config_body = body});
+    daemon.wait_notify("READY=1", kReadyTimeout);
+    daemon.wait_for_process(target.pid(), kApiTimeout);
+    const std::vector<ProbeLocation> again = attached_probes(daemon.wait_for_status(
+        [](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "probes attached again"));
+    EXPECT_EQ(again.size(), probes.size());
+    EXPECT_EQ(scan_breakpoints(target.pid(), again).breakpoints, armed);
+    const std::set<std::string> second = bpf_objects_of(daemon.pid());
+    EXPECT_EQ(count_prefix(second, "link:"), count_prefix(first_objects, "link:"));
+    size_t listed = 0;
+    for (const Json &p : daemon.get_json("/api/v1/processes").at("processes"))
+      listed += p.at("pid").get<pid_t>() == target.pid();
+    EXPECT_EQ(listed, 1u);
+    EXPECT_TRUE(daemon.signal_and_wait(SIGTERM, 5s).has_value());
+  }
+  target.write_line("exit");
+  auto status = target.wait_exit(10s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << target.stderr_text();
+}
+
+// Heap live bytes at sites whose leaf function is `function`.
+int64_t live_bytes_at(const Json &sites, const std::string &function) {
+  int64_t n = 0;
+  for (const Json &site : sites.at("sites")) {
+    const Json &frames = site.at("frames");
+    if (site.at("kind") != "heap" || frames.empty() || frames[0].value("function", "") != function) continue;
+    n += site.at("live_bytes").get<int64_t>();
+  }
+  return n;
+}
+
+TEST_F(LeakwatchFault, TargetUnderStrictSeccompIsTracedAndNeverKilled) {
+  TempDir bin;
+  const std::string target_bin = private_target_copy(bin.path(), "seccomp_leaker");
+  // Control: the filter alone lets the program do its work.
+  {
+    Process alone({target_bin});
+    ASSERT_EQ(read_ready(alone), alone.pid());
+    const Json truth = go_and_read_truth(alone);
+    EXPECT_EQ(truth.at("facts").at("filtered"), 1);
+    alone.write_line("exit");
+    auto status = alone.wait_exit(10s);
+    ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << alone.stderr_text();
+  }
+  DaemonProcess daemon({.config_body = R"(targets:
+  - name: filtered
+    match: )" + comm_selector(file_name_of(target_bin)) + R"(
+    mode: full
+)"});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process target({target_bin});
+  ASSERT_EQ(read_ready(target), target.pid());
+  daemon.wait_for_process(target.pid(), kApiTimeout);
+  daemon.wait_for_status([](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout,
+                         "probes attached");
+  const Json truth = go_and_read_truth(target);
+  const int64_t expected = truth.at("sites").at("leak_under_seccomp").get<int64_t>();
+  const Json sites = daemon.sites_at_or_after(target.pid(), unix_now() + 0.5, kApiTimeout);
+  EXPECT_EQ(live_bytes_at(sites, "leak_under_seccomp"), expected) << sites.dump(1);
+  target.write_line("exit");
+  auto status = target.wait_exit(10s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "killed by signal " << (WIFSIGNALED(*status) ? WTERMSIG(*status) : 0) << target.stderr_text();
+}
+
+}  // namespace
+}  // namespace lw::itest
