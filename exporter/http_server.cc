@@ -88,7 +88,8 @@ std::string status_json(const DaemonSnapshot& snap) {
   json errors = json::object();
   for (const auto& [reason, n] : c.attach_errors) errors[reason] = n;
   json kernel = json::object();
-  for (size_t i = 0; i < LW_CNT_MAX; ++i) kernel[counter_name(i)] = snap.kernel_counters[i];
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) kernel[name] = snap.kernel_counters[i];
   json probes = json::array();
   for (const auto& [object, p] : snap.probes)
     probes.push_back({{"object", object},

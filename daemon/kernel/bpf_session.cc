@@ -31,6 +31,11 @@ constexpr const char* kCounterNames[LW_CNT_MAX] = {
     "stack_failed",      "stack_map_full",    "ctx_insert_failed",      "free_unknown",
     "missed_free",       "alloc_failed",      "nested_skipped",         "return_no_ctx",
     "munmap_unknown",    "munmap_partial",    "scratch_failed",         "ctx_stale",
+    // 16..23: overhead work (unassigned here: nullptr, skipped by readers).
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    // 24..27: CUDA.
+    "cuda_call_failed", "cuda_nested_skipped", "cuda_ctx_retired", "cuda_state_failed",
+    // 28..31: allocator work.
 };
 
 Error load_error(int err) {
@@ -88,7 +93,7 @@ bool kernel_has_uprobe_multi() {
 }  // namespace
 
 const char* counter_name(size_t index) {
-  return index < LW_CNT_MAX ? kCounterNames[index] : "unknown";
+  return index < LW_CNT_MAX ? kCounterNames[index] : nullptr;
 }
 
 Link& Link::operator=(Link&& o) noexcept {
@@ -248,8 +253,12 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns) {
   lw_target t{};
   t.flags = flags;
   t.start_ns = start_ns;
-  // Keep the loss count across updates (exec re-arms flags only).
-  if (auto old = get_target(tgid)) t.lost = old->lost;
+  // Keep the loss count across updates (exec re-arms flags only), and the
+  // BPF side's own marks (CUDA state to purge at exit).
+  if (auto old = get_target(tgid)) {
+    t.lost = old->lost;
+    t.seen = old->seen;
+  }
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &t, BPF_ANY) != 0)
     return errno_error("registering target " + std::to_string(tgid) +
                        " (targets map full or out of memory)");

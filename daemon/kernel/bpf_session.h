@@ -137,7 +137,8 @@ class BpfSession {
   bool uprobe_multi_ = false;
 };
 
-// Human-readable name of a counter, as used in JSON and metrics.
+// Human-readable name of a counter, as used in JSON and metrics; nullptr for
+// an index no one has assigned yet (callers skip it).
 const char* counter_name(size_t index);
 
 }  // namespace lw

@@ -32,6 +32,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   snap.live_allocations = proc.heap.live_allocations_total();
   snap.kernel_counters = tracer.counters();
   snap.heap_counters = proc.heap.counters();
+  snap.cuda_devices = proc.cuda_devices.totals();
   snap.tracer_stats = tracer.stats();
   if (read_kernel_live) {
     if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
@@ -143,7 +144,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"frames", std::move(frames)}});
   }
   json counters = json::object();
-  for (size_t i = 0; i < LW_CNT_MAX; ++i) counters[counter_name(i)] = snap.kernel_counters[i];
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) counters[name] = snap.kernel_counters[i];
   counters["resyncs"] = snap.heap_counters.resyncs;
   counters["resync_added"] = snap.heap_counters.resync_added;
   counters["resync_removed"] = snap.heap_counters.resync_removed;
@@ -165,6 +167,13 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
               {"sites_total", snap.sites_total},
               {"sites", std::move(sites)}};
   if (snap.kernel_live_bytes >= 0) out["kernel_live_bytes"] = snap.kernel_live_bytes;
+  json cuda_devices = json::array();
+  for (const CudaDeviceTotal& t : snap.cuda_devices)
+    cuda_devices.push_back({{"device", t.device},
+                            {"kind", kind_name(t.kind)},
+                            {"live_bytes", t.live_bytes},
+                            {"live_allocations", t.live_allocations}});
+  out["cuda_devices"] = std::move(cuda_devices);
   return out;
 }
 

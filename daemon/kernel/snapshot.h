@@ -57,6 +57,7 @@ struct ProcessSnapshot {
   HeapCounters heap_counters;
   TracerStats tracer_stats;
   int64_t kernel_live_bytes = -1;   // -1 when not read
+  std::vector<CudaDeviceTotal> cuda_devices;  // live CUDA bytes per (device, kind)
 };
 
 // Sites with live allocations, merged by (stack_id, kind): the top

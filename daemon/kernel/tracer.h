@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/core/cuda_devices.h"
 #include "daemon/core/heap_tracker.h"
 #include "daemon/core/proc_maps.h"
 #include "daemon/core/symbolizer.h"
@@ -38,6 +39,7 @@ struct AttachOptions {
   bool heap = true;          // malloc family and operator new (uprobes): mode `full`
   bool mmap = true;          // anonymous mmap/munmap/mremap/brk (tracepoints)
   bool follow_forks = false; // report forked children (Tracer::take_discoveries)
+  bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (architecture.md 15)
 };
 
 // A process the daemon may want to look at: it exec'd, or a target forked it.
@@ -55,6 +57,7 @@ struct TracedProcess {
   bool exited = false;
   uint64_t execs = 0;
   HeapTracker heap;
+  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 15)
   std::unique_ptr<ProcessAttacher> attacher;
   AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization
