@@ -9,6 +9,9 @@
  *   cuda_leaker control  allocate the same way, free everything: all zero
  *   cuda_leaker grow N   after "go", leak 1 MiB with cudaMalloc every N ms
  *                        until "exit" (for leak classification tests)
+ *   cuda_leaker bench N  after "go", N cudaMalloc+cudaFree pairs (runtime
+ *                        -> driver) and N cuMemAlloc_v2+cuMemFree_v2 pairs;
+ *                        "done" carries ns per pair (bench/cuda_run.sh)
  *
  * Every byte allocated after "go" is CUDA memory, so total_live is exact.
  */
@@ -16,6 +19,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../target_protocol.h"
 #include "fake_cuda.h"
@@ -306,9 +310,35 @@ static void grow(long interval_ms) {
 
 LW_SITE static void grow_site(long interval_ms) { grow(interval_ms); }
 
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+LW_SITE static void bench(long n) {
+  double t0 = now_ns();
+  for (long i = 0; i < n; i++) {
+    void *p;
+    ok(cudaMalloc(&p, 4096), "cudaMalloc");
+    ok(cudaFree(p), "cudaFree");
+  }
+  double t1 = now_ns();
+  for (long i = 0; i < n; i++) {
+    CUdeviceptr p;
+    ok(cuMemAlloc_v2(&p, 4096), "cuMemAlloc_v2");
+    ok(cuMemFree_v2(p), "cuMemFree_v2");
+  }
+  double t2 = now_ns();
+  lw_truth_fact("runtime_ns_per_pair", (long long)((t1 - t0) / (double)n));
+  lw_truth_fact("driver_ns_per_pair", (long long)((t2 - t1) / (double)n));
+  lw_done();
+}
+
 int main(int argc, char **argv) {
   control = argc > 1 && strcmp(argv[1], "control") == 0;
   int growing = argc > 2 && strcmp(argv[1], "grow") == 0;
+  int benching = argc > 2 && strcmp(argv[1], "bench") == 0;
   /* Setup before "ready": the runtime's device 0 context and a VMM range.
    * Nothing allocated yet. */
   ok(cudaSetDevice(0), "cudaSetDevice");
@@ -320,6 +350,11 @@ int main(int argc, char **argv) {
   ok(cudaSetDevice(0), "cudaSetDevice");
   if (growing) {
     grow_site(atol(argv[2]));
+    return 0;
+  }
+  if (benching) {
+    bench(atol(argv[2]));
+    lw_wait_exit();
     return 0;
   }
 
