@@ -21,6 +21,7 @@
 #include "daemon/kernel/analyzer.h"
 #include "daemon_harness.h"
 #include "harness.h"
+#include "prometheus_harness.h"
 
 namespace lw::itest {
 namespace {
@@ -197,6 +198,9 @@ TEST_F(LeakwatchCuda, DaemonMetricsApiAndPprofCoverCudaKinds) {
                        std::to_string(truth.at("facts").at("device_1").get<int64_t>())));
   EXPECT_TRUE(metrics.body.find("leakwatch_probe_attached{object=\"") != std::string::npos);
   EXPECT_NE(metrics.body.find("function=\"cuMemCreate\"} 1"), std::string::npos);
+  // The new families and labels pass promtool's checks and linter.
+  const PromtoolReport lint = promtool_check_metrics(metrics.body, daemon.dir());
+  EXPECT_TRUE(lint.passed) << lint.output;
 
   // pprof: the samples carry the kind as a label (docs/api.md), so the
   // profile's string table holds the cuda kinds and the leaking sites.
