@@ -7,8 +7,10 @@
  *
  *   cuda_leaker          leak (ground truth: bytes per site, kind, device)
  *   cuda_leaker control  allocate the same way, free everything: all zero
- *   cuda_leaker grow N   after "go", leak 1 MiB with cudaMalloc every N ms
- *                        until "exit" (for leak classification tests)
+ *   cuda_leaker grow N   after "go", leak 1 MiB with cudaMalloc every N ms,
+ *                        all at site grow_cuda_leak, until "exit" or EOF on
+ *                        stdin (for leak classification over time; prints
+ *                        no "done")
  *   cuda_leaker bench N  after "go", N cudaMalloc+cudaFree pairs (runtime
  *                        -> driver) and N cuMemAlloc_v2+cuMemFree_v2 pairs;
  *                        "done" carries ns per pair (bench/cuda_run.sh)
@@ -297,7 +299,8 @@ LW_SITE static unsigned long long leak_cu_pushed(void) {
   return live(6000);
 }
 
-static void grow(long interval_ms) {
+/* The leaf of every grow-mode record: one site that leaks forever. */
+LW_SITE static void grow_cuda_leak(long interval_ms) {
   for (;;) {
     void *p;
     ok(cudaMalloc(&p, 1 << 20), "cudaMalloc");
@@ -308,7 +311,6 @@ static void grow(long interval_ms) {
   }
 }
 
-LW_SITE static void grow_site(long interval_ms) { grow(interval_ms); }
 
 static double now_ns(void) {
   struct timespec ts;
@@ -349,7 +351,7 @@ int main(int argc, char **argv) {
    * device guards do). From here on every record's device is known. */
   ok(cudaSetDevice(0), "cudaSetDevice");
   if (growing) {
-    grow_site(atol(argv[2]));
+    grow_cuda_leak(atol(argv[2]));
     return 0;
   }
   if (benching) {
