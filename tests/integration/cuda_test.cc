@@ -29,6 +29,8 @@ namespace {
 using namespace std::chrono_literals;
 
 const char *const kRealCudart = "/usr/local/cuda/lib64/libcudart.so.13";
+// cuda_leaker has more sites than top's default 20 per snapshot.
+const std::vector<std::string> kAllSites = {"--top", "100"};
 
 class LeakwatchCuda : public ::testing::Test {
  protected:
@@ -77,7 +79,7 @@ std::map<int, int64_t> gpu_bytes_by_device(const Json &snapshot) {
 }
 
 TEST_F(LeakwatchCuda, EveryRuntimeAndDriverApiExactPerSiteKindAndDevice) {
-  TraceSession session({.target = "cuda_leaker"});
+  TraceSession session({.target = "cuda_leaker", .leakwatch_args = kAllSites});
   const Json &truth = session.truth();
   const Json &snap = session.snapshot();
   const std::string context = "\n" + describe_sites(snap) + session.diagnostics();
@@ -91,8 +93,9 @@ TEST_F(LeakwatchCuda, EveryRuntimeAndDriverApiExactPerSiteKindAndDevice) {
   EXPECT_EQ(kinds["heap"] + kinds["mmap"], 0) << "the stand-in driver's own mmaps are the CUDA records' bytes" << context;
 
   // Device attribution: cudaSetDevice(1) for one site, a context created on
-  // device 3 and pushed for another, device 0 for the rest; the context on
-  // device 2 was destroyed with its memory.
+  // device 3 and pushed for another, a second thread on device 2 while the
+  // main thread stays on device 0 (per-thread current device), device 0 for
+  // the rest; the context made on device 2 was destroyed with its memory.
   auto devices = gpu_bytes_by_device(snap);
   for (int d = 0; d < 4; ++d) {
     const int64_t expected = truth.at("facts").at("device_" + std::to_string(d)).get<int64_t>();
@@ -101,6 +104,7 @@ TEST_F(LeakwatchCuda, EveryRuntimeAndDriverApiExactPerSiteKindAndDevice) {
   EXPECT_EQ(devices.count(-1), 0u) << "every record's device is known" << snap.at("cuda_devices").dump();
   EXPECT_GT(devices[1], 0) << "the truth must exercise device 1";
   EXPECT_GT(devices[3], 0) << "the truth must exercise device 3";
+  EXPECT_GT(devices[2], 0) << "the truth must exercise device 2 (the second thread)";
 
   // The nested driver call of every runtime allocation was seen and not
   // counted again; failed calls were seen and not counted; cuCtxDestroy
@@ -116,7 +120,7 @@ TEST_F(LeakwatchCuda, EveryRuntimeAndDriverApiExactPerSiteKindAndDevice) {
 }
 
 TEST_F(LeakwatchCuda, ControlThatFreesEverythingShowsZero) {
-  TraceSession session({.target = "cuda_leaker", .target_args = {"control"}});
+  TraceSession session({.target = "cuda_leaker", .target_args = {"control"}, .leakwatch_args = kAllSites});
   expect_matches_truth(session, {"cuda_leaker"});
   EXPECT_EQ(session.truth().at("total_live").get<int64_t>(), 0);
   EXPECT_EQ(session.snapshot().at("live_bytes").get<int64_t>(), 0) << describe_sites(session.snapshot());

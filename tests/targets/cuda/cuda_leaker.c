@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -299,6 +300,45 @@ LW_SITE static unsigned long long leak_cu_pushed(void) {
   return live(6000);
 }
 
+/* A second thread on device 2 (its own current device: the main thread
+ * stays on device 0). Created before "ready", so its stack and TLS are not
+ * allocations leakwatch sees; it works when the main thread says so. */
+static int to_worker[2], from_worker[2];
+static unsigned long long worker_bytes;
+
+LW_SITE static unsigned long long leak_cuda_worker(void) {
+  ok(cudaSetDevice(2), "cudaSetDevice");
+  void *p;
+  ok(cudaMalloc(&p, 123456), "cudaMalloc");
+  rt_done(p);
+  return live(123456);
+}
+
+static void *worker_main(void *arg) {
+  (void)arg;
+  char c;
+  if (read(to_worker[0], &c, 1) != 1) return NULL;
+  worker_bytes = leak_cuda_worker();
+  if (write(from_worker[1], &c, 1) != 1) lw_die("write");
+  lw_park_forever();
+}
+
+/* Runs the worker's site and waits for it. */
+static unsigned long long run_worker(void) {
+  char c = 'w';
+  if (write(to_worker[1], &c, 1) != 1 || read(from_worker[0], &c, 1) != 1) lw_die("worker pipe");
+  return worker_bytes;
+}
+
+/* On the main thread, after the worker switched its own thread to device 2:
+ * still device 0. */
+LW_SITE static unsigned long long leak_cuda_main_after_worker(void) {
+  void *p;
+  ok(cudaMalloc(&p, 54321), "cudaMalloc");
+  rt_done(p);
+  return live(54321);
+}
+
 /* The leaf of every grow-mode record: one site that leaks forever. */
 LW_SITE static void grow_cuda_leak(long interval_ms) {
   for (;;) {
@@ -345,6 +385,9 @@ int main(int argc, char **argv) {
    * Nothing allocated yet. */
   ok(cudaSetDevice(0), "cudaSetDevice");
   ok(cuMemAddressReserve(&va_base, 64 << 20, 0, 0, 0), "cuMemAddressReserve");
+  pthread_t worker;
+  if (pipe(to_worker) || pipe(from_worker) || pthread_create(&worker, NULL, worker_main, NULL))
+    lw_die("worker");
   if (lw_ready_wait_go() < 0) return 0;
   /* The device was made current before leakwatch attached, where it could
    * not see it; programs select their device again as they go (PyTorch's
@@ -386,6 +429,8 @@ int main(int argc, char **argv) {
       {"churn_vmm", "cuda_device", churn_vmm},
       {"ctx_destroyed", "cuda_device", ctx_destroyed},
       {"leak_cu_pushed", "cuda_device", leak_cu_pushed},
+      {"leak_cuda_worker", "cuda_device", run_worker},
+      {"leak_cuda_main_after_worker", "cuda_device", leak_cuda_main_after_worker},
   };
   unsigned long long total = 0;
   for (size_t i = 0; i < sizeof sites / sizeof sites[0]; i++) {
