@@ -460,6 +460,8 @@ static __always_inline int free_enter(__u64 ptr)
   return 0;
 }
 
+#include "cuda.bpf.h"
+
 /* One entry program for every allocator function; the attach cookie says
  * which one (enum lw_func). One program lets the daemon put all of an
  * object's entry probes in a single uprobe_multi link: closing a uprobe
@@ -489,12 +491,19 @@ int lw_entry(struct pt_regs *ctx)
   case LW_FUNC_FREE:
     return free_enter(a0);
   }
+  __u64 func = bpf_get_attach_cookie(ctx);
+  if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
+    return cuda_enter(ctx, (__u32)func);
   return 0;
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
 {
+  /* CUDA return probes carry their lw_func as the cookie too. */
+  __u64 func = bpf_get_attach_cookie(ctx);
+  if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
+    return cuda_return(ctx, (__u32)func, ret);
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
@@ -589,7 +598,13 @@ static __always_inline bool inside_alloc_call(__u32 tid, __u64 user_sp)
 {
   struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
   struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
-  return c && bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS && user_sp < c->sp;
+  if (c && bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS && user_sp < c->sp)
+    return true;
+  /* Inside a CUDA call: the driver maps pinned host memory and its own
+   * state; those bytes are the CUDA record's, not the process's mmap. */
+  __u64 now = bpf_ktime_get_ns();
+  return cuda_call_in_flight(tid, LW_CTX_CUDA_RUNTIME, user_sp, now) ||
+         cuda_call_in_flight(tid, LW_CTX_CUDA_DRIVER, user_sp, now);
 }
 
 SEC("raw_tp/sys_enter")
@@ -729,6 +744,7 @@ static __always_inline void drop_thread_ctxs(__u32 tid)
   bpf_map_delete_elem(&ctxs, &key);
   key.cls = LW_CTX_NEW;
   bpf_map_delete_elem(&ctxs, &key);
+  cuda_drop_thread(tid);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -749,6 +765,7 @@ int BPF_PROG(lw_exec, struct task_struct *p)
    * executable mappings: the loader maps the new libc before the daemon
    * may have caught up. */
   t->flags = LW_TARGET_EXEC_PENDING;
+  cuda_purge_process(t, tgid);
   emit(t, LW_EV_EXEC, tgid, 0, 0, 0, 0, 0, 0);
   return 0;
 }
@@ -768,6 +785,7 @@ int BPF_PROG(lw_exit, struct task_struct *p)
   if (BPF_CORE_READ(p, signal, live.counter) != 0)
     return 0; /* other threads of the process live on */
   t->flags = 0;
+  cuda_purge_process(t, tgid);
   emit(t, LW_EV_EXIT, tgid, 0, 0, 0, 0, 0, 0);
   return 0;
 }

@@ -43,7 +43,43 @@ enum lw_func {
   LW_FUNC_NEW = 6,           /* (size, ...) -> ptr: every operator new variant */
   LW_FUNC_FREE = 7,          /* (ptr): free, cfree */
   LW_FUNC_SBRK = 8,          /* (increment) -> old break; kind mmap */
-  LW_FUNC_MAX = 9,
+  /* 9..31: other allocator work. 32..63: CUDA (see bpf/cuda.bpf.h and
+   * docs/architecture.md, "GPU memory"). The name says how the arguments
+   * are decoded; several exported symbols share one value. */
+  LW_FUNC_CUDA_FIRST = 32,
+  /* Runtime (libcudart, or linked into the executable). Return probes. */
+  LW_FUNC_CUDART_MALLOC = 32,         /* (void **out, size): cudaMalloc, cudaMallocAsync,
+                                       * cudaMallocFromPoolAsync -> device */
+  LW_FUNC_CUDART_MALLOC_MANAGED = 33, /* (void **out, size, flags) -> managed */
+  LW_FUNC_CUDART_MALLOC_HOST = 34,    /* (void **out, size[, flags]): cudaMallocHost,
+                                       * cudaHostAlloc -> host */
+  LW_FUNC_CUDART_MALLOC_PITCH = 35,   /* (void **out, size_t *pitch, width, height) */
+  LW_FUNC_CUDART_MALLOC_3D = 36,      /* (cudaPitchedPtr *out, cudaExtent by value) */
+  LW_FUNC_CUDART_FREE = 37,           /* (ptr[, stream]): cudaFree, cudaFreeAsync; entry only */
+  LW_FUNC_CUDART_FREE_HOST = 38,      /* (ptr): cudaFreeHost; entry only */
+  LW_FUNC_CUDART_SET_DEVICE = 39,     /* (int device); entry only */
+  /* Driver (libcuda.so.1). */
+  LW_FUNC_CU_MEM_ALLOC = 40,          /* (CUdeviceptr *out, size): cuMemAlloc_v2,
+                                       * cuMemAllocAsync, cuMemAllocFromPoolAsync */
+  LW_FUNC_CU_MEM_ALLOC_MANAGED = 41,  /* (CUdeviceptr *out, size, flags) */
+  LW_FUNC_CU_MEM_ALLOC_HOST = 42,     /* (void **out, size[, flags]): cuMemAllocHost_v2,
+                                       * cuMemHostAlloc */
+  LW_FUNC_CU_MEM_ALLOC_PITCH = 43,    /* (CUdeviceptr *out, size_t *pitch, width, height, elt) */
+  LW_FUNC_CU_MEM_FREE = 44,           /* (ptr[, stream]): cuMemFree_v2, cuMemFreeAsync */
+  LW_FUNC_CU_MEM_FREE_HOST = 45,      /* (ptr) */
+  LW_FUNC_CU_MEM_CREATE = 46,         /* (handle *out, size, prop, flags): VMM physical memory */
+  LW_FUNC_CU_MEM_RELEASE = 47,        /* (handle) */
+  LW_FUNC_CU_MEM_MAP = 48,            /* (va, size, offset, handle, flags) */
+  LW_FUNC_CU_MEM_UNMAP = 49,          /* (va, size) */
+  LW_FUNC_CU_CTX_CREATE = 50,         /* (CUcontext *out, flags, dev): cuCtxCreate_v2 */
+  LW_FUNC_CU_CTX_CREATE_V4 = 51,      /* (CUcontext *out, params, flags, dev): cuCtxCreate_v4 */
+  LW_FUNC_CU_PRIMARY_CTX_RETAIN = 52, /* (CUcontext *out, dev) */
+  LW_FUNC_CU_CTX_DESTROY = 53,        /* (ctx): cuCtxDestroy_v2, cuCtxDestroy */
+  LW_FUNC_CU_CTX_SET_CURRENT = 54,    /* (ctx) */
+  LW_FUNC_CU_CTX_PUSH = 55,           /* (ctx): cuCtxPushCurrent_v2 */
+  LW_FUNC_CU_CTX_POP = 56,            /* (CUcontext *out): cuCtxPopCurrent_v2 */
+  LW_FUNC_CUDA_LAST = 63,
+  LW_FUNC_MAX = 64,
 };
 
 /* Entry contexts are keyed by (tid, class): one outstanding accounted call
@@ -55,7 +91,12 @@ enum lw_ctx_class {
   LW_CTX_ALLOC = 0,
   LW_CTX_SYSCALL = 1,
   LW_CTX_NEW = 2,   /* operator new in flight: entry-only, see lw_new_enter */
-  LW_CTX_MAX = 3,
+  /* CUDA: one class per library, so a runtime call (cudaMalloc) and the
+   * driver call it makes (cuMemAlloc_v2) are told apart: the driver call
+   * deeper than a runtime call in flight is not counted again. */
+  LW_CTX_CUDA_RUNTIME = 3,
+  LW_CTX_CUDA_DRIVER = 4,
+  LW_CTX_MAX = 5,
 };
 
 /* Per-CPU counters, indexed by this enum. Every path that gives up on an
@@ -83,7 +124,12 @@ enum lw_counter {
   LW_CNT_SAMPLE_SKIPPED = 16,      /* allocation not sampled: not recorded */
   LW_CNT_FREE_UNSAMPLED = 17,      /* free not in the live map of a sampled target:
                                     * an unsampled block (expected), not an error */
-  /* 24..27: CUDA; 28..31: allocators. Unused slots read 0. */
+  /* 24..27: CUDA. */
+  LW_CNT_CUDA_CALL_FAILED = 24,    /* CUDA allocation returned an error: not counted */
+  LW_CNT_CUDA_NESTED_SKIPPED = 25, /* driver call inside a runtime call: counted once */
+  LW_CNT_CUDA_CTX_RETIRED = 26,    /* records released by cuCtxDestroy */
+  LW_CNT_CUDA_STATE_FAILED = 27,   /* CUDA side map full: context/VMM state lost */
+  /* 28..31: allocators. Unused slots read 0. */
   LW_CNT_MAX = 32,
 };
 
@@ -146,11 +192,17 @@ enum lw_target_flags {
    * libc as soon as the loader maps it. */
   LW_TARGET_EXEC_PENDING = 1u << 2,
   LW_TARGET_FOLLOW_FORKS = 1u << 3, /* report forked children (LW_EV_FORK) */
+  /* CUDA runtime/driver probes are attached: account them. Independent of
+   * LW_TARGET_HEAP (GPU allocations are rare calls, traced in every mode). */
+  LW_TARGET_CUDA = 1u << 8,
 };
+
+/* lw_target.seen, written by the BPF side only. */
+#define LW_SEEN_CUDA 1u /* the process made a CUDA record: purge CUDA state at exit/exec */
 
 struct lw_target {
   __u32 flags;
-  __u32 pad;
+  __u32 seen;      /* LW_SEEN_*; the daemon writes 0 */
   __u64 lost;      /* events for this tgid lost in the ring buffer */
   __u64 start_ns;  /* process start time (task->start_time), identity check */
   /* Overhead issue (owned there): */
@@ -170,6 +222,10 @@ enum lw_event_type {
 /* Event flags. */
 #define LW_EVF_UNTRACKED 4u /* EXEC of a process that is not a target (discovery) */
 #define LW_EVF_REPLACED 1u /* ALLOC retired a still-live record (missed free) */
+/* CUDA events: bits 8..15 hold the device the record is attributed to,
+ * plus one (0 = unknown). See lw_event_device(). */
+#define LW_EVF_DEVICE_SHIFT 8
+#define LW_EVF_DEVICE_MASK 0xff00u
 #define LW_EVF_PARTIAL 2u  /* FREE of part of the region at `addr`: `size` bytes
                             * cut at offset `stack_hash` from its start */
 
@@ -186,6 +242,54 @@ struct lw_event {
   __u64 alloc_ns;   /* identity of the record allocated or retired */
   __u64 stack_hash; /* ALLOC only */
 };
+
+/* ---- CUDA state (bpf/cuda.bpf.h) ---- */
+
+#define LW_CUDA_CTX_STACK 4
+
+/* Per thread: the driver's context stack as far as we saw it, and the
+ * device current on the thread (cudaSetDevice, or the device of the current
+ * context). device is -1 until known. */
+struct lw_cuda_thread {
+  __u64 ctx[LW_CUDA_CTX_STACK];
+  __u32 depth;      /* entries used in ctx[]; 0 = no context seen */
+  __s32 device;
+};
+
+/* Per live CUDA record (same key as the live map): where it was made, and
+ * for a VMM physical handle its mapping state. */
+struct lw_cuda_rec {
+  __u64 ctx;        /* context current at the allocation; 0 = unknown */
+  __s32 device;     /* -1 = unknown */
+  __u32 vmm_maps;   /* VMM handle: live cuMemMap mappings of it */
+  __u32 vmm_released; /* VMM handle: cuMemRelease seen, retired at the last unmap */
+  __u32 pad;
+};
+
+/* (tgid, address): a VMM mapping's virtual address, or a context. */
+struct lw_cuda_map_key {
+  __u32 tgid;
+  __u32 pad;
+  __u64 va;
+};
+
+/* A VMM mapping: the physical handle mapped at a virtual address. */
+struct lw_cuda_map_val {
+  __u64 handle;
+  __u64 size;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct lw_cuda_thread) == 40, "lw_cuda_thread ABI");
+static_assert(sizeof(struct lw_cuda_rec) == 24, "lw_cuda_rec ABI");
+static_assert(sizeof(struct lw_cuda_map_key) == 16, "lw_cuda_map_key ABI");
+static_assert(sizeof(struct lw_cuda_map_val) == 16, "lw_cuda_map_val ABI");
+#else
+_Static_assert(sizeof(struct lw_cuda_thread) == 40, "lw_cuda_thread ABI");
+_Static_assert(sizeof(struct lw_cuda_rec) == 24, "lw_cuda_rec ABI");
+_Static_assert(sizeof(struct lw_cuda_map_key) == 16, "lw_cuda_map_key ABI");
+_Static_assert(sizeof(struct lw_cuda_map_val) == 16, "lw_cuda_map_val ABI");
+#endif
 
 #ifdef __cplusplus
 static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");

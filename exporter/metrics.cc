@@ -191,8 +191,17 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md.", C);
   for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i <= LW_CNT_CTX_STALE; ++i) {
     if (i == LW_CNT_FREE_UNKNOWN || i == LW_CNT_MISSED_FREE || i == LW_CNT_NESTED_SKIPPED) continue;
-    fam.add(failures, {{"reason", counter_name(i)}}, static_cast<double>(k[i]));
+    if (i == LW_CNT_CUDA_NESTED_SKIPPED || i == LW_CNT_CUDA_CTX_RETIRED) continue;
+    const char* name = counter_name(i);
+    if (name == nullptr) continue;  // a slot no one has assigned
+    fam.add(failures, {{"reason", name}}, static_cast<double>(k[i]));
   }
+  fam.add(fam.family("leakwatch_cuda_nested_calls_total",
+                     "CUDA driver allocations made inside a runtime call, counted once (at the runtime).", C),
+          {}, static_cast<double>(k[LW_CNT_CUDA_NESTED_SKIPPED]));
+  fam.add(fam.family("leakwatch_cuda_context_released_total",
+                     "CUDA records released implicitly by cuCtxDestroy.", C),
+          {}, static_cast<double>(k[LW_CNT_CUDA_CTX_RETIRED]));
   fam.add(fam.family("leakwatch_unmatched_frees_total",
                      "Frees of addresses not in the live map (allocated before attach, or lost).", C),
           {}, static_cast<double>(k[LW_CNT_FREE_UNKNOWN]));
@@ -330,6 +339,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "leakwatch_process_mode", "1 for the process's current mode (full while its heap probes are attached).", G);
   MetricFamily& p_suspended = fam.family(
       "leakwatch_process_tracing_suspended", "1 while the governor has the process's heap probes detached.", G);
+  MetricFamily& cuda_dev = fam.family(
+      "leakwatch_cuda_device_live_bytes",
+      "Live CUDA bytes by the device current on the allocating thread (device=\"unknown\" if not seen).", G);
   for (const ProcessEntry& e : snap.processes) {
     const Labels base = process_labels(e.process);
     const ProcessSnapshot& ps = e.snapshot;
@@ -351,6 +363,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       fam.add(p_rate, l, ps.kind_verdicts[kind].rate_bytes_per_s);
       fam.add(p_flag, l, ps.kind_verdicts[kind].suspected_leak ? 1 : 0);
     }
+    for (const CudaDeviceTotal& t : ps.cuda_devices)
+      fam.add(cuda_dev,
+              with(base, {{"kind", kind_name(t.kind)},
+                          {"device", t.device < 0 ? "unknown" : std::to_string(t.device)}}),
+              static_cast<double>(t.live_bytes));
     // Sites: the snapshot holds the top sites by live bytes and by leak
     // rate; the rest of each kind goes to one "other" row so sums add up.
     std::array<uint64_t, LW_KIND_MAX> shown_bytes{}, shown_allocs{};

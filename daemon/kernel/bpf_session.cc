@@ -33,8 +33,11 @@ constexpr const char* kCounterNames[LW_CNT_MAX] = {
     "stack_failed",      "stack_map_full",    "ctx_insert_failed",      "free_unknown",
     "missed_free",       "alloc_failed",      "nested_skipped",         "return_no_ctx",
     "munmap_unknown",    "munmap_partial",    "scratch_failed",         "ctx_stale",
-    // 16..23: overhead. Unused slots stay null (not exported).
-    "sample_skipped",    "free_unsampled",
+    // 16..23: overhead.
+    "sample_skipped",    "free_unsampled", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    // 24..27: CUDA.
+    "cuda_call_failed", "cuda_nested_skipped", "cuda_ctx_retired", "cuda_state_failed",
+    // 28..31: allocator work. Unused slots stay null (not exported; callers skip them).
 };
 
 Error load_error(int err) {
@@ -287,10 +290,12 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
   t.flags = flags;
   t.start_ns = start_ns;
   t.sample_mean = sample_mean;
-  // Keep the loss and hit counts across updates (exec re-arms flags only).
+  // Keep the loss and hit counts across updates (exec re-arms flags only),
+  // and the BPF side's own marks (CUDA state to purge at exit).
   if (auto old = get_target(tgid)) {
     t.lost = old->lost;
     t.hits = old->hits;
+    t.seen = old->seen;
   }
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &t, BPF_ANY) != 0)
     return errno_error("registering target " + std::to_string(tgid) +

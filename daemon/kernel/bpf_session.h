@@ -145,7 +145,7 @@ class BpfSession {
 };
 
 // Human-readable name of a counter, as used in JSON and metrics; nullptr for
-// a slot no counter uses (the enum's ranges are reserved per issue).
+// an index no one has assigned yet (callers skip it).
 const char* counter_name(size_t index);
 
 }  // namespace lw

@@ -14,6 +14,7 @@
 #include "daemon/core/elf_file.h"
 #include "daemon/core/fd.h"
 #include "daemon/core/probe_placement.h"
+#include "daemon/kernel/cuda_probes.h"
 
 namespace lw {
 
@@ -140,9 +141,17 @@ Status ProcessAttacher::attach_new_objects() {
   Result<ParsedMaps> maps = read_proc_maps(pid_);
   if (!maps) return maps.error();
   bool first = objects_.empty();
+  // CUDA (optional): the runtime and driver libraries, and an executable
+  // that may have the runtime linked in (checked by symbol, once).
+  char exe_buf[4096];
+  ssize_t exe_len = readlink(("/proc/" + std::to_string(pid_) + "/exe").c_str(), exe_buf,
+                             sizeof(exe_buf) - 1);
+  const std::string exe = exe_len > 0 ? std::string(exe_buf, static_cast<size_t>(exe_len)) : "";
   for (const MapEntry& m : maps->entries) {
     if (!m.is_file()) continue;
-    std::string role = allocator_role(m.path);
+    std::string role = allocators_ ? allocator_role(m.path) : "";
+    if (role.empty() && cuda_) role = cuda_library_role(m.path);
+    if (role.empty() && cuda_ && !exe.empty() && m.path == exe) role = kRoleCudaStatic;
     if (role.empty()) continue;
     uint64_t dev = makedev(m.dev_major, m.dev_minor);
     bool known = std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
@@ -152,7 +161,7 @@ Status ProcessAttacher::attach_new_objects() {
     Status st = attach_object(m, role);
     if (!st && role == "libc") return st;
   }
-  if (first && std::none_of(objects_.begin(), objects_.end(),
+  if (first && allocators_ && std::none_of(objects_.begin(), objects_.end(),
                             [](const AttachedObject& o) { return o.role == "libc"; })) {
     // Caught right after exec, the dynamic loader has not mapped libc yet:
     // the mapping will be reported (LW_EV_MAP_EXEC) and attached then.
@@ -185,6 +194,19 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role
 
   const ProbeSpec* specs = role == "libc" ? kLibcProbes : kLibstdcxxProbes;
   size_t nspecs = role == "libc" ? std::size(kLibcProbes) : std::size(kLibstdcxxProbes);
+  std::vector<ProbeSpec> cuda_specs;  // optional, entry probes at the entry
+  if (is_cuda_role(role)) {
+    // An executable without the runtime linked in is remembered with no
+    // probes, so it is not opened again at every rescan.
+    if (role == kRoleCudaStatic && !(*elf)->find_function(kCudaStaticMarker)) {
+      objects_.push_back(std::move(obj));
+      return ok_status();
+    }
+    for (const CudaProbeSpec& c : cuda_probe_specs(role))
+      cuda_specs.push_back({c.symbol, c.func, c.needs_return, false, false});
+    specs = cuda_specs.data();
+    nspecs = cuda_specs.size();
+  }
   std::vector<uint64_t> probed_vaddrs;
   std::vector<UprobeSpec> entries, returns;
   bool required_failed = false;
@@ -244,6 +266,13 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role
       entry_links ? session_.attach_uprobes(pid_, fd_path, returns, true) : entry_links.error();
   if (!entry_links || !return_links) {
     const Error& e = entry_links ? return_links.error() : entry_links.error();
+    if (is_cuda_role(role)) {
+      // Optional: keep the object, its probes marked not attached and why
+      // (the probe_attached metric and the API show it).
+      for (ProbeReport& r : obj.probes)
+        if (r.error.empty()) r.error = e.message;
+      objects_.push_back(std::move(obj));
+    }
     return Error{e.code, m.path + ": " + e.message};
   }
   for (ProbeReport& r : obj.probes) r.attached = r.error.empty();

@@ -50,6 +50,13 @@ class ProcessAttacher {
   // the first call.
   Status attach_new_objects();
 
+  // What to attach: the allocator probes (libc, libstdc++) and/or the
+  // optional CUDA probes (cuda_probes.h). Both by default.
+  void set_scope(bool allocators, bool cuda) {
+    allocators_ = allocators;
+    cuda_ = cuda;
+  }
+
   // Detaches every probe (in parallel, see destroy_links()).
   void detach_all();
   // Moves every probe link out (for a caller that closes many at once).
@@ -63,6 +70,8 @@ class ProcessAttacher {
   BpfSession& session_;
   pid_t pid_;
   std::vector<AttachedObject> objects_;
+  bool allocators_ = true;
+  bool cuda_ = true;
 };
 
 // "libc" or "libstdc++" for an object path we probe, else "".

@@ -34,6 +34,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   snap.live_allocations = proc.heap.live_allocations_total();
   snap.kernel_counters = tracer.counters();
   snap.heap_counters = proc.heap.counters();
+  snap.cuda_devices = proc.cuda_devices.totals();
   snap.tracer_stats = tracer.stats();
   if (read_kernel_live) {
     if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
@@ -172,6 +173,13 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["sampling"] = {{"mean_bytes", snap.sample_mean_bytes},
                      {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
   out["heap_stale_since"] = snap.heap_stale_since > 0 ? json(snap.heap_stale_since) : json(nullptr);
+  json cuda_devices = json::array();
+  for (const CudaDeviceTotal& t : snap.cuda_devices)
+    cuda_devices.push_back({{"device", t.device},
+                            {"kind", kind_name(t.kind)},
+                            {"live_bytes", t.live_bytes},
+                            {"live_allocations", t.live_allocations}});
+  out["cuda_devices"] = std::move(cuda_devices);
   return out;
 }
 

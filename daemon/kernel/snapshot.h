@@ -64,6 +64,7 @@ struct ProcessSnapshot {
   // `full`, governor, kill switch), so the heap figures are frozen as of
   // that time and stale; the next attach re-baselines them.
   double heap_stale_since = 0;
+  std::vector<CudaDeviceTotal> cuda_devices;  // live CUDA bytes per (device, kind)
 };
 
 // Sites with live allocations, merged by (stack_id, kind): the top

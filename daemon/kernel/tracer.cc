@@ -85,6 +85,7 @@ uint32_t target_flags(const AttachOptions& o) {
   if (o.heap) flags |= LW_TARGET_HEAP;
   if (o.mmap) flags |= LW_TARGET_MMAP;
   if (o.follow_forks) flags |= LW_TARGET_FOLLOW_FORKS;
+  if (o.cuda) flags |= LW_TARGET_CUDA;
   return flags;
 }
 
@@ -179,6 +180,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1);
   if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
+  proc->attacher->set_scope(options.heap, options.cuda);
   proc->options = options;
 
   // Records left by an earlier process with this pid must not be inherited.
@@ -187,7 +189,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (Status st = session_->set_target(pid, target_flags(options), 0, options.sample_mean_bytes); !st)
     return st;
   if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
-  Status st = options.heap ? proc->attacher->attach_new_objects() : ok_status();
+  Status st = options.heap || options.cuda ? proc->attacher->attach_new_objects() : ok_status();
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
     if (kill(pid, 0) != 0 && errno == ESRCH)
@@ -234,7 +236,10 @@ void Tracer::on_record(const void* data, size_t len) {
   switch (e->type) {
     case EventType::kAlloc:
     case EventType::kFree:
-      if (!p.exec_pending) p.heap.apply(*e);
+      if (!p.exec_pending) {
+        p.heap.apply(*e);
+        p.cuda_devices.apply(*e);
+      }
       break;
     case EventType::kExit:
       p.exited = true;
@@ -278,7 +283,8 @@ void Tracer::after_poll() {
     if (proc->rescan_pending) {
       proc->rescan_pending = false;
       ++stats_.rescans;
-      if (proc->options.heap && !proc->attacher->attach_new_objects()) ++stats_.attach_errors;
+      if ((proc->options.heap || proc->options.cuda) && !proc->attacher->attach_new_objects())
+        ++stats_.attach_errors;
       if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
     }
     if (drops) {
@@ -295,6 +301,7 @@ void Tracer::resync(TracedProcess& proc) {
   Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid);
   if (!records) return;  // retried on the next loss; counted by the caller's metrics
   proc.heap.resync(*records);
+  proc.cuda_devices.resync(*records);
   ++stats_.resyncs;
 }
 
@@ -309,12 +316,15 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   // image's first return probe; see test FollowsPidThroughExec.)
   if (!session_->purge_live(proc.pid)) ++stats_.attach_errors;
   proc.heap.clear();
+  proc.cuda_devices.clear();
   proc.stacks.clear();
   proc.comm = process_comm(proc.pid);
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
   if (!session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes))
     return;
-  if (proc.options.heap && !proc.attacher->attach_new_objects()) ++stats_.attach_errors;
+  if ((proc.options.heap || (proc.options.cuda && proc.accounting)) &&
+      !proc.attacher->attach_new_objects())
+    ++stats_.attach_errors;
 }
 
 Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "daemon/core/elf_file.h"
+#include "daemon/core/cuda_devices.h"
 
 #include "daemon/core/heap_tracker.h"
 #include "daemon/core/proc_maps.h"
@@ -43,6 +44,7 @@ struct AttachOptions {
   // Byte sampling of the heap (bpf/lw_sampling.h): mean bytes between
   // samples, 0 = record every allocation. Heap figures are then estimates.
   uint64_t sample_mean_bytes = 0;
+  bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (architecture.md 20)
 };
 
 // A process the daemon may want to look at: it exec'd, or a target forked it.
@@ -60,6 +62,7 @@ struct TracedProcess {
   bool exited = false;
   uint64_t execs = 0;
   HeapTracker heap;
+  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 15)
   std::unique_ptr<ProcessAttacher> attacher;
   AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization

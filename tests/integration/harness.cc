@@ -293,7 +293,11 @@ void expect_matches_truth(const Json &snapshot, const Json &truth, const std::se
     const int64_t live = it == leaves.end() ? 0 : it->second.live_bytes;
     EXPECT_EQ(live, expected) << "live bytes of site " << function << context;
     if (expected > 0 && it != leaves.end()) {
-      const std::set<std::string> kind{mmap_sites.count(function) ? "mmap" : "heap"};
+      const Json no_kinds = Json::object();
+      const Json &kinds = truth.contains("kinds") ? truth.at("kinds") : no_kinds;
+      const std::set<std::string> kind{kinds.contains(function) ? kinds.at(function).get<std::string>()
+                                       : mmap_sites.count(function) ? "mmap"
+                                                                    : "heap"};
       EXPECT_EQ(it->second.kinds, kind) << "kind of site " << function << context;
     }
   }

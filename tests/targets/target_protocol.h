@@ -12,7 +12,8 @@
  * "sites" maps the leaf function that called the allocator to the bytes it
  * holds live once the work is done (0 for sites that free all they take).
  * "mmap_sites" lists the sites whose bytes must be reported as kind "mmap"
- * (the others are kind "heap"). "total_live" is present only where the
+ * (the others are kind "heap"). "kinds", where present, names the kind of
+ * other sites ({"leak_cuda_malloc":"cuda_device"}). "total_live" is present only where the
  * target knows every byte allocated after "ready": then the snapshot's
  * live_bytes must equal it.
  *
@@ -40,6 +41,7 @@
 struct lw_truth {
   char sites[LW_TRUTH_BYTES];
   char mmap_sites[LW_TRUTH_BYTES];
+  char kinds[LW_TRUTH_BYTES];
   char facts[LW_TRUTH_BYTES];
   int have_total;
   unsigned long long total_live;
@@ -124,6 +126,12 @@ static inline void lw_truth_mmap_site(const char *function, unsigned long long l
             function);
 }
 
+/* A site whose bytes are of `kind` ("cuda_device", ...). */
+static inline void lw_truth_kind_site(const char *function, const char *kind, unsigned long long live_bytes) {
+  lw_truth_site(function, live_bytes);
+  lw_append(lw_truth_state.kinds, "%s\"%s\":\"%s\"", lw_truth_state.kinds[0] ? "," : "", function, kind);
+}
+
 static inline void lw_truth_fact(const char *key, long long value) {
   lw_append(lw_truth_state.facts, "%s\"%s\":%lld", lw_truth_state.facts[0] ? "," : "", key, value);
 }
@@ -140,8 +148,11 @@ static inline void lw_done(void) {
   if (lw_truth_state.have_total) {
     snprintf(total, sizeof total, ",\"total_live\":%llu", lw_truth_state.total_live);
   }
-  int n = snprintf(line, sizeof line, "done {\"sites\":{%s},\"mmap_sites\":[%s],\"facts\":{%s}%s}\n",
-                   lw_truth_state.sites, lw_truth_state.mmap_sites, lw_truth_state.facts, total);
+  static char kinds[LW_TRUTH_BYTES + 16];
+  kinds[0] = '\0';
+  if (lw_truth_state.kinds[0]) snprintf(kinds, sizeof kinds, ",\"kinds\":{%s}", lw_truth_state.kinds);
+  int n = snprintf(line, sizeof line, "done {\"sites\":{%s},\"mmap_sites\":[%s],\"facts\":{%s}%s%s}\n",
+                   lw_truth_state.sites, lw_truth_state.mmap_sites, lw_truth_state.facts, total, kinds);
   if (n < 0 || (size_t)n >= sizeof line) {
     errno = ENOBUFS;
     lw_die("done line too long");
