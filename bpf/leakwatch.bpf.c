@@ -441,8 +441,39 @@ int lw_entry(struct pt_regs *ctx)
     return alloc_enter(ctx, LW_FUNC_ALIGNED, 0, a1);
   case LW_FUNC_FREE:
     return free_enter(a0);
+  case LW_FUNC_XALLOCX:
+  case LW_FUNC_EXPAND:
+  case LW_FUNC_REALLOCF:
+    return alloc_enter(ctx, (__u32)bpf_get_attach_cookie(ctx), a0, a1);
+  case LW_FUNC_HEAP_MALLOC:
+    return alloc_enter(ctx, LW_FUNC_HEAP_MALLOC, 0, a1);
+  case LW_FUNC_HEAP_CALLOC:
+    return alloc_enter(ctx, LW_FUNC_HEAP_CALLOC, 0, checked_mul(a1, a2));
+  case LW_FUNC_HEAP_REALLOC:
+    return alloc_enter(ctx, LW_FUNC_HEAP_REALLOC, a1, a2);
   }
   return 0;
+}
+
+/* In-place resize (jemalloc xallocx, mimalloc mi_expand): the block keeps
+ * its address, allocation site and age; only its size changes. Mirrored to
+ * the daemon as a retire plus a new record with the same identity, as
+ * mremap does. */
+static __always_inline void resize_in_place(void *ctx, struct lw_target *t, __u32 tgid,
+                                            __u64 ptr, __u64 new_size)
+{
+  struct lw_live_key key = {.tgid = tgid, .kind = LW_KIND_HEAP, .addr = ptr};
+  struct lw_live_val *p = bpf_map_lookup_elem(&live, &key);
+  if (!p) {
+    count(LW_CNT_RESIZE_UNKNOWN);
+    return;
+  }
+  struct lw_live_val old = *p;
+  if (old.size == new_size)
+    return;
+  if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0)
+    return;
+  record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, new_size, old.alloc_ns, old.stack_hash);
 }
 
 SEC("uretprobe")
@@ -499,8 +530,34 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
       return 0;
     }
     break;
+  case LW_FUNC_XALLOCX:
+    /* Returns the usable size now, whether or not it could grow: that is
+     * what the block holds from here on. */
+    if (v.arg0 && ret)
+      resize_in_place(ctx, t, tgid, v.arg0, ret);
+    return 0;
+  case LW_FUNC_EXPAND:
+    if (!ret || !v.arg0) {
+      count(LW_CNT_ALLOC_FAILED); /* could not grow in place: unchanged */
+      return 0;
+    }
+    resize_in_place(ctx, t, tgid, v.arg0, size);
+    return 0;
+  case LW_FUNC_REALLOCF:
+    if (!ret) {
+      /* Gone either way: reallocf frees the block when it fails. */
+      if (v.arg0)
+        retire(t, tgid, LW_KIND_HEAP, v.arg0);
+      if (size != 0)
+        count(LW_CNT_ALLOC_FAILED);
+      return 0;
+    }
+    if (v.arg0)
+      retire(t, tgid, LW_KIND_HEAP, v.arg0);
+    break;
   case LW_FUNC_REALLOC:
   case LW_FUNC_REALLOCARRAY:
+  case LW_FUNC_HEAP_REALLOC:
     if (!ret) {
       /* glibc: realloc(p, 0) frees p and returns NULL; any other NULL is a
        * failure that leaves p live. */

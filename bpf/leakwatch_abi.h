@@ -43,7 +43,19 @@ enum lw_func {
   LW_FUNC_NEW = 6,           /* (size, ...) -> ptr: every operator new variant */
   LW_FUNC_FREE = 7,          /* (ptr): free, cfree */
   LW_FUNC_SBRK = 8,          /* (increment) -> old break; kind mmap */
-  LW_FUNC_MAX = 9,
+  /* Allocator-specific entry points (jemalloc, tcmalloc, mimalloc: see
+   * daemon/core/allocator_probes.cc for which symbol maps to which). Most
+   * of them reuse 0..7: mallocx(size, flags) is MALLOC, rallocx REALLOC,
+   * sdallocx/dallocx/tc_free_sized/mi_free_size FREE, mi_mallocn CALLOC,
+   * mi_malloc_aligned(size, align) MALLOC. Only new argument layouts or
+   * new semantics get a value here. */
+  LW_FUNC_XALLOCX = 9,       /* (ptr, size, extra, flags) -> new usable size, in place */
+  LW_FUNC_EXPAND = 10,       /* (ptr, size) -> ptr (resized in place) or NULL (unchanged) */
+  LW_FUNC_HEAP_MALLOC = 11,  /* (heap, size) -> ptr: mi_heap_malloc, mi_heap_zalloc */
+  LW_FUNC_HEAP_CALLOC = 12,  /* (heap, n, size) -> ptr: mi_heap_calloc, mi_heap_mallocn */
+  LW_FUNC_HEAP_REALLOC = 13, /* (heap, ptr, size) -> ptr: mi_heap_realloc */
+  LW_FUNC_REALLOCF = 14,     /* (ptr, size) -> ptr; ptr is freed even when it fails */
+  LW_FUNC_MAX = 64,
 };
 
 /* Entry contexts are keyed by (tid, class): one outstanding accounted call
@@ -79,7 +91,9 @@ enum lw_counter {
   LW_CNT_MUNMAP_PARTIAL = 13,      /* munmap trimmed a tracked region */
   LW_CNT_SCRATCH_FAILED = 14,      /* per-CPU scratch lookup failed */
   LW_CNT_CTX_STALE = 15,           /* stale entry context replaced */
-  LW_CNT_MAX = 16,
+  /* 16..27: other issues' ranges. Unused slots read 0. */
+  LW_CNT_RESIZE_UNKNOWN = 28,      /* in-place resize (xallocx, mi_expand) of an untracked block */
+  LW_CNT_MAX = 32,
 };
 
 /* Live map key. (tgid, kind, addr): 16 bytes, no padding. */

@@ -78,6 +78,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
     p["live_bytes"] = e.snapshot.live_bytes;
     p["live_allocations"] = e.snapshot.live_allocations;
     p["kinds"] = kinds_json(e.snapshot);
+    p["allocator"] = to_json(e.snapshot.allocator);
     procs.push_back(std::move(p));
   }
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});
@@ -88,7 +89,8 @@ std::string status_json(const DaemonSnapshot& snap) {
   json errors = json::object();
   for (const auto& [reason, n] : c.attach_errors) errors[reason] = n;
   json kernel = json::object();
-  for (size_t i = 0; i < LW_CNT_MAX; ++i) kernel[counter_name(i)] = snap.kernel_counters[i];
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) kernel[name] = snap.kernel_counters[i];
   json probes = json::array();
   for (const auto& [object, p] : snap.probes)
     probes.push_back({{"object", object},

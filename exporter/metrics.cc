@@ -191,6 +191,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md.", C);
   for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i < LW_CNT_MAX; ++i) {
     if (i == LW_CNT_FREE_UNKNOWN || i == LW_CNT_MISSED_FREE || i == LW_CNT_NESTED_SKIPPED) continue;
+    if (counter_name(i) == nullptr) continue;  // a slot no issue uses
     fam.add(failures, {{"reason", counter_name(i)}}, static_cast<double>(k[i]));
   }
   fam.add(fam.family("leakwatch_unmatched_frees_total",
@@ -286,9 +287,18 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                                     "1 when the site is classified as a leak.", G);
   MetricFamily& s_age = fam.family("leakwatch_site_live_bytes_by_age",
                                    "Live bytes per site by allocation age.", G);
+  MetricFamily& p_allocator = fam.family(
+      "leakwatch_process_allocator_info",
+      "1 per process: the allocator probed (family), the object whose malloc wins, and how "
+      "well it is supported (full, partial, unsupported, pending).", G);
   for (const ProcessEntry& e : snap.processes) {
     const Labels base = process_labels(e.process);
     const ProcessSnapshot& ps = e.snapshot;
+    fam.add(p_allocator,
+            with(base, {{"allocator", ps.allocator.family},
+                        {"object", sanitize_label_value(ps.allocator.object)},
+                        {"support", ps.allocator.support}}),
+            1);
     for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {
       const KindTotals& t = ps.kinds[kind];
       if (t.allocations == 0 && t.live_allocations == 0) continue;

@@ -15,9 +15,13 @@ apt-get install -y -qq --no-install-recommends \
   nlohmann-json3-dev libgtest-dev libgmock-dev \
   libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev libssl-dev libcrypt-dev \
   binutils procps >/dev/null
-# Test peers (--with-test-tools): a real Prometheus server and promtool, and
-# go tool pprof and protoc to check the pprof output.
+# Test peers (--with-test-tools): a real Prometheus server and promtool,
+# go tool pprof and protoc to check the pprof output, and the allocators.
 if [ "${1:-}" = "--with-test-tools" ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler >/dev/null
+  # Allocator peers (tests/integration/allocator_test.cc): jemalloc to link
+  # against, tcmalloc and mimalloc to preload, and Debian's redis (jemalloc).
+  apt-get install -y -qq --no-install-recommends libjemalloc-dev libgoogle-perftools4 \
+    libmimalloc2.0 redis-server redis-tools >/dev/null
 fi
 echo "install-deps.sh: dependencies installed"

@@ -182,6 +182,10 @@ void print_table(const ProcessSnapshot& s) {
          static_cast<unsigned long long>(s.live_allocations),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_SEEN]),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]));
+  const AllocatorInfo& a = s.allocator;
+  printf("allocator: %s %s [%s]%s%s\n", a.family.empty() ? "-" : a.family.c_str(),
+         a.object.empty() ? "(none)" : a.object.c_str(), a.support.c_str(),
+         a.reason.empty() ? "" : ": ", a.reason.c_str());
   printf("%12s %10s %6s %12s %8s  %s\n", "LIVE", "ALLOCS", "KIND", "RATE/s", "TREND", "STACK");
   for (const SiteSnapshot& site : s.sites) {
     printf("%12s %10llu %6s %12s %8s  %016llx\n", human_bytes(site.live_bytes).c_str(),

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <iterator>
 #include <thread>
 
 #include "leakwatch_bpf.skel.h"
@@ -26,7 +27,9 @@ int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
   return vfprintf(stderr, fmt, args);
 }
 
-constexpr const char* kCounterNames[LW_CNT_MAX] = {
+// Indexed by enum lw_counter. Slots not named here (other ranges, unused)
+// have no name: callers skip them.
+constexpr const char* kCounterNames[] = {
     "events_seen",       "events_delivered",  "events_dropped_ringbuf", "live_insert_failed",
     "stack_failed",      "stack_map_full",    "ctx_insert_failed",      "free_unknown",
     "missed_free",       "alloc_failed",      "nested_skipped",         "return_no_ctx",
@@ -88,7 +91,11 @@ bool kernel_has_uprobe_multi() {
 }  // namespace
 
 const char* counter_name(size_t index) {
-  return index < LW_CNT_MAX ? kCounterNames[index] : "unknown";
+  if (index < std::size(kCounterNames)) return kCounterNames[index];
+  switch (index) {
+    case LW_CNT_RESIZE_UNKNOWN: return "resize_unknown";
+    default: return nullptr;
+  }
 }
 
 Link& Link::operator=(Link&& o) noexcept {

@@ -25,6 +25,8 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   ProcessSnapshot snap;
   snap.pid = proc.pid;
   snap.comm = proc.comm;
+  if (proc.attacher) snap.allocator = proc.attacher->allocator();
+
   snap.final = proc.exited;
   snap.timestamp = std::chrono::duration<double>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
@@ -143,7 +145,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"frames", std::move(frames)}});
   }
   json counters = json::object();
-  for (size_t i = 0; i < LW_CNT_MAX; ++i) counters[counter_name(i)] = snap.kernel_counters[i];
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) counters[name] = snap.kernel_counters[i];
   counters["resyncs"] = snap.heap_counters.resyncs;
   counters["resync_added"] = snap.heap_counters.resync_added;
   counters["resync_removed"] = snap.heap_counters.resync_removed;
@@ -165,7 +168,28 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
               {"sites_total", snap.sites_total},
               {"sites", std::move(sites)}};
   if (snap.kernel_live_bytes >= 0) out["kernel_live_bytes"] = snap.kernel_live_bytes;
+  json kinds = json::object();
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    const KindTotals& t = snap.kinds[k];
+    if (t.allocations == 0 && t.live_allocations == 0) continue;
+    kinds[kind_name(k)] = {{"live_bytes", t.live_bytes},
+                           {"live_allocations", t.live_allocations},
+                           {"allocated_bytes", t.allocated_bytes},
+                           {"allocations", t.allocations},
+                           {"freed_bytes", t.freed_bytes},
+                           {"frees", t.frees}};
+  }
+  out["kinds"] = std::move(kinds);
+  out["allocator"] = to_json(snap.allocator);
   return out;
+}
+
+nlohmann::json to_json(const AllocatorInfo& a) {
+  return {{"support", a.support},       {"reason", a.reason},
+          {"family", a.family},         {"object", a.object},
+          {"build_id", a.build_id},     {"static", a.static_exe},
+          {"go", a.go},                 {"preload", a.preload},
+          {"functions", a.functions},   {"objects", a.objects}};
 }
 
 }  // namespace lw

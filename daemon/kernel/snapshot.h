@@ -57,6 +57,7 @@ struct ProcessSnapshot {
   HeapCounters heap_counters;
   TracerStats tracer_stats;
   int64_t kernel_live_bytes = -1;   // -1 when not read
+  AllocatorInfo allocator;          // which allocator is probed, and how well
 };
 
 // Sites with live allocations, merged by (stack_id, kind): the top
@@ -67,5 +68,6 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
 
 const char* kind_name(uint32_t kind);
 nlohmann::json to_json(const ProcessSnapshot& snap);
+nlohmann::json to_json(const AllocatorInfo& a);
 
 }  // namespace lw

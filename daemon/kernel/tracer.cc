@@ -118,7 +118,10 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (Status st = session_->purge_live(pid); !st) return st;
   if (Status st = session_->set_target(pid, target_flags(options), 0); !st) return st;
   if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
-  Status st = options.heap ? proc->attacher->attach_new_objects() : ok_status();
+  // Without heap probes (mode light) the allocator is still identified, for
+  // the API and metrics.
+  Status st = options.heap ? proc->attacher->attach_new_objects()
+                           : (void(proc->attacher->attach_new_objects(false)), ok_status());
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
     if (kill(pid, 0) != 0 && errno == ESRCH)
