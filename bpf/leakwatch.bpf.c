@@ -321,6 +321,14 @@ static __always_inline bool new_in_flight(struct lw_ctx_val *c, __u64 sp, __u64 
   return slot == c->ret_addr;
 }
 
+/* The address of the kernel's uretprobe trampoline in this process (the
+ * first slot of its [uprobes] area; uprobe_get_trampoline_vaddr()). */
+static __always_inline __u64 uretprobe_trampoline(void)
+{
+  struct task_struct *task = bpf_get_current_task_btf();
+  return BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+}
+
 static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
 {
   __u64 id = bpf_get_current_pid_tgid();
@@ -338,10 +346,14 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
   struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
   if (c) {
     if (now - c->start_ns < LW_CTX_STALE_NS &&
-        (sp < c->sp || (sp == c->sp && ret_addr == c->ret_addr))) {
+        (sp < c->sp ||
+         (sp == c->sp && (ret_addr == c->ret_addr || ret_addr == uretprobe_trampoline())))) {
       /* Deeper than an accounted call in flight (operator new -> malloc,
        * memalign -> malloc), or a tail call from it (operator new[] ->
-       * operator new, reallocarray -> realloc): the outer call accounts. */
+       * operator new, reallocarray -> realloc): the outer call accounts.
+       * When the outer function has a return probe too (an allocator's own
+       * or a static binary's operator new[] is `jmp operator new`), its
+       * return slot already holds the uretprobe trampoline. */
       count(LW_CNT_NESTED_SKIPPED);
       return 0;
     }
