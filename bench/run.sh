@@ -67,7 +67,7 @@ trap 'exit 130' INT TERM
 # Starts the loop as a coprocess: we write batch lines to its stdin and read
 # its results from its stdout.
 start_target() {
-  coproc TARGET { exec "$loop_bin" "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
+  coproc TARGET { exec env ${target_preload:+LD_PRELOAD=$target_preload} "$loop_bin" "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
   local word
   read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
   [[ $word == ready ]] || die "target said '$word', expected 'ready'"
@@ -166,6 +166,7 @@ stop_tracer() {
 # --- configurations -----------------------------------------------------
 
 labels=() results=() unavailable=()
+target_preload=
 
 # measure LABEL [TRACER READY]: one table row, or one "not available" line.
 measure() {
@@ -225,6 +226,30 @@ else
   unavailable+=("bpftrace memleak-like (anchor): not available (bpftrace not installed)")
 fi
 
+# The same loop with another allocator preloaded (jemalloc, tcmalloc,
+# mimalloc), bare and under leakwatch: each ratio is against its own bare
+# row, since the allocators differ by themselves. Their entry points begin
+# with instructions the kernel single-steps (jemalloc's malloc with `cmp`,
+# its free with `mov`), so their per-call cost differs from glibc's.
+alloc_rows=()
+for lib in libjemalloc.so.2 libtcmalloc.so.4 libmimalloc.so.2; do
+  path=/usr/lib/x86_64-linux-gnu/$lib
+  if [[ ! -r $path ]]; then
+    unavailable+=("$lib rows: not available ($path missing; scripts/install-deps.sh --with-test-tools)")
+    continue
+  fi
+  [[ -x $leakwatch_bin ]] || continue
+  target_preload=$path
+  n=${#results[@]}
+  measure "bare loop, $lib preloaded"
+  measure "leakwatch top, $lib preloaded" leakwatch leakwatch
+  target_preload=
+  if ((${#results[@]} == n + 2)); then
+    alloc_rows+=("$(awk -v l="$lib" -v b="${results[n]}" -v t="${results[n+1]}" \
+      'BEGIN { printf "%-34s %12.1f %12.1f %10.1f", l, b, t, t / b }')")
+  fi
+done
+
 # --- report -------------------------------------------------------------
 
 bare=${results[0]}
@@ -239,6 +264,11 @@ for i in "${!labels[@]}"; do
     printf "%-34s %12.1f %10.1f %10s\n", l, ns, ns / bare, xf
   }'
 done
+if ((${#alloc_rows[@]})); then
+  echo
+  printf '%-34s %12s %12s %10s\n' "preloaded allocator" "bare ns" "leakwatch ns" "x own bare"
+  for row in "${alloc_rows[@]}"; do echo "$row"; done
+fi
 for line in "${unavailable[@]}"; do echo "$line"; done
 [[ -n $floor_placement ]] && echo "floor probes: ${floor_placement#lw_bench_noop: }"
 exit 0

@@ -359,6 +359,14 @@ static __always_inline bool new_in_flight(struct lw_ctx_val *c, __u64 sp, __u64 
   return slot == c->ret_addr;
 }
 
+/* The address of the kernel's uretprobe trampoline in this process (the
+ * first slot of its [uprobes] area; uprobe_get_trampoline_vaddr()). */
+static __always_inline __u64 uretprobe_trampoline(void)
+{
+  struct task_struct *task = bpf_get_current_task_btf();
+  return BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+}
+
 static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
 {
   __u64 id = bpf_get_current_pid_tgid();
@@ -377,10 +385,14 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
   struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
   if (c) {
     if (now - c->start_ns < LW_CTX_STALE_NS &&
-        (sp < c->sp || (sp == c->sp && ret_addr == c->ret_addr))) {
+        (sp < c->sp ||
+         (sp == c->sp && (ret_addr == c->ret_addr || ret_addr == uretprobe_trampoline())))) {
       /* Deeper than an accounted call in flight (operator new -> malloc,
        * memalign -> malloc), or a tail call from it (operator new[] ->
-       * operator new, reallocarray -> realloc): the outer call accounts. */
+       * operator new, reallocarray -> realloc): the outer call accounts.
+       * When the outer function has a return probe too (an allocator's own
+       * or a static binary's operator new[] is `jmp operator new`), its
+       * return slot already holds the uretprobe trampoline. */
       count(LW_CNT_NESTED_SKIPPED);
       return 0;
     }
@@ -490,11 +502,42 @@ int lw_entry(struct pt_regs *ctx)
     return alloc_enter(ctx, LW_FUNC_ALIGNED, 0, a1);
   case LW_FUNC_FREE:
     return free_enter(a0);
+  case LW_FUNC_XALLOCX:
+  case LW_FUNC_EXPAND:
+  case LW_FUNC_REALLOCF:
+    return alloc_enter(ctx, (__u32)bpf_get_attach_cookie(ctx), a0, a1);
+  case LW_FUNC_HEAP_MALLOC:
+    return alloc_enter(ctx, LW_FUNC_HEAP_MALLOC, 0, a1);
+  case LW_FUNC_HEAP_CALLOC:
+    return alloc_enter(ctx, LW_FUNC_HEAP_CALLOC, 0, checked_mul(a1, a2));
+  case LW_FUNC_HEAP_REALLOC:
+    return alloc_enter(ctx, LW_FUNC_HEAP_REALLOC, a1, a2);
   }
   __u64 func = bpf_get_attach_cookie(ctx);
   if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
     return cuda_enter(ctx, (__u32)func);
   return 0;
+}
+
+/* In-place resize (jemalloc xallocx, mimalloc mi_expand): the block keeps
+ * its address, allocation site and age; only its size changes. Mirrored to
+ * the daemon as a retire plus a new record with the same identity, as
+ * mremap does. */
+static __always_inline void resize_in_place(void *ctx, struct lw_target *t, __u32 tgid,
+                                            __u64 ptr, __u64 new_size)
+{
+  struct lw_live_key key = {.tgid = tgid, .kind = LW_KIND_HEAP, .addr = ptr};
+  struct lw_live_val *p = bpf_map_lookup_elem(&live, &key);
+  if (!p) {
+    count(LW_CNT_RESIZE_UNKNOWN);
+    return;
+  }
+  struct lw_live_val old = *p;
+  if (old.size == new_size)
+    return;
+  if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0)
+    return;
+  record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, new_size, old.alloc_ns, old.stack_hash);
 }
 
 SEC("uretprobe")
@@ -555,8 +598,34 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
       return 0;
     }
     break;
+  case LW_FUNC_XALLOCX:
+    /* Returns the usable size now, whether or not it could grow: that is
+     * what the block holds from here on. */
+    if (v.arg0 && ret)
+      resize_in_place(ctx, t, tgid, v.arg0, ret);
+    return 0;
+  case LW_FUNC_EXPAND:
+    if (!ret || !v.arg0) {
+      count(LW_CNT_ALLOC_FAILED); /* could not grow in place: unchanged */
+      return 0;
+    }
+    resize_in_place(ctx, t, tgid, v.arg0, size);
+    return 0;
+  case LW_FUNC_REALLOCF:
+    if (!ret) {
+      /* Gone either way: reallocf frees the block when it fails. */
+      if (v.arg0)
+        retire(t, tgid, LW_KIND_HEAP, v.arg0);
+      if (size != 0)
+        count(LW_CNT_ALLOC_FAILED);
+      return 0;
+    }
+    if (v.arg0)
+      retire(t, tgid, LW_KIND_HEAP, v.arg0);
+    break;
   case LW_FUNC_REALLOC:
   case LW_FUNC_REALLOCARRAY:
+  case LW_FUNC_HEAP_REALLOC:
     if (!ret) {
       /* glibc: realloc(p, 0) frees p and returns NULL; any other NULL is a
        * failure that leaves p live. */

@@ -43,7 +43,19 @@ enum lw_func {
   LW_FUNC_NEW = 6,           /* (size, ...) -> ptr: every operator new variant */
   LW_FUNC_FREE = 7,          /* (ptr): free, cfree */
   LW_FUNC_SBRK = 8,          /* (increment) -> old break; kind mmap */
-  /* 9..31: other allocator work. 32..63: CUDA (see bpf/cuda.bpf.h and
+  /* Allocator-specific entry points (jemalloc, tcmalloc, mimalloc: see
+   * daemon/core/allocator_probes.cc for which symbol maps to which). Most
+   * of them reuse 0..7: mallocx(size, flags) is MALLOC, rallocx REALLOC,
+   * sdallocx/dallocx/tc_free_sized/mi_free_size FREE, mi_mallocn CALLOC,
+   * mi_malloc_aligned(size, align) MALLOC. Only new argument layouts or
+   * new semantics get a value here. */
+  LW_FUNC_XALLOCX = 9,       /* (ptr, size, extra, flags) -> new usable size, in place */
+  LW_FUNC_EXPAND = 10,       /* (ptr, size) -> ptr (resized in place) or NULL (unchanged) */
+  LW_FUNC_HEAP_MALLOC = 11,  /* (heap, size) -> ptr: mi_heap_malloc, mi_heap_zalloc */
+  LW_FUNC_HEAP_CALLOC = 12,  /* (heap, n, size) -> ptr: mi_heap_calloc, mi_heap_mallocn */
+  LW_FUNC_HEAP_REALLOC = 13, /* (heap, ptr, size) -> ptr: mi_heap_realloc */
+  LW_FUNC_REALLOCF = 14,     /* (ptr, size) -> ptr; ptr is freed even when it fails */
+  /* 15..31: free. 32..63: CUDA (see bpf/cuda.bpf.h and
    * docs/architecture.md, "GPU memory"). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,
@@ -130,6 +142,7 @@ enum lw_counter {
   LW_CNT_CUDA_CTX_RETIRED = 26,    /* records released by cuCtxDestroy */
   LW_CNT_CUDA_STATE_FAILED = 27,   /* CUDA side map full: context/VMM state lost */
   /* 28..31: allocators. Unused slots read 0. */
+  LW_CNT_RESIZE_UNKNOWN = 28,      /* in-place resize (xallocx, mi_expand) of an untracked block */
   LW_CNT_MAX = 32,
 };
 

@@ -85,6 +85,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
                       e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
     p["heap_stale_since"] =
         e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
+    p["allocator"] = to_json(e.snapshot.allocator);
     procs.push_back(std::move(p));
   }
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});

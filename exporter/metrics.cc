@@ -189,9 +189,12 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   MetricFamily& failures = fam.family(
       "leakwatch_bpf_failures_total",
       "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md.", C);
-  for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i <= LW_CNT_CTX_STALE; ++i) {
+  for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i < LW_CNT_MAX; ++i) {
     if (i == LW_CNT_FREE_UNKNOWN || i == LW_CNT_MISSED_FREE || i == LW_CNT_NESTED_SKIPPED) continue;
-    if (i == LW_CNT_CUDA_NESTED_SKIPPED || i == LW_CNT_CUDA_CTX_RETIRED) continue;
+    // Exported as their own families (below), not as failures.
+    if (i == LW_CNT_CUDA_NESTED_SKIPPED || i == LW_CNT_CUDA_CTX_RETIRED ||
+        i == LW_CNT_SAMPLE_SKIPPED || i == LW_CNT_FREE_UNSAMPLED)
+      continue;
     const char* name = counter_name(i);
     if (name == nullptr) continue;  // a slot no one has assigned
     fam.add(failures, {{"reason", name}}, static_cast<double>(k[i]));
@@ -342,6 +345,10 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   MetricFamily& cuda_dev = fam.family(
       "leakwatch_cuda_device_live_bytes",
       "Live CUDA bytes by the device current on the allocating thread (device=\"unknown\" if not seen).", G);
+  MetricFamily& p_allocator = fam.family(
+      "leakwatch_process_allocator_info",
+      "1 per process: the allocator probed (family), the object whose malloc wins, and how "
+      "well it is supported (full, partial, unsupported, pending).", G);
   for (const ProcessEntry& e : snap.processes) {
     const Labels base = process_labels(e.process);
     const ProcessSnapshot& ps = e.snapshot;
@@ -350,6 +357,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
     fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
     fam.add(p_suspended, base, e.process.governor.suspended() ? 1 : 0);
+    fam.add(p_allocator,
+            with(base, {{"allocator", ps.allocator.family},
+                        {"object", sanitize_label_value(ps.allocator.object)},
+                        {"support", ps.allocator.support}}),
+            1);
     for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {
       const KindTotals& t = ps.kinds[kind];
       if (t.allocations == 0 && t.live_allocations == 0) continue;

@@ -21,9 +21,12 @@ apt-get install -y -qq --no-install-recommends \
 # debootstrap (a fresh Debian 12 root for the .deb), systemd-analyze,
 # python3-yaml, python3-matplotlib (the dashboard picture), kubectl with its
 # embedded kustomize, and Node.js with npm for the Kubernetes schemas.
+# Allocator peers (tests/integration/allocator_test.cc): jemalloc to link
+# against, tcmalloc and mimalloc to preload, and Debian's redis (jemalloc).
 if [ "${1:-}" = "--with-test-tools" ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
-    debootstrap systemd python3-yaml python3-matplotlib util-linux libclang-rt-14-dev >/dev/null
+    debootstrap systemd python3-yaml python3-matplotlib util-linux libclang-rt-14-dev \
+    libjemalloc-dev libgoogle-perftools4 libmimalloc2.0 redis-server redis-tools >/dev/null
   # A kubectl or Node.js from another repository (Google's, NodeSource's)
   # ships the same files as Debian's packages: keep it if there is one.
   command -v kubectl >/dev/null || apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null

@@ -203,6 +203,10 @@ void print_table(const ProcessSnapshot& s) {
          static_cast<unsigned long long>(s.live_allocations),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_SEEN]),
          static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]));
+  const AllocatorInfo& a = s.allocator;
+  printf("allocator: %s %s [%s]%s%s\n", a.family.empty() ? "-" : a.family.c_str(),
+         a.object.empty() ? "(none)" : a.object.c_str(), a.support.c_str(),
+         a.reason.empty() ? "" : ": ", a.reason.c_str());
   if (s.sample_mean_bytes > 0)
     printf("heap figures are estimates: allocations sampled every %s on average\n",
            human_bytes(s.sample_mean_bytes).c_str());

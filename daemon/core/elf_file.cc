@@ -29,6 +29,8 @@ constexpr size_t kMaxIndexedNameBytes = 256u << 20;
 constexpr size_t kMaxSections = kElfMaxSections;
 constexpr size_t kMaxProgramHeaders = kElfMaxProgramHeaders;
 constexpr size_t kMaxBuildIdBytes = 64;             // GNU ld emits 16 (md5) or 20 (sha1)
+constexpr size_t kMaxNeeded = 1024;                 // DT_NEEDED entries kept
+constexpr size_t kMaxDynamicEntries = 1u << 16;
 
 constexpr uint16_t kVersymHidden = 0x8000;
 
@@ -379,6 +381,7 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
     GElf_Phdr ph;
     if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) == nullptr) break;
     if (!range_in_file(ph.p_offset, ph.p_filesz, impl.file_size)) continue;
+    if (ph.p_type == PT_INTERP) file->has_interp_ = true;
     if (ph.p_type == PT_LOAD) {
       if (ph.p_filesz > ph.p_memsz || ph.p_vaddr > UINT64_MAX - ph.p_memsz) continue;
       file->segments_.push_back(
@@ -399,6 +402,8 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
   std::vector<SymTab> symtabs;
   Elf_Data* versym = nullptr;
   Elf_Scn* scn = nullptr;
+  size_t shstrndx = 0;
+  const bool have_shstrndx = elf_getshdrstrndx(elf.get(), &shstrndx) == 0;
   for (size_t n = 0; n < kMaxSections && (scn = elf_nextscn(elf.get(), scn)) != nullptr; ++n) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr) continue;
@@ -406,7 +411,26 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
         !range_in_file(shdr.sh_offset, shdr.sh_size, impl.file_size)) {
       continue;
     }
+    if (have_shstrndx) {
+      const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
+      if (name != nullptr && strcmp(name, ".go.buildinfo") == 0) file->is_go_ = true;
+    }
     switch (shdr.sh_type) {
+      case SHT_DYNAMIC: {
+        Elf_Data* dyn = elf_getdata(scn, nullptr);
+        if (dyn == nullptr || shdr.sh_entsize != sizeof(Elf64_Dyn)) break;
+        const size_t count = std::min(dyn->d_size / sizeof(Elf64_Dyn), kMaxDynamicEntries);
+        for (size_t i = 0; i < count; ++i) {
+          GElf_Dyn d;
+          if (gelf_getdyn(dyn, static_cast<int>(i), &d) == nullptr || d.d_tag == DT_NULL) break;
+          if (d.d_tag != DT_NEEDED && d.d_tag != DT_SONAME) continue;
+          const char* str = elf_strptr(elf.get(), shdr.sh_link, d.d_un.d_val);
+          if (str == nullptr || strlen(str) > kMaxSymbolNameBytes) continue;
+          if (d.d_tag == DT_SONAME) file->soname_ = str;
+          else if (file->needed_.size() < kMaxNeeded) file->needed_.emplace_back(str);
+        }
+        break;
+      }
       case SHT_DYNSYM:
       case SHT_SYMTAB:
         symtabs.push_back({scn, shdr});
@@ -437,8 +461,19 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
     }
     impl.index_symbols(elf.get(), t.scn, t.shdr, t.shdr.sh_type == SHT_DYNSYM ? versym : nullptr);
   }
+  // Go binaries built before .go.buildinfo (Go < 1.18) still name their runtime.
+  if (!file->is_go_ && impl.functions.count("runtime.goexit") != 0) file->is_go_ = true;
 
   return std::shared_ptr<const ElfFile>(std::move(file));
+}
+
+size_t ElfFile::function_count() const { return impl_->functions.size(); }
+
+std::optional<ElfSymbol> ElfFile::find_exported_function(std::string_view name) const {
+  auto it = impl_->functions.find(name);
+  // rank 0: from .dynsym, not local, not a hidden version (see rank_of).
+  if (it == impl_->functions.end() || it->second.rank != 0) return std::nullopt;
+  return ElfSymbol{it->first, it->second.vaddr, it->second.size};
 }
 
 std::optional<ElfSymbol> ElfFile::find_function(std::string_view name) const {

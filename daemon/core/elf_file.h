@@ -71,12 +71,25 @@ class ElfFile {
   // Lowercase hex of NT_GNU_BUILD_ID, or "" when the file has none.
   const std::string& build_id() const { return build_id_; }
   bool is_exec() const { return is_exec_; }  // ET_EXEC (non-PIE executable)
+  // PT_INTERP present: the kernel starts the dynamic loader for it.
+  bool has_interp() const { return has_interp_; }
+  // DT_NEEDED entries in order, and DT_SONAME ("" when absent).
+  const std::vector<std::string>& needed() const { return needed_; }
+  const std::string& soname() const { return soname_; }
+  // Function symbols indexed (.dynsym and .symtab); 0 for a stripped static binary.
+  size_t function_count() const;
+  // A Go binary: has a .go.buildinfo section (kept by strip) or Go runtime symbols.
+  bool is_go() const { return is_go_; }
   const std::vector<ElfSegment>& segments() const { return segments_; }
 
   // Finds a defined function symbol by name in .dynsym, then .symtab.
   // For versioned symbols the default version (name@@VER) wins over hidden
   // ones (name@VER); `name` is given without a version.
   std::optional<ElfSymbol> find_function(std::string_view name) const;
+  // Only a function this object exports for dynamic symbol resolution: in
+  // .dynsym, global or weak, with an unversioned or default version. This is
+  // what the dynamic linker can bind another object's reference to.
+  std::optional<ElfSymbol> find_exported_function(std::string_view name) const;
 
   // Address translation through the PT_LOAD segments.
   std::optional<uint64_t> vaddr_to_offset(uint64_t vaddr) const;
@@ -95,6 +108,10 @@ class ElfFile {
   std::string path_;
   std::string build_id_;
   bool is_exec_ = false;
+  bool has_interp_ = false;
+  bool is_go_ = false;
+  std::vector<std::string> needed_;
+  std::string soname_;
   std::vector<ElfSegment> segments_;
 };
 

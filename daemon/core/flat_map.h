@@ -83,8 +83,13 @@ class FlatMap {
 
   void clear() {
     has_zero_ = false;
+    // Not rehash(16): that re-inserts every old key, and clear() would
+    // keep them all (a HeapTracker cleared at exec kept records pointing
+    // at sites it had dropped, and the analyzer indexed past its vector).
+    keys_.assign(16, 0);
+    values_.assign(16, V{});
+    mask_ = 15;
     size_ = 0;
-    rehash(16);
   }
 
   template <typename F>

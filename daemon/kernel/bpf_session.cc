@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <iterator>
 #include <thread>
 
 #include "daemon/core/capabilities.h"
@@ -28,6 +29,8 @@ int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
   return vfprintf(stderr, fmt, args);
 }
 
+// Indexed by enum lw_counter. Slots not named here (other ranges, unused)
+// have no name: callers skip them.
 constexpr const char* kCounterNames[LW_CNT_MAX] = {
     "events_seen",       "events_delivered",  "events_dropped_ringbuf", "live_insert_failed",
     "stack_failed",      "stack_map_full",    "ctx_insert_failed",      "free_unknown",
@@ -37,7 +40,8 @@ constexpr const char* kCounterNames[LW_CNT_MAX] = {
     "sample_skipped",    "free_unsampled", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
     // 24..27: CUDA.
     "cuda_call_failed", "cuda_nested_skipped", "cuda_ctx_retired", "cuda_state_failed",
-    // 28..31: allocator work. Unused slots stay null (not exported; callers skip them).
+    // 28..31: allocators. Unused slots stay null (not exported; callers skip them).
+    "resize_unknown",
 };
 
 Error load_error(int err) {

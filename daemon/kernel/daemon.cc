@@ -484,13 +484,15 @@ void Daemon::apply_kill_switch(bool engage, const char* why) {
   const auto t0 = Clock::now();
   if (engage) {
     counters_.kill_switch_engaged = true;
-    std::vector<pid_t> heap_pids;
+    std::vector<pid_t> heap_pids, all_pids;
     for (auto& [pid, t] : tracked_) {
       (void)tracer_->set_accounting(pid, false);
       if (t.heap_attached) heap_pids.push_back(pid);
+      all_pids.push_back(pid);
       t.heap_attached = false;
     }
-    tracer_->detach_heap_many(heap_pids);
+    // Every probe, CUDA's included, in one parallel teardown.
+    tracer_->detach_heap_many(heap_pids, all_pids);
     if (Status st = tracer_->session().set_syscall_tracing(false); !st)
       LW_LOG_ERROR("kill switch: %s", st.error().message.c_str());
   } else {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -9,63 +10,41 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
+#include <set>
 
-#include "daemon/core/capabilities.h"
 #include "daemon/core/elf_file.h"
 #include "daemon/core/fd.h"
 #include "daemon/core/probe_placement.h"
 #include "daemon/kernel/cuda_probes.h"
+#include "daemon/core/capabilities.h"
 
 namespace lw {
 
 namespace {
 
-struct ProbeSpec {
-  const char* symbol;
-  uint32_t func;      // enum lw_func: the entry program's cookie
-  bool needs_return;  // a uretprobe too, at the entry
-  bool required;      // the process cannot be traced without it
-  bool movable;       // entry-only and may move past a NULL check
-};
+// Bounds on what is read from the target (hostile input): its environment
+// and its /etc/ld.so.preload.
+constexpr size_t kMaxEnvironBytes = 256 << 10;
+constexpr size_t kMaxPreloadFileBytes = 64 << 10;
 
-// libc. operator delete is not probed: every libstdc++ delete variant is a
-// tail call to free (checked on this libstdc++: `endbr64; jmp free@plt` or
-// `jmp _ZdlPv@plt`), so the free probe sees each delete once; probing both
-// would trap twice per delete for no extra information.
-constexpr ProbeSpec kLibcProbes[] = {
-    {"malloc", LW_FUNC_MALLOC, true, true, false},
-    {"free", LW_FUNC_FREE, false, true, true},
-    {"calloc", LW_FUNC_CALLOC, true, false, false},
-    {"realloc", LW_FUNC_REALLOC, true, false, false},
-    {"reallocarray", LW_FUNC_REALLOCARRAY, true, false, false},
-    {"posix_memalign", LW_FUNC_POSIX_MEMALIGN, true, false, false},
-    {"aligned_alloc", LW_FUNC_ALIGNED, true, false, false},
-    {"memalign", LW_FUNC_ALIGNED, true, false, false},
-    {"valloc", LW_FUNC_MALLOC, true, false, false},
-    {"pvalloc", LW_FUNC_MALLOC, true, false, false},  // the requested size
-    // sbrk outside malloc is kind mmap; glibc's sbrk has no frame pointer,
-    // so only its return probe sees the caller.
-    {"sbrk", LW_FUNC_SBRK, true, false, false},
-};
-
-// Every operator new variant takes the size first. Entry probes only, kept
-// at the entry (they read the return address at sp): a return probe on new
-// would break C++ exceptions thrown through it (see lw_new_enter), so the
-// block is accounted at the malloc-family call inside new.
-constexpr ProbeSpec kLibstdcxxProbes[] = {
-    {"_Znwm", LW_FUNC_NEW, false, false, false},
-    {"_Znam", LW_FUNC_NEW, false, false, false},
-    {"_ZnwmRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
-    {"_ZnamRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
-    {"_ZnwmSt11align_val_t", LW_FUNC_NEW, false, false, false},
-    {"_ZnamSt11align_val_t", LW_FUNC_NEW, false, false, false},
-    {"_ZnwmSt11align_val_tRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
-    {"_ZnamSt11align_val_tRKSt9nothrow_t", LW_FUNC_NEW, false, false, false},
-};
-
-std::string basename_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
+// Reads at most `limit` bytes of a file; "" when it cannot be read.
+// A /proc/PID/root/... path resolves inside that root (fd.h): a symlink in
+// a container cannot point this read at a host file.
+std::string read_bounded(const std::string& path, size_t limit) {
+  Result<int> opened = open_untrusted_file(path);
+  if (!opened) return "";
+  Fd fd(*opened);
+  std::string out(limit, '\0');
+  size_t got = 0;
+  while (got < limit) {
+    ssize_t r = read(fd.get(), out.data() + got, limit - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
 }
 
 // Opens the mapped file as the target sees it. /proc/PID/map_files/ names
@@ -129,135 +108,234 @@ std::vector<Link> ProcessAttacher::take_links() {
 
 void ProcessAttacher::detach_all() { destroy_links(take_links()); }
 
-std::string allocator_role(const std::string& path) {
-  std::string base = basename_of(path);
-  if (base.rfind("libc.so", 0) == 0 || (base.rfind("libc-", 0) == 0 && base.find(".so") != std::string::npos))
-    return "libc";
-  if (base.rfind("libstdc++.so", 0) == 0) return "libstdc++";
-  return "";
-}
-
-Status ProcessAttacher::attach_new_objects() {
+Status ProcessAttacher::attach_new_objects(bool place_probes) {
   Result<ParsedMaps> maps = read_proc_maps(pid_);
   if (!maps) return maps.error();
-  bool first = objects_.empty();
-  // CUDA (optional): the runtime and driver libraries, and an executable
-  // that may have the runtime linked in (checked by symbol, once).
-  char exe_buf[4096];
-  ssize_t exe_len = readlink(("/proc/" + std::to_string(pid_) + "/exe").c_str(), exe_buf,
-                             sizeof(exe_buf) - 1);
-  const std::string exe = exe_len > 0 ? std::string(exe_buf, static_cast<size_t>(exe_len)) : "";
+  const std::string proc = "/proc/" + std::to_string(pid_);
+
+  // The executable, by the path and inode /proc/PID/exe names.
+  struct stat exe_st {};
+  const bool have_exe = stat((proc + "/exe").c_str(), &exe_st) == 0;
+  char exe_link[4096];
+  ssize_t n = readlink((proc + "/exe").c_str(), exe_link, sizeof(exe_link) - 1);
+  std::string exe_path = n > 0 ? std::string(exe_link, static_cast<size_t>(n)) : "";
+  const std::string deleted = " (deleted)";
+  if (exe_path.size() > deleted.size() &&
+      exe_path.compare(exe_path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    exe_path.resize(exe_path.size() - deleted.size());
+
+  // Every mapped ELF object, once, in address order. Only objects with an
+  // executable mapping can hold code; data files (locale archives) are
+  // never opened.
+  std::vector<LoadedObject> objects;
+  std::vector<MapEntry> entries;  // the mapping each object is opened through
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  std::optional<size_t> exe;
   for (const MapEntry& m : maps->entries) {
-    if (!m.is_file()) continue;
-    std::string role = allocators_ ? allocator_role(m.path) : "";
-    if (role.empty() && cuda_) role = cuda_library_role(m.path);
-    if (role.empty() && cuda_ && !exe.empty() && m.path == exe) role = kRoleCudaStatic;
-    if (role.empty()) continue;
+    if (!m.is_file() || !m.executable) continue;
+    std::pair<uint64_t, uint64_t> key{makedev(m.dev_major, m.dev_minor), m.inode};
+    if (!seen.insert(key).second) continue;
+    auto cached = elf_cache_.find(key);
+    std::shared_ptr<const ElfFile> elf;
+    if (cached != elf_cache_.end()) {
+      elf = cached->second;
+    } else {
+      if (Result<int> fd = open_mapped_file(pid_, m)) {
+        Fd owned(*fd);
+        if (auto parsed = ElfFile::open_fd(owned.get(), m.path)) elf = *parsed;
+      }
+      elf_cache_[key] = elf;  // nullptr too: not retried on every rescan
+    }
+    if (!exe && ((!exe_path.empty() && m.path == exe_path) ||
+                 (have_exe && m.inode == exe_st.st_ino)))
+      exe = objects.size();
+    objects.push_back({m.path, std::move(elf)});
+    entries.push_back(m);
+  }
+  // CUDA (optional, every mode): the runtime and driver libraries, and an
+  // executable with the runtime linked in (found by symbol). Independent of
+  // the allocator decision below, and never the process's failure.
+  if (cuda_) attach_cuda_objects(objects, entries, exe);
+
+  if (!exe) {
+    if (kill(pid_, 0) != 0 && errno == ESRCH)
+      return Error{ESRCH, "no such process: " + std::to_string(pid_)};
+    info_.support = support_name(Support::kUnsupported);
+    info_.reason = "the executable is not among the process's mappings";
+    return ok_status();
+  }
+
+  PreloadList preload;
+  preload.names = parse_ld_preload_environ(read_bounded(proc + "/environ", kMaxEnvironBytes));
+  for (std::string& name :
+       parse_ld_so_preload(read_bounded(proc + "/root/etc/ld.so.preload", kMaxPreloadFileBytes)))
+    preload.names.push_back(std::move(name));
+
+  AllocatorPlan plan = plan_allocator_probes(objects, *exe, preload, probe_roles());
+  info_.support = support_name(plan.support);
+  info_.reason = plan.reason;
+  info_.family = plan.family;
+  info_.static_exe = plan.static_exe;
+  info_.go = plan.go;
+  info_.preload = preload.names;
+  info_.object.clear();
+  info_.build_id.clear();
+  if (plan.allocator) {
+    info_.object = objects[*plan.allocator].path;
+    info_.build_id = objects[*plan.allocator].elf->build_id();
+  }
+  if (plan.support == Support::kPending || plan.support == Support::kUnsupported) {
+    refresh_functions();
+    return ok_status();
+  }
+  if (!place_probes) {
+    info_.reason = "heap probes off for this process (mode light)";
+    refresh_functions();
+    return ok_status();
+  }
+
+  // Attach object by object, the allocator's own first: its failure is the
+  // process's failure; another object's is logged in its reports.
+  std::vector<size_t> order;
+  if (plan.allocator) order.push_back(*plan.allocator);
+  for (const PlannedProbe& p : plan.probes)
+    if (std::find(order.begin(), order.end(), p.object) == order.end()) order.push_back(p.object);
+  Status result = ok_status();
+  for (size_t i : order) {
+    const MapEntry& m = entries[i];
     uint64_t dev = makedev(m.dev_major, m.dev_minor);
     bool known = std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
-      return o.inode == m.inode && o.dev == dev;
+      return o.inode == m.inode && o.dev == dev && !is_cuda_role(o.role);
     });
     if (known) continue;
-    Status st = attach_object(m, role);
-    if (!st && role == "libc") return st;
+    std::vector<const PlannedProbe*> probes;
+    for (const PlannedProbe& p : plan.probes)
+      if (p.object == i) probes.push_back(&p);
+    if (probes.empty()) continue;
+    Status st = attach_object(m, *objects[i].elf, probes);
+    if (!st && plan.allocator && i == *plan.allocator) {
+      result = st;
+      break;
+    }
   }
-  if (first && allocators_ && std::none_of(objects_.begin(), objects_.end(),
-                            [](const AttachedObject& o) { return o.role == "libc"; })) {
-    // Caught right after exec, the dynamic loader has not mapped libc yet:
-    // the mapping will be reported (LW_EV_MAP_EXEC) and attached then.
-    bool loader_running = std::any_of(maps->entries.begin(), maps->entries.end(),
-                                      [](const MapEntry& m) {
-                                        return basename_of(m.path).rfind("ld-linux", 0) == 0;
-                                      });
-    if (!loader_running)
-      return Error{ENOENT, "process " + std::to_string(pid_) +
-                               " maps no shared libc (statically linked or another allocator); "
-                               "nothing to probe"};
-  }
-  return ok_status();
+  refresh_functions();
+  return result;
 }
 
-Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role) {
+void ProcessAttacher::refresh_functions() {
+  info_.functions.clear();
+  info_.objects.clear();
+  for (const AttachedObject& o : objects_) {
+    info_.objects.push_back(o.path);
+    for (const ProbeReport& r : o.probes)
+      if (r.attached) info_.functions.push_back(r.symbols);
+  }
+}
+
+void ProcessAttacher::attach_cuda_objects(const std::vector<LoadedObject>& objects,
+                                          const std::vector<MapEntry>& entries,
+                                          std::optional<size_t> exe) {
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const ElfFile* elf = objects[i].elf.get();
+    if (elf == nullptr) continue;
+    std::string role = cuda_library_role(objects[i].path);
+    if (role.empty() && exe && i == *exe && elf->find_function(kCudaStaticMarker))
+      role = kRoleCudaStatic;
+    if (role.empty()) continue;
+    const MapEntry& m = entries[i];
+    const uint64_t dev = makedev(m.dev_major, m.dev_minor);
+    if (std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+          return o.inode == m.inode && o.dev == dev && is_cuda_role(o.role);
+        }))
+      continue;
+    // One planned probe per address: aliases (cuMemFree and cuMemFree_v2
+    // in one function) share it.
+    std::vector<PlannedProbe> planned;
+    for (const CudaProbeSpec& c : cuda_probe_specs(role)) {
+      std::optional<ElfSymbol> sym = elf->find_function(c.symbol);
+      if (!sym) continue;
+      auto same = std::find_if(planned.begin(), planned.end(),
+                               [&](const PlannedProbe& p) { return p.symbol.vaddr == sym->vaddr; });
+      if (same != planned.end()) {
+        same->aliases.push_back(c.symbol);
+        continue;
+      }
+      PlannedProbe p;
+      p.object = i;
+      p.role = role;
+      p.spec = ProbeSpec{c.symbol, c.func, c.needs_return, false, false};
+      p.symbol = *sym;
+      planned.push_back(std::move(p));
+    }
+    if (planned.empty()) continue;
+    std::vector<const PlannedProbe*> probes;
+    for (const PlannedProbe& p : planned) probes.push_back(&p);
+    (void)attach_object(m, *elf, probes, /*keep_on_failure=*/true);
+  }
+}
+
+std::vector<Link> ProcessAttacher::take_links(bool heap, bool cuda) {
+  std::vector<Link> links;
+  auto taken = [&](const AttachedObject& o) { return is_cuda_role(o.role) ? cuda : heap; };
+  for (AttachedObject& o : objects_)
+    if (taken(o))
+      for (Link& l : o.links) links.push_back(std::move(l));
+  objects_.erase(std::remove_if(objects_.begin(), objects_.end(), taken), objects_.end());
+  refresh_functions();
+  return links;
+}
+
+Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
+                                      const std::vector<const PlannedProbe*>& probes,
+                                      bool keep_on_failure) {
   Result<int> fd_or = open_mapped_file(pid_, m);
   if (!fd_or) return fd_or.error();
   Fd fd(*fd_or);
-  auto elf = ElfFile::open_fd(fd.get(), m.path);
-  if (!elf) return Error{elf.error().code, m.path + ": " + elf.error().message};
 
   AttachedObject obj;
   obj.path = m.path;
   obj.dev = makedev(m.dev_major, m.dev_minor);
   obj.inode = m.inode;
-  obj.build_id = (*elf)->build_id();
-  obj.role = role;
+  obj.build_id = elf.build_id();
   const std::string fd_path = "/proc/self/fd/" + std::to_string(fd.get());
 
-  const ProbeSpec* specs = role == "libc" ? kLibcProbes : kLibstdcxxProbes;
-  size_t nspecs = role == "libc" ? std::size(kLibcProbes) : std::size(kLibstdcxxProbes);
-  std::vector<ProbeSpec> cuda_specs;  // optional, entry probes at the entry
-  if (is_cuda_role(role)) {
-    // An executable without the runtime linked in is remembered with no
-    // probes, so it is not opened again at every rescan.
-    if (role == kRoleCudaStatic && !(*elf)->find_function(kCudaStaticMarker)) {
-      objects_.push_back(std::move(obj));
-      return ok_status();
-    }
-    for (const CudaProbeSpec& c : cuda_probe_specs(role))
-      cuda_specs.push_back({c.symbol, c.func, c.needs_return, false, false});
-    specs = cuda_specs.data();
-    nspecs = cuda_specs.size();
-  }
-  std::vector<uint64_t> probed_vaddrs;
   std::vector<UprobeSpec> entries, returns;
   bool required_failed = false;
   std::string required_error;
-  for (size_t i = 0; i < nspecs; ++i) {
-    const ProbeSpec& spec = specs[i];
-    std::optional<ElfSymbol> sym = (*elf)->find_function(spec.symbol);
-    if (!sym) {
-      if (spec.required) {
-        required_failed = true;
-        required_error = std::string(spec.symbol) + " not found in " + m.path;
-      }
-      continue;
-    }
-    // aligned_alloc and memalign are one function in glibc: probe it once.
-    auto dup = std::find(probed_vaddrs.begin(), probed_vaddrs.end(), sym->vaddr);
-    if (dup != probed_vaddrs.end()) {
-      obj.probes[static_cast<size_t>(dup - probed_vaddrs.begin())].symbols +=
-          std::string(",") + spec.symbol;
-      continue;
-    }
+  for (const PlannedProbe* planned : probes) {
+    const ProbeSpec& spec = planned->spec;
+    if (obj.role.find(planned->role) == std::string::npos)
+      obj.role += (obj.role.empty() ? "" : ",") + planned->role;
     ProbeReport report;
     report.symbols = spec.symbol;
+    for (const std::string& alias : planned->aliases) report.symbols += "," + alias;
     report.retprobe = spec.needs_return;
-    uint64_t probe_vaddr = sym->vaddr;
+    uint64_t probe_vaddr = planned->symbol.vaddr;
     if (spec.needs_return) {
       report.placement = "entry (return probe needs the entry)";
     } else if (!spec.movable) {
       report.placement = "entry (reads the return address)";
     } else {
-      ProbePlacement pl = place_entry_only_probe(**elf, *sym);
+      ProbePlacement pl = place_entry_only_probe(elf, planned->symbol);
       probe_vaddr = pl.vaddr;
       report.placement = pl.reason;
     }
-    std::optional<uint64_t> off = (*elf)->vaddr_to_offset(probe_vaddr);
-    std::optional<uint64_t> entry_off = (*elf)->vaddr_to_offset(sym->vaddr);
+    std::optional<uint64_t> off = elf.vaddr_to_offset(probe_vaddr);
+    std::optional<uint64_t> entry_off = elf.vaddr_to_offset(planned->symbol.vaddr);
     if (!off || !entry_off) {
       report.error = "address not in a loadable segment";
       if (spec.required) {
         required_failed = true;
-        required_error = std::string(spec.symbol) + ": " + report.error;
+        required_error = spec.symbol + ": " + report.error;
       }
     } else {
       report.file_offset = *off;
       entries.push_back({*off, spec.func});
       if (spec.needs_return) returns.push_back({*entry_off, spec.func});
     }
-    probed_vaddrs.push_back(sym->vaddr);
     obj.probes.push_back(std::move(report));
   }
-  if (required_failed) return Error{EINVAL, required_error};
+  if (required_failed) return Error{EINVAL, m.path + ": " + required_error};
   // All entries in one attach and all returns in another (one link each
   // with uprobe_multi). Either attaches whole or not at all: no object is
   // left half probed (say, entries without their returns).
@@ -266,9 +344,9 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role
       entry_links ? session_.attach_uprobes(pid_, fd_path, returns, true) : entry_links.error();
   if (!entry_links || !return_links) {
     const Error& e = entry_links ? return_links.error() : entry_links.error();
-    if (is_cuda_role(role)) {
-      // Optional: keep the object, its probes marked not attached and why
-      // (the probe_attached metric and the API show it).
+    if (keep_on_failure) {
+      // Optional probes: keep the object, its probes marked not attached
+      // and why (the probe_attached metric and the API show it).
       for (ProbeReport& r : obj.probes)
         if (r.error.empty()) r.error = e.message;
       objects_.push_back(std::move(obj));
@@ -278,7 +356,6 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const std::string& role
   for (ProbeReport& r : obj.probes) r.attached = r.error.empty();
   for (Link& l : *entry_links) obj.links.push_back(std::move(l));
   for (Link& l : *return_links) obj.links.push_back(std::move(l));
-  if (required_failed) return Error{EINVAL, required_error};
   objects_.push_back(std::move(obj));
   return ok_status();
 }

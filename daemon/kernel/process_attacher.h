@@ -1,18 +1,26 @@
-// Attaches the allocator probes to one process: finds its libc and
-// libstdc++ in /proc/PID/maps (a container has its own), resolves each
-// probed function in that very file, opens the file inside the target's
-// view (so deleted files and other mount namespaces work), and attaches
-// uprobes filtered to the pid, so no other process that maps the same
-// library is trapped.
+// Attaches the allocator probes to one process: reads its mapped objects
+// from /proc/PID/maps (a container has its own), decides which object's
+// malloc, free, operator new... calls reach, the way the dynamic linker does
+// (daemon/core/allocator_resolver.h: executable, LD_PRELOAD from the
+// process's environment, /etc/ld.so.preload in its root, DT_NEEDED
+// breadth-first), resolves each probed function in that very file, opens
+// the file inside the target's view (so deleted files and other mount
+// namespaces work), and attaches uprobes filtered to the pid, so no other
+// process that maps the same library is trapped.
 // Thread-safety: not thread-safe; used by the thread that owns the session.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "daemon/core/allocator_resolver.h"
 #include "daemon/core/proc_maps.h"
 #include "daemon/core/result.h"
 #include "daemon/kernel/bpf_session.h"
@@ -35,46 +43,71 @@ struct AttachedObject {
   uint64_t dev = 0;
   uint64_t inode = 0;
   std::string build_id;
-  std::string role;        // "libc" or "libstdc++"
+  std::string role;        // the probe roles placed here: "libc", "libc,tcmalloc", ...
   std::vector<ProbeReport> probes;
   std::vector<Link> links;
+};
+
+// The allocator decision for one process, for the API, `top` and the
+// leakwatch_process_allocator_info metric: "why is nothing showing".
+struct AllocatorInfo {
+  std::string support = "pending";  // full | partial | unsupported | pending
+  std::string reason;               // why not full
+  std::string family;               // jemalloc | tcmalloc | mimalloc | glibc | unknown
+  std::string object;               // the object whose malloc wins ("" when none)
+  std::string build_id;             // of that object
+  bool static_exe = false;
+  bool go = false;
+  std::vector<std::string> preload;  // LD_PRELOAD then /etc/ld.so.preload, as read
+  std::vector<std::string> functions;  // every function probed (attached), all objects
+  std::vector<std::string> objects;    // every object holding probes
 };
 
 class ProcessAttacher {
  public:
   ProcessAttacher(BpfSession& session, pid_t pid) : session_(session), pid_(pid) {}
 
-  // Scans the process's mappings and attaches to every allocator object not
-  // attached yet (the first call, and after a dlopen). Fails only if the
-  // process's maps cannot be read or no libc malloc/free could be probed on
-  // the first call.
-  Status attach_new_objects();
+  // Scans the process's mappings, decides which objects' allocator functions
+  // win, and attaches to every such object not attached yet (the first
+  // call, after the loader maps the libraries, after a dlopen or an exec).
+  // An unsupported process (stripped static binary, Go without cgo) gets no
+  // probe and is not an error: allocator().support says why. Fails if the
+  // process's maps cannot be read or the winning allocator's probes cannot
+  // be attached. With place_probes false (mode light) only the decision is
+  // made and reported; nothing is attached.
+  Status attach_new_objects(bool place_probes = true);
+  const AllocatorInfo& allocator() const { return info_; }
 
-  // What to attach: the allocator probes (libc, libstdc++) and/or the
-  // optional CUDA probes (cuda_probes.h). Both by default.
-  void set_scope(bool allocators, bool cuda) {
-    allocators_ = allocators;
-    cuda_ = cuda;
-  }
+  // Whether attach_new_objects() places the optional CUDA probes (on by
+  // default; off while the kill switch holds the process).
+  void set_cuda(bool on) { cuda_ = on; }
 
   // Detaches every probe (in parallel, see destroy_links()).
   void detach_all();
   // Moves every probe link out (for a caller that closes many at once).
   std::vector<Link> take_links();
+  // Moves out the links of the allocator objects (`heap`) and/or of the
+  // CUDA objects (`cuda`), forgetting those objects, so a later
+  // attach_new_objects() attaches them again.
+  std::vector<Link> take_links(bool heap, bool cuda);
   const std::vector<AttachedObject>& objects() const { return objects_; }
   pid_t pid() const { return pid_; }
 
  private:
-  Status attach_object(const MapEntry& map, const std::string& role);
+  Status attach_object(const MapEntry& map, const ElfFile& elf,
+                       const std::vector<const PlannedProbe*>& probes,
+                       bool keep_on_failure = false);
+  void attach_cuda_objects(const std::vector<LoadedObject>& objects,
+                           const std::vector<MapEntry>& entries, std::optional<size_t> exe);
+  void refresh_functions();
 
   BpfSession& session_;
   pid_t pid_;
   std::vector<AttachedObject> objects_;
-  bool allocators_ = true;
+  AllocatorInfo info_;
   bool cuda_ = true;
+  // Parsed objects by (dev, inode); nullptr for files that are not ELF.
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const ElfFile>> elf_cache_;
 };
-
-// "libc" or "libstdc++" for an object path we probe, else "".
-std::string allocator_role(const std::string& path);
 
 }  // namespace lw

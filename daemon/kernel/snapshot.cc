@@ -25,6 +25,8 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   ProcessSnapshot snap;
   snap.pid = proc.pid;
   snap.comm = proc.comm;
+  if (proc.attacher) snap.allocator = proc.attacher->allocator();
+
   snap.final = proc.exited;
   snap.timestamp = std::chrono::duration<double>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
@@ -180,7 +182,28 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                             {"live_bytes", t.live_bytes},
                             {"live_allocations", t.live_allocations}});
   out["cuda_devices"] = std::move(cuda_devices);
+  json kinds = json::object();
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    const KindTotals& t = snap.kinds[k];
+    if (t.allocations == 0 && t.live_allocations == 0) continue;
+    kinds[kind_name(k)] = {{"live_bytes", t.live_bytes},
+                           {"live_allocations", t.live_allocations},
+                           {"allocated_bytes", t.allocated_bytes},
+                           {"allocations", t.allocations},
+                           {"freed_bytes", t.freed_bytes},
+                           {"frees", t.frees}};
+  }
+  out["kinds"] = std::move(kinds);
+  out["allocator"] = to_json(snap.allocator);
   return out;
+}
+
+nlohmann::json to_json(const AllocatorInfo& a) {
+  return {{"support", a.support},       {"reason", a.reason},
+          {"family", a.family},         {"object", a.object},
+          {"build_id", a.build_id},     {"static", a.static_exe},
+          {"go", a.go},                 {"preload", a.preload},
+          {"functions", a.functions},   {"objects", a.objects}};
 }
 
 }  // namespace lw

@@ -65,6 +65,7 @@ struct ProcessSnapshot {
   // that time and stale; the next attach re-baselines them.
   double heap_stale_since = 0;
   std::vector<CudaDeviceTotal> cuda_devices;  // live CUDA bytes per (device, kind)
+  AllocatorInfo allocator;          // which allocator is probed, and how well
 };
 
 // Sites with live allocations, merged by (stack_id, kind): the top
@@ -75,5 +76,6 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
 
 const char* kind_name(uint32_t kind);
 nlohmann::json to_json(const ProcessSnapshot& snap);
+nlohmann::json to_json(const AllocatorInfo& a);
 
 }  // namespace lw

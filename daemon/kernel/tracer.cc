@@ -127,7 +127,7 @@ Status Tracer::set_heap_tracing(pid_t pid, bool on) {
   return ok_status();
 }
 
-void Tracer::detach_heap_many(const std::vector<pid_t>& pids) {
+void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& cuda_pids) {
   std::vector<Link> links;
   const double now = unix_seconds_now();
   for (pid_t pid : pids) {
@@ -136,8 +136,16 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids) {
     // Flags first: the probes may still fire while their links close.
     p->options.heap = false;
     (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
-    for (Link& l : p->attacher->take_links()) links.push_back(std::move(l));
+    // The heap probes only: CUDA's stay (governor, step-down).
+    for (Link& l : p->attacher->take_links(true, false)) links.push_back(std::move(l));
     p->heap_stale_since = now;
+  }
+  // The kill switch: the CUDA probes too (accounting is already off).
+  for (pid_t pid : cuda_pids) {
+    TracedProcess* p = process(pid);
+    if (!p) continue;
+    p->attacher->set_cuda(false);
+    for (Link& l : p->attacher->take_links(false, true)) links.push_back(std::move(l));
   }
   // All at once: each uprobe link close waits out a grace period, and in
   // parallel those waits overlap (the kill switch's 1 s bound).
@@ -148,7 +156,14 @@ Status Tracer::set_accounting(pid_t pid, bool on) {
   TracedProcess* p = process(pid);
   if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
   p->accounting = on;
-  return session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+  if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
+    return st;
+  // Back on: the CUDA probes the kill switch took are placed again.
+  if (on && p->options.cuda) {
+    p->attacher->set_cuda(true);
+    return p->attacher->attach_new_objects(p->options.heap);
+  }
+  return ok_status();
 }
 
 std::optional<uint64_t> Tracer::probe_hits(pid_t pid) const {
@@ -180,7 +195,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1);
   if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
-  proc->attacher->set_scope(options.heap, options.cuda);
+  proc->attacher->set_cuda(options.cuda);
   proc->options = options;
 
   // Records left by an earlier process with this pid must not be inherited.
@@ -189,7 +204,10 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (Status st = session_->set_target(pid, target_flags(options), 0, options.sample_mean_bytes); !st)
     return st;
   if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
-  Status st = options.heap || options.cuda ? proc->attacher->attach_new_objects() : ok_status();
+  // Without heap probes (mode light) the allocator is still identified, for
+  // the API and metrics, and the optional CUDA probes are placed.
+  Status st = options.heap ? proc->attacher->attach_new_objects()
+                           : (void(proc->attacher->attach_new_objects(false)), ok_status());
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
     if (kill(pid, 0) != 0 && errno == ESRCH)
@@ -283,7 +301,8 @@ void Tracer::after_poll() {
     if (proc->rescan_pending) {
       proc->rescan_pending = false;
       ++stats_.rescans;
-      if ((proc->options.heap || proc->options.cuda) && !proc->attacher->attach_new_objects())
+      if ((proc->options.heap || (proc->options.cuda && proc->accounting)) &&
+          !proc->attacher->attach_new_objects(proc->options.heap))
         ++stats_.attach_errors;
       if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
     }
@@ -323,7 +342,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   if (!session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes))
     return;
   if ((proc.options.heap || (proc.options.cuda && proc.accounting)) &&
-      !proc.attacher->attach_new_objects())
+      !proc.attacher->attach_new_objects(proc.options.heap))
     ++stats_.attach_errors;
 }
 

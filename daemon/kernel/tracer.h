@@ -107,9 +107,10 @@ class Tracer {
   // allocations from now on count (frees were not seen while detached).
   // Detaching freezes the heap figures and stamps heap_stale_since.
   Status set_heap_tracing(pid_t pid, bool on);
-  // Detaches the heap probes of every pid given, closing all their links at
-  // once (set_heap_tracing(pid, false) for many).
-  void detach_heap_many(const std::vector<pid_t>& pids);
+  // Detaches the heap probes of every pid given (set_heap_tracing(pid,
+  // false) for many) and, for `cuda_pids` (the kill switch), their CUDA
+  // probes too, closing all their links at once.
+  void detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& cuda_pids = {});
   // Stops (false) or resumes (true) all of `pid`'s accounting, heap and
   // mmap, by its kernel target flags (the kill switch; the probes
   // themselves are detached with set_heap_tracing).

@@ -194,7 +194,7 @@ TraceSession::TraceSession(TraceOptions options)
         std::vector<std::string> argv{target_path(options_.target)};
         argv.insert(argv.end(), options_.target_args.begin(), options_.target_args.end());
         return argv;
-      }()),
+      }(), Process::Options{false, options_.target_env}),
       leakwatch_([&] {
         // The target must have announced itself before leakwatch starts:
         // leakwatch attaches to an already running process.

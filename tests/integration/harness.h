@@ -69,6 +69,7 @@ class Process {
 struct TraceOptions {
   std::string target;  // program name in the targets directory
   std::vector<std::string> target_args;
+  std::vector<std::string> target_env;      // "NAME=VALUE" added to the target's environment
   std::vector<std::string> leakwatch_args;  // after top -p PID --json --interval 0.2
   // The result snapshot is the first whose timestamp is at least this long
   // after "done" arrived...

@@ -171,6 +171,21 @@ TEST(FlatMap, InsertFindEraseWithCollisionsAndZeroKey) {
   }
 }
 
+TEST(FlatMap, ClearEmptiesIt) {
+  FlatMap<uint64_t> m;
+  for (uint64_t k = 0; k < 1000; ++k) m.insert(k, k);
+  m.clear();
+  EXPECT_EQ(m.size(), 0u);
+  EXPECT_EQ(m.find(5), nullptr);
+  EXPECT_EQ(m.find(0), nullptr);
+  size_t seen = 0;
+  m.for_each([&](uint64_t, const uint64_t&) { ++seen; });
+  EXPECT_EQ(seen, 0u);
+  m.insert(7, 70);
+  ASSERT_NE(m.find(7), nullptr);
+  EXPECT_EQ(*m.find(7), 70u);
+}
+
 TEST(DecodeEvent, RejectsShortAndOutOfRange) {
   lw_event raw{};
   raw.type = LW_EV_ALLOC;

@@ -94,6 +94,31 @@ TEST(Metrics, AttachErrorReasonsStartAtZero) {
         << reason;
 }
 
+TEST(Metrics, AllocatorInfoPerProcess) {
+  DaemonSnapshot snap = sample_snapshot("svc", 2);
+  AllocatorInfo& a = snap.processes[0].snapshot.allocator;
+  a.support = "full";
+  a.family = "jemalloc";
+  a.object = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+  AllocatorInfo& b = snap.processes[1].snapshot.allocator;
+  b.support = "unsupported";
+  b.family = "unknown";
+  b.object = "bad\xff\n\"path";  // a hostile path must not break the scrape
+  std::string text = render_metrics(snap, {});
+  EXPECT_NE(text.find("leakwatch_process_allocator_info{pid=\"1000\""), std::string::npos) << text;
+  EXPECT_NE(text.find("allocator=\"jemalloc\",object=\"/usr/lib/x86_64-linux-gnu/"
+                      "libjemalloc.so.2\",support=\"full\"} 1"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("allocator=\"unknown\""), std::string::npos) << text;
+  EXPECT_NE(text.find("support=\"unsupported\"} 1"), std::string::npos) << text;
+  std::string out;
+  EXPECT_TRUE(promtool_accepts(text, &out)) << out;
+  // And in the API.
+  std::string procs = processes_json(snap);
+  EXPECT_NE(procs.find("\"allocator\":{"), std::string::npos) << procs;
+  EXPECT_NE(procs.find("\"family\":\"jemalloc\""), std::string::npos) << procs;
+}
+
 TEST(Metrics, HostileProcessNamesStillGiveAValidScrape) {
   for (std::string comm : {std::string("a\"b\n{x=\"1\"}"), std::string("bad\xff\xfe utf8"),
                            std::string("ctl\x01\x7f\x1b[31m"), std::string(5000, 'x'),

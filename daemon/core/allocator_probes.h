@@ -1,0 +1,76 @@
+// Which functions leakwatch probes, as data: one table per role, each row a
+// symbol and how its arguments and result are read (enum lw_func, the
+// attach cookie). The resolver (allocator_resolver.h) decides, per process,
+// which object's definition of each symbol is the one calls reach.
+//
+// Adding a role (the GPU work adds libcudart/libcuda): write a function
+// returning a ProbeRole in its own file and call register_probe_role() once
+// at startup, before any process is attached. Nothing else changes.
+// Thread-safety: register_probe_role() must not race with probe_roles().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bpf/leakwatch_abi.h"
+
+namespace lw {
+
+// Which definition of a symbol gets the probe.
+enum class RoleScope {
+  // The one the dynamic linker binds calls to: the first object in the
+  // process's global search order that exports it (malloc, free, operator
+  // new). Other definitions (libc's malloc under jemalloc) are never called
+  // through the symbol and are not probed, so no call counts twice.
+  kInterposed,
+  // Every mapped object that defines it, exported or in .symtab: names
+  // private to one allocator (mallocx, tc_malloc, mi_malloc, je_malloc),
+  // which may be linked statically into several objects, each a distinct
+  // allocator.
+  kEveryObject,
+};
+
+// Where a row applies, by the object that provides the winning definition.
+enum class ProviderClass : uint8_t {
+  kAny,
+  kLibstdcxx,     // libstdc++.so*: its operator new calls malloc, delete tail-calls free
+  kNotLibstdcxx,  // an allocator's own operator new/delete (tcmalloc, jemalloc, mimalloc)
+};
+
+struct ProbeSpec {
+  std::string symbol;
+  uint32_t func;       // enum lw_func
+  bool needs_return;   // a uretprobe too, at the entry
+  bool required;       // the process cannot be traced without it (malloc, free)
+  bool movable;        // entry-only and may move past a NULL check
+  ProviderClass provider = ProviderClass::kAny;
+};
+
+struct ProbeRole {
+  std::string name;              // "libc", "cxx", "jemalloc", ... (API and logs)
+  RoleScope scope = RoleScope::kInterposed;
+  std::vector<ProbeSpec> probes;
+  // Never probe inside a Go executable itself: Go moves goroutine stacks,
+  // and a uretprobe's hijacked return address there crashes the process.
+  // Roles apply only to non-Go objects; leave this true.
+  bool skip_go_objects = true;
+};
+
+// The built-in roles followed by registered ones, in registration order.
+const std::vector<ProbeRole>& probe_roles();
+void register_probe_role(ProbeRole role);
+
+// The allocator family an object belongs to, from the names it defines:
+// "jemalloc", "tcmalloc", "mimalloc", "glibc", or "" when unknown.
+// `defines(name)` answers whether the object defines that function.
+template <typename Defines>
+std::string allocator_family(const Defines& defines) {
+  if (defines("mallocx") || defines("je_malloc") || defines("je_mallocx")) return "jemalloc";
+  if (defines("tc_malloc")) return "tcmalloc";
+  if (defines("mi_malloc")) return "mimalloc";
+  if (defines("__libc_malloc")) return "glibc";
+  return "";
+}
+
+}  // namespace lw
