@@ -116,6 +116,7 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
   // The executable, by the path and inode /proc/PID/exe names.
   struct stat exe_st {};
   const bool have_exe = stat((proc + "/exe").c_str(), &exe_st) == 0;
+  const int exe_errno = have_exe ? 0 : errno;
   char exe_link[4096];
   ssize_t n = readlink((proc + "/exe").c_str(), exe_link, sizeof(exe_link) - 1);
   std::string exe_path = n > 0 ? std::string(exe_link, static_cast<size_t>(n)) : "";
@@ -131,6 +132,7 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
   std::vector<MapEntry> entries;  // the mapping each object is opened through
   std::set<std::pair<uint64_t, uint64_t>> seen;
   std::optional<size_t> exe;
+  std::optional<Error> open_denied;  // the first object we were not allowed to open
   for (const MapEntry& m : maps->entries) {
     if (!m.is_file() || !m.executable) continue;
     std::pair<uint64_t, uint64_t> key{makedev(m.dev_major, m.dev_minor), m.inode};
@@ -143,6 +145,8 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
       if (Result<int> fd = open_mapped_file(pid_, m)) {
         Fd owned(*fd);
         if (auto parsed = ElfFile::open_fd(owned.get(), m.path)) elf = *parsed;
+      } else if ((fd.error().code == EPERM || fd.error().code == EACCES) && !open_denied) {
+        open_denied = fd.error();  // names the missing capability
       }
       elf_cache_[key] = elf;  // nullptr too: not retried on every rescan
     }
@@ -160,6 +164,15 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
   if (!exe) {
     if (kill(pid_, 0) != 0 && errno == ESRCH)
       return Error{ESRCH, "no such process: " + std::to_string(pid_)};
+    // Not allowed to look: a permission problem, not an unsupported process.
+    if (exe_errno == EACCES || exe_errno == EPERM) {
+      std::string missing = missing_capabilities({CAP_SYS_PTRACE});
+      return Error{EPERM, "permission denied reading " + proc + "/exe" +
+                              (missing.empty() ? std::string()
+                                               : ": missing " + missing +
+                                                     " (needed to read another user's /proc/PID)")};
+    }
+    if (open_denied) return *open_denied;
     info_.support = support_name(Support::kUnsupported);
     info_.reason = "the executable is not among the process's mappings";
     return ok_status();
@@ -184,6 +197,7 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
     info_.object = objects[*plan.allocator].path;
     info_.build_id = objects[*plan.allocator].elf->build_id();
   }
+  if (plan.support == Support::kUnsupported && open_denied) return *open_denied;
   if (plan.support == Support::kPending || plan.support == Support::kUnsupported) {
     refresh_functions();
     return ok_status();

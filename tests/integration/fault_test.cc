@@ -93,6 +93,7 @@ governor:
     armed = scan_breakpoints(target.pid(), probes).breakpoints;
     ASSERT_GT(armed, 0);
     target.write_line("go");  // the hot loop: malloc+free as fast as it can
+    ASSERT_EQ(target.read_line(10s).value_or(""), "going");
     std::this_thread::sleep_for(500ms);
     first_objects = bpf_objects_of(daemon.pid());
     ASSERT_GT(count_prefix(first_objects, "link:"), 0u);
@@ -135,9 +136,9 @@ governor:
     const std::set<std::string> second = bpf_objects_of(daemon.pid());
     EXPECT_EQ(count_prefix(second, "link:"), count_prefix(first_objects, "link:"));
     size_t listed = 0;
-    for (const Json &p : daemon.get_json("/api/v1/processes").at("processes"))
-      listed += p.at("pid").get<pid_t>() == target.pid();
-    EXPECT_EQ(listed, 1u);
+    const Json all = daemon.get_json("/api/v1/processes");
+    for (const Json &p : all.at("processes")) listed += p.at("pid").get<pid_t>() == target.pid();
+    EXPECT_EQ(listed, 1u) << all.dump() << daemon.diagnostics();
     EXPECT_TRUE(daemon.signal_and_wait(SIGTERM, 5s).has_value());
   }
   target.write_line("exit");

@@ -35,7 +35,7 @@ static void install_filter(void) {
       ALLOW(SYS_read), ALLOW(SYS_write), ALLOW(SYS_exit), ALLOW(SYS_exit_group),
       ALLOW(SYS_brk), ALLOW(SYS_mmap), ALLOW(SYS_munmap), ALLOW(SYS_mremap),
       ALLOW(SYS_mprotect), ALLOW(SYS_madvise), ALLOW(SYS_futex),
-      ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_rt_sigreturn), ALLOW(SYS_clone3),
+      ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_rt_sigreturn), ALLOW(SYS_rt_sigaction), ALLOW(SYS_clone3),
       ALLOW(SYS_clone), ALLOW(SYS_set_robust_list), ALLOW(SYS_rseq),
       ALLOW(SYS_getpid), ALLOW(SYS_gettid), ALLOW(SYS_getrandom), ALLOW(SYS_pause),
       ALLOW(SYS_ppoll), ALLOW(SYS_nanosleep), ALLOW(SYS_clock_nanosleep),
