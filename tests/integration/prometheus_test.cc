@@ -163,17 +163,9 @@ void sleep_until_unix(double unix_time) {
 // Dashboard queries (panel id, refId) whose metrics this branch does not
 // produce yet, by what they wait for. The check fails once one returns
 // data, so each list is emptied as its work is merged.
-const std::map<std::string, PanelRefs> kDashboardQueriesAwaitingMetrics = {
-    // A CUDA leaker traced alongside steady_leaker (fake libcudart/libcuda
-    // fixture from the GPU work): kind cuda_*.
-    {"the GPU fixture leaker", {{4, "A"}, {8, "A"}, {10, "A"}}},
-    // The overhead governor's metrics: leakwatch_process_tracing_suspended,
-    // leakwatch_governor_suspensions_total, leakwatch_escalations_total,
-    // leakwatch_kill_switch_engaged, leakwatch_process_mode.
-    {"the overhead governor's metrics", {{6, "A"}, {16, "A"}, {21, "A"}, {21, "B"}, {21, "C"}, {21, "D"}}},
-    // leakwatch_process_allocator_info from the allocator work.
-    {"the allocator metrics", {{17, "A"}}},
-};
+// Every panel query must return data: nothing is pending (the GPU fixture
+// leaker, the overhead and the allocator metrics are all in this run).
+const std::map<std::string, PanelRefs> kDashboardQueriesAwaitingMetrics = {};
 
 class LeakwatchPrometheus : public ::testing::Test {
  protected:
@@ -198,9 +190,13 @@ TEST_F(LeakwatchPrometheus, SteadyLeakFlaggedWithinThreeMinutesPlateauedCacheNev
   Process leaker({target_path("steady_leaker")});
   Process cache({target_path("plateau_cache")});
   Process frozen({target_path("plateau_cache"), "--no-churn"});
+  // The GPU fixture (stand-in libcudart/libcuda, tests/targets/cuda): 1 MiB
+  // of cudaMalloc every 2 s at grow_cuda_leak, for the dashboard's GPU panels.
+  Process gpu({target_path("cuda_leaker"), "grow", "2000"});
   ASSERT_EQ(read_ready(leaker), leaker.pid());
   ASSERT_EQ(read_ready(cache), cache.pid());
   ASSERT_EQ(read_ready(frozen), frozen.pid());
+  ASSERT_EQ(read_ready(gpu), gpu.pid());
 
   // No `analysis` section: its defaults are what is tested.
   DaemonProcess daemon({.config_body = R"(
@@ -211,10 +207,13 @@ targets:
   - name: cache
     match: {comm: "^plateau_cache$"}
     mode: full
+  - name: gpu
+    match: {comm: "^cuda_leaker$"}
+    mode: full
 )",
                         .args = {"--log-level", "info"}});
   daemon.wait_notify("READY=1", kReadyTimeout);
-  for (pid_t pid : {leaker.pid(), cache.pid(), frozen.pid()}) daemon.wait_for_process(pid, kApiTimeout);
+  for (pid_t pid : {leaker.pid(), cache.pid(), frozen.pid(), gpu.pid()}) daemon.wait_for_process(pid, kApiTimeout);
 
   // Prometheus before "go", so that its data covers the leak from its
   // first byte.
@@ -224,7 +223,7 @@ targets:
   prometheus.wait_ready(30s);
 
   const double go_time = unix_now();
-  for (Process *target : {&leaker, &cache, &frozen}) target->write_line("go");
+  for (Process *target : {&leaker, &cache, &frozen, &gpu}) target->write_line("go");
   LeakTruth truth(leaker);
   const double leak_start = truth.started();
   std::printf("[ metric   ] leak started %.3f s after go\n", leak_start - go_time);
@@ -392,7 +391,7 @@ targets:
     }
   }
 
-  for (Process *target : {&leaker, &cache, &frozen}) {
+  for (Process *target : {&leaker, &cache, &frozen, &gpu}) {
     target->write_line("exit");
     const std::optional<int> status = target->wait_exit(10s);
     EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << target->stderr_text();
