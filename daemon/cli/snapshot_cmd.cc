@@ -11,6 +11,7 @@
 
 #include "daemon/cli/exit_codes.h"
 #include "daemon/cli/run.h"
+#include "daemon/core/fd.h"
 #include "daemon/kernel/snapshot.h"
 #include "daemon/kernel/tracer.h"
 #include "exporter/profile.h"
@@ -98,7 +99,13 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: %s\n", gz.error().message.c_str());
     return exit_code::kError;
   }
-  FILE* f = fopen(out.c_str(), "wbe");
+  Result<int> fd = create_output_file(out);
+  if (!fd) {
+    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), fd.error().message.c_str());
+    return exit_code::kError;
+  }
+  FILE* f = fdopen(*fd, "wb");
+  if (!f) close(*fd);
   if (!f || fwrite(gz->data(), 1, gz->size(), f) != gz->size() || fclose(f) != 0) {
     fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), strerror(errno));
     return exit_code::kError;

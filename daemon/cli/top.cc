@@ -2,6 +2,8 @@
 // hold its memory, once per interval, as a table or as JSON lines.
 #include "daemon/cli/top.h"
 
+#include "daemon/core/fd.h"
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -282,10 +284,14 @@ int run_top(int argc, char** argv) {
   Tracer& t = **tracer;
   std::unique_ptr<FILE, int (*)(FILE*)> record(nullptr, fclose);
   if (!opt.record_path.empty()) {
-    record.reset(fopen(opt.record_path.c_str(), "wbe"));
+    Result<int> fd = create_output_file(opt.record_path);
+    if (fd) {
+      record.reset(fdopen(*fd, "wb"));
+      if (!record) close(*fd);
+    }
     if (!record) {
       fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
-              strerror(errno));
+              fd ? strerror(errno) : fd.error().message.c_str());
       return exit_code::kError;
     }
     t.set_record_tap([f = record.get()](const void* data, size_t len) { fwrite(data, 1, len, f); });

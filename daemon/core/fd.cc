@@ -85,4 +85,22 @@ Result<int> open_untrusted_file(const std::string& path) {
   return keep_if_regular(fd);
 }
 
+Result<int> create_output_file(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                0600);
+  if (fd < 0) {
+    if (errno == ELOOP) return Error{ELOOP, "refusing to write through a symlink"};
+    return errno_error("open");
+  }
+  Result<int> regular = keep_if_regular(fd);
+  if (!regular) return regular;
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    Error e = errno_error("fcntl");
+    close(fd);
+    return e;
+  }
+  return fd;
+}
+
 }  // namespace lw

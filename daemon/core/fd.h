@@ -63,4 +63,11 @@ Result<int> open_in_root(const std::string& root_dir, const std::string& path);
 // links name the exact mapped inode) is opened as is. Returns an owned fd.
 Result<int> open_untrusted_file(const std::string& path);
 
+// Creates (or truncates) an output file the user named (snapshot -o, top
+// --record-events): mode 0600 when created, never through a symlink as the
+// last component (O_NOFOLLOW: a planted link in /tmp cannot redirect a
+// root-run leakwatch), regular files only (O_NONBLOCK while opening: a FIFO
+// without a reader fails instead of hanging). Returns an owned, blocking fd.
+Result<int> create_output_file(const std::string& path);
+
 }  // namespace lw

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "daemon/core/elf_file.h"
@@ -101,6 +102,35 @@ TEST_F(OpenInRoot, ProcPidRootPathsGoThroughTheRoot) {
   close(*direct);
   close(inner);
   EXPECT_FALSE(open_untrusted_file("/proc/self/root/").ok());  // a directory
+}
+
+}  // namespace
+}  // namespace lw
+
+namespace lw {
+namespace {
+
+TEST_F(OpenInRoot, OutputFilesAreCreated0600AndNeverThroughASymlink) {
+  const std::string out = root_ + "/out.pb.gz";
+  Result<int> fd = create_output_file(out);
+  ASSERT_TRUE(fd.ok()) << fd.error().message;
+  ASSERT_EQ(write(*fd, "x", 1), 1);
+  close(*fd);
+  struct stat st;
+  ASSERT_EQ(stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A planted link to the host secret: refused, the secret untouched.
+  const std::string link = root_ + "/planted";
+  ASSERT_EQ(symlink(secret_.c_str(), link.c_str()), 0);
+  Result<int> through = create_output_file(link);
+  ASSERT_FALSE(through.ok());
+  EXPECT_EQ(through.error().code, ELOOP);
+  std::ifstream secret(secret_);
+  std::string text((std::istreambuf_iterator<char>(secret)), {});
+  EXPECT_EQ(text, "host secret");
+  // A FIFO without a reader: refused at once.
+  ASSERT_EQ(mkfifo((root_ + "/fifo").c_str(), 0600), 0);
+  EXPECT_FALSE(create_output_file(root_ + "/fifo").ok());
 }
 
 }  // namespace
