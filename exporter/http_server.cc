@@ -41,21 +41,6 @@ json identity_json(const TrackedProcess& t) {
   return j;
 }
 
-json kinds_json(const ProcessSnapshot& s) {
-  json kinds = json::object();
-  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
-    const KindTotals& t = s.kinds[k];
-    if (t.allocations == 0 && t.live_allocations == 0) continue;
-    kinds[kind_name(k)] = {{"live_bytes", t.live_bytes},
-                           {"live_allocations", t.live_allocations},
-                           {"allocated_bytes", t.allocated_bytes},
-                           {"allocations", t.allocations},
-                           {"freed_bytes", t.freed_bytes},
-                           {"frees", t.frees}};
-  }
-  return kinds;
-}
-
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 const char* kLanding = R"(<!doctype html>
@@ -79,7 +64,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
     json p = identity_json(e.process);
     p["live_bytes"] = e.snapshot.live_bytes;
     p["live_allocations"] = e.snapshot.live_allocations;
-    p["kinds"] = kinds_json(e.snapshot);
+    p["kinds"] = kinds_to_json(e.snapshot);
     p["sampling"] = {{"mean_bytes", e.snapshot.sample_mean_bytes},
                      {"estimated_kinds",
                       e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
@@ -140,7 +125,7 @@ std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_tim
     }
     json j = to_json(e.snapshot);
     j["process"] = identity_json(e.process);
-    j["kinds"] = kinds_json(e.snapshot);
+    j["kinds"] = kinds_to_json(e.snapshot);
     *status = 200;
     return dump(j);
   }

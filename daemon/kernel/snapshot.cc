@@ -182,7 +182,13 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                             {"live_bytes", t.live_bytes},
                             {"live_allocations", t.live_allocations}});
   out["cuda_devices"] = std::move(cuda_devices);
-  json kinds = json::object();
+  out["kinds"] = kinds_to_json(snap);
+  out["allocator"] = to_json(snap.allocator);
+  return out;
+}
+
+nlohmann::json kinds_to_json(const ProcessSnapshot& snap) {
+  nlohmann::json kinds = nlohmann::json::object();
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
     const KindTotals& t = snap.kinds[k];
     if (t.allocations == 0 && t.live_allocations == 0) continue;
@@ -193,9 +199,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                            {"freed_bytes", t.freed_bytes},
                            {"frees", t.frees}};
   }
-  out["kinds"] = std::move(kinds);
-  out["allocator"] = to_json(snap.allocator);
-  return out;
+  return kinds;
 }
 
 nlohmann::json to_json(const AllocatorInfo& a) {

@@ -77,5 +77,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
 const char* kind_name(uint32_t kind);
 nlohmann::json to_json(const ProcessSnapshot& snap);
 nlohmann::json to_json(const AllocatorInfo& a);
+// Totals per kind over every site, kinds with no allocation left out (API, top).
+nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 
 }  // namespace lw

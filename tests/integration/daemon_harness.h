@@ -136,6 +136,9 @@ class DaemonProcess {
   std::unique_ptr<Process> process_;
 };
 
+// A config `match:` for exactly this comm.
+inline std::string comm_selector(const std::string &comm) { return "{comm: \"^" + comm + "$\"}"; }
+
 // Copies target program `name` into `dir` under a name unique on this
 // machine while this test runs ("leaker-<test pid>", at most 15 characters,
 // so it is the whole comm); returns the copy's path. The daemon watches the

@@ -28,7 +28,6 @@ class LeakwatchOverhead : public ::testing::Test {
   }
 };
 
-std::string comm_selector(const std::string &comm) { return "{comm: \"^" + comm + "$\"}"; }
 
 // Heap-kind live allocations whose leaf is `function`.
 int64_t heap_allocations_at(const Json &sites, const std::string &function) {

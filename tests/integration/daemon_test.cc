@@ -79,7 +79,6 @@ bool log_mentions(const std::string &log, const std::string &verb, pid_t pid) {
 }
 
 // The selector of a target on exactly this comm.
-std::string comm_selector(const std::string &comm) { return "{comm: \"^" + comm + "$\"}"; }
 
 // Ground truth as the daemon sees it. The daemon attaches at exec, before
 // "ready", so it also counts what the dynamic loader mapped before main

@@ -33,7 +33,6 @@ class LeakwatchFault : public ::testing::Test {
   }
 };
 
-std::string comm_selector(const std::string &comm) { return "{comm: \"^" + comm + "$\"}"; }
 
 // The BPF objects a process holds, from /proc/PID/fdinfo: "prog_id" and
 // "link_id" lines, as "prog:N" / "link:N".
