@@ -35,7 +35,16 @@ uint64_t HeapTracker::counted_allocations(const LiveRecord& r) const {
 }
 
 void HeapTracker::add_live(uint64_t addr, const LiveRecord& r) {
-  live_.insert(live_key(r.kind, addr), r);
+  const uint64_t key = live_key(r.kind, addr);
+  // A record already there (the tail of a cut region landing on another
+  // record: inconsistent input, found by fuzz_event) is retired first, as a
+  // missed free, so the per-site sums stay exact.
+  if (const LiveRecord* old = live_.find(key)) {
+    ++counters_.missed_frees;
+    const LiveRecord gone = *old;
+    drop_live(key, gone, gone.size);
+  }
+  live_.insert(key, r);
   SiteStats& s = sites_[r.site];
   const uint64_t bytes = counted_bytes(r);
   s.live_bytes += bytes;
