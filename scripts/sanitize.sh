@@ -45,7 +45,7 @@ case "$mode" in
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1" "-DCMAKE_C_FLAGS=-O1 -g1" -DLEAKWATCH_SANITIZE=thread \
       -DLEAKWATCH_BUILD_BENCH=OFF -DLEAKWATCH_WERROR=OFF >/dev/null
     cmake --build "$build" -j"$(nproc)" --target lw_unit_tests >/dev/null
-    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp
     "$build/tests/lw_unit_tests" --gtest_brief=1
     ;;
   *)
