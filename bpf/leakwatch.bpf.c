@@ -483,7 +483,8 @@ SEC("uprobe")
 int lw_entry(struct pt_regs *ctx)
 {
   __u64 a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx);
-  switch (bpf_get_attach_cookie(ctx)) {
+  const __u64 func = bpf_get_attach_cookie(ctx);
+  switch (func) {
   case LW_FUNC_MALLOC:
     return alloc_enter(ctx, LW_FUNC_MALLOC, 0, a0);
   case LW_FUNC_NEW:
@@ -505,7 +506,7 @@ int lw_entry(struct pt_regs *ctx)
   case LW_FUNC_XALLOCX:
   case LW_FUNC_EXPAND:
   case LW_FUNC_REALLOCF:
-    return alloc_enter(ctx, (__u32)bpf_get_attach_cookie(ctx), a0, a1);
+    return alloc_enter(ctx, (__u32)func, a0, a1);
   case LW_FUNC_HEAP_MALLOC:
     return alloc_enter(ctx, LW_FUNC_HEAP_MALLOC, 0, a1);
   case LW_FUNC_HEAP_CALLOC:
@@ -513,7 +514,6 @@ int lw_entry(struct pt_regs *ctx)
   case LW_FUNC_HEAP_REALLOC:
     return alloc_enter(ctx, LW_FUNC_HEAP_REALLOC, a1, a2);
   }
-  __u64 func = bpf_get_attach_cookie(ctx);
   if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
     return cuda_enter(ctx, (__u32)func);
   return 0;

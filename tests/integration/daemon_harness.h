@@ -136,6 +136,11 @@ class DaemonProcess {
   std::unique_ptr<Process> process_;
 };
 
+// Bounds for the daemon tests: generous for things that normally take
+// milliseconds; each test stays far below them when the daemon works.
+inline constexpr milliseconds kReadyTimeout{20000};  // READY=1 after start
+inline constexpr milliseconds kApiTimeout{10000};    // a state the API must reach
+
 // A config `match:` for exactly this comm.
 inline std::string comm_selector(const std::string &comm) { return "{comm: \"^" + comm + "$\"}"; }
 

@@ -18,8 +18,6 @@ namespace {
 using std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr milliseconds kReadyTimeout{20000};
-constexpr milliseconds kApiTimeout{10000};
 
 class LeakwatchOverhead : public ::testing::Test {
  protected:

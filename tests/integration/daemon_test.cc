@@ -33,10 +33,6 @@ namespace {
 using std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// Generous bounds for things that normally take milliseconds; each test
-// stays far below them when the daemon works.
-constexpr milliseconds kReadyTimeout{20000};
-constexpr milliseconds kApiTimeout{10000};
 
 // Enough room that no leaker site is cut from the sites document.
 constexpr const char *kCommon = "top_sites_per_process: 200\n";

@@ -38,7 +38,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr milliseconds kReadyTimeout{20000};
 constexpr milliseconds kApiTimeout{5000};
 
 // How long the test watches after the leak began, how often it polls, and

@@ -22,7 +22,6 @@ namespace {
 using std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr milliseconds kReadyTimeout{20000};
 // systemd restarts a service that sends no WATCHDOG=1 for this long.
 constexpr milliseconds kWatchdog{1000};
 
