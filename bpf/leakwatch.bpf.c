@@ -350,6 +350,10 @@ static __always_inline void unmap_range(struct lw_target *t, __u32 tgid, __u64 a
  * its sp still holds its return address: any later call from the frame that
  * called new overwrites that slot, so a finished new is never mistaken for a
  * live one. */
+/* How far into operator new its allocator call may lie: libstdc++ 12 calls
+ * malloc at +0x17 in _Znwm, aligned_alloc at +0x41 in the aligned new. */
+#define LW_NEW_CALL_SPAN 256
+
 static __always_inline bool new_in_flight(struct lw_ctx_val *c, __u64 sp, __u64 now)
 {
   if (now - c->start_ns >= LW_CTX_STALE_NS || sp >= c->sp)
@@ -365,6 +369,37 @@ static __always_inline __u64 uretprobe_trampoline(void)
 {
   struct task_struct *task = bpf_get_current_task_btf();
   return BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+}
+
+/* The kernel's uretprobe nesting limit (MAX_URETPROBE_DEPTH, 64, in
+ * include/linux/uprobes.h). */
+#define LW_URETPROBE_MAX_DEPTH 64
+
+/* Return instances the kernel holds for this thread. prepare_uretprobe()
+ * installs no return probe at the limit, and it checks the limit before it
+ * drops the instances a longjmp left behind: a thread that longjmps (or
+ * throws) out of 64 or more nested return-probed calls gets no return probe
+ * again until it exits (decision 25). */
+static __always_inline __u32 uretprobe_depth(void)
+{
+  struct task_struct *task = bpf_get_current_task_btf();
+  struct uprobe_task *u = BPF_CORE_READ(task, utask);
+  if (!u)
+    return 0;
+  return BPF_CORE_READ(u, depth);
+}
+
+/* Whether the allocator call that stored c is still on the stack: its
+ * return slot (at its entry sp) still holds what the kernel left there, the
+ * uretprobe trampoline, or its own return address where no return probe was
+ * installed. After a longjmp or an exception out of the call, any call made
+ * from at or above that frame overwrites the slot (decision 25). */
+static __always_inline bool alloc_frame_alive(struct lw_ctx_val *c)
+{
+  __u64 slot = 0;
+  if (bpf_probe_read_user(&slot, sizeof(slot), (void *)c->sp))
+    return false;
+  return slot == ((c->flags & LW_CTXF_NO_RETURN) ? c->ret_addr : uretprobe_trampoline());
 }
 
 static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
@@ -384,25 +419,40 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
   struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_ALLOC};
   struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
   if (c) {
-    if (now - c->start_ns < LW_CTX_STALE_NS &&
-        (sp < c->sp ||
-         (sp == c->sp && (ret_addr == c->ret_addr || ret_addr == uretprobe_trampoline())))) {
+    bool fresh = now - c->start_ns < LW_CTX_STALE_NS;
+    if (fresh && ((sp < c->sp && alloc_frame_alive(c)) ||
+                  (sp == c->sp && ret_addr == uretprobe_trampoline()))) {
       /* Deeper than an accounted call in flight (operator new -> malloc,
        * memalign -> malloc), or a tail call from it (operator new[] ->
        * operator new, reallocarray -> realloc): the outer call accounts.
-       * When the outer function has a return probe too (an allocator's own
-       * or a static binary's operator new[] is `jmp operator new`), its
-       * return slot already holds the uretprobe trampoline. */
+       * The outer function has a return probe, so its return slot holds
+       * the uretprobe trampoline (a tail call finds it there), unless the
+       * kernel installed none (nesting limit): then the slot keeps the
+       * return address, and a tail call cannot be told from a new call
+       * made by the same caller (after a longjmp, or in a loop): it is
+       * taken as a new call. */
       count(LW_CNT_NESTED_SKIPPED);
       return 0;
     }
-    count(LW_CNT_CTX_STALE);
+    /* The stored call will never return through its probe. One that got no
+     * return probe was counted when it entered. */
+    if (!(c->flags & LW_CTXF_NO_RETURN))
+      count(fresh ? LW_CNT_CTX_ORPHANED : LW_CNT_CTX_STALE);
   }
   struct lw_ctx_val v = {
       .sp = sp, .ret_addr = ret_addr, .start_ns = now, .arg0 = arg0, .arg1 = size, .func = func};
+  if (uretprobe_depth() >= LW_URETPROBE_MAX_DEPTH) {
+    /* Its return will not be seen, so it cannot be accounted; the context
+     * is still stored, so that the calls it makes are known as nested. */
+    v.flags |= LW_CTXF_NO_RETURN;
+    count(LW_CNT_RET_PROBE_OMITTED);
+  }
   struct lw_ctx_key new_key = {.tid = (__u32)id, .cls = LW_CTX_NEW};
   struct lw_ctx_val *n = bpf_map_lookup_elem(&ctxs, &new_key);
-  if (n && new_in_flight(n, sp, now)) {
+  /* Only a call made by operator new itself: once the caller of new has
+   * returned, a deeper frame may leave new's return slot unwritten, and a
+   * malloc made there is not new's. */
+  if (n && new_in_flight(n, sp, now) && ret_addr - n->arg0 < LW_NEW_CALL_SPAN) {
     v.arg2 = n->ret_addr; /* leaf = the caller of operator new */
     v.arg1 = n->arg1;     /* the size asked of new: aligned new rounds it up */
   }
@@ -443,12 +493,17 @@ static __always_inline int new_enter(struct pt_regs *ctx, __u64 size)
   __u64 now = bpf_ktime_get_ns();
   struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_NEW};
   struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
-  /* nothrow new calls plain new: the outer one names the user's call site. */
+  /* nothrow new calls plain new: the outer one names the user's call site,
+   * the inner one is the one that calls malloc. */
   if (c && new_in_flight(c, sp, now)) {
+    c->arg0 = PT_REGS_IP(ctx);
     count(LW_CNT_NESTED_SKIPPED);
     return 0;
   }
-  struct lw_ctx_val v = {.sp = sp, .start_ns = now, .arg1 = size, .func = LW_FUNC_NEW};
+  /* arg0: the entry of the operator new that calls the allocator (the
+   * probe sits at the function's first instruction). */
+  struct lw_ctx_val v = {
+      .sp = sp, .start_ns = now, .arg0 = PT_REGS_IP(ctx), .arg1 = size, .func = LW_FUNC_NEW};
   bpf_probe_read_user(&v.ret_addr, sizeof(v.ret_addr), (void *)sp);
   if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
     count(LW_CNT_CTX_INSERT_FAILED);
@@ -667,7 +722,8 @@ static __always_inline bool inside_alloc_call(__u32 tid, __u64 user_sp)
 {
   struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
   struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
-  if (c && bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS && user_sp < c->sp)
+  if (c && bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS && user_sp < c->sp &&
+      alloc_frame_alive(c))
     return true;
   /* Inside a CUDA call: the driver maps pinned host memory and its own
    * state; those bytes are the CUDA record's, not the process's mmap. */
@@ -808,6 +864,13 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 static __always_inline void drop_thread_ctxs(__u32 tid)
 {
   struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
+  /* An allocator call still in flight when its thread exits or execs was
+   * left without returning (longjmp or exception earlier, or the thread
+   * killed mid-call). operator new's context (entry-only) and the syscall
+   * one are not orphans: nothing ever consumes the former. */
+  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  if (c && !(c->flags & LW_CTXF_NO_RETURN))
+    count(LW_CNT_CTX_ORPHANED);
   bpf_map_delete_elem(&ctxs, &key);
   key.cls = LW_CTX_SYSCALL;
   bpf_map_delete_elem(&ctxs, &key);

@@ -143,6 +143,11 @@ enum lw_counter {
   LW_CNT_CUDA_STATE_FAILED = 27,   /* CUDA side map full: context/VMM state lost */
   /* 28..31: allocators. Unused slots read 0. */
   LW_CNT_RESIZE_UNKNOWN = 28,      /* in-place resize (xallocx, mi_expand) of an untracked block */
+  /* 29..31: unwinding (longjmp, exceptions; see lw_ctx_orphaned()). */
+  LW_CNT_CTX_ORPHANED = 29,        /* entry context of a call left without returning
+                                      (longjmp, exception, thread exit mid-call): reclaimed */
+  LW_CNT_RET_PROBE_OMITTED = 30,   /* allocator call entered past the kernel's uretprobe
+                                      nesting limit: its return is never seen, not counted */
   LW_CNT_MAX = 32,
 };
 
@@ -195,6 +200,7 @@ struct lw_ctx_val {
 
 /* lw_ctx_val.flags */
 #define LW_CTXF_UNSAMPLED 1u /* byte sampling skipped this call: not recorded */
+#define LW_CTXF_NO_RETURN 2u /* the kernel installs no return probe (nesting limit) */
 
 /* Per-target state, written by the daemon when it attaches. */
 enum lw_target_flags {

@@ -42,6 +42,8 @@ constexpr const char* kCounterNames[LW_CNT_MAX] = {
     "cuda_call_failed", "cuda_nested_skipped", "cuda_ctx_retired", "cuda_state_failed",
     // 28..31: allocators. Unused slots stay null (not exported; callers skip them).
     "resize_unknown",
+    // 29..31: unwinding (longjmp, exceptions).
+    "ctx_orphaned", "ret_probe_omitted",
 };
 
 Error load_error(int err) {

@@ -94,6 +94,19 @@ TEST(Metrics, AttachErrorReasonsStartAtZero) {
         << reason;
 }
 
+// Abandoned allocator calls (longjmp, exceptions) and calls past the
+// kernel's uretprobe nesting limit are exported as failure reasons.
+TEST(Metrics, UnwindingCountersAreFailureReasons) {
+  DaemonSnapshot snap = sample_snapshot("svc");
+  snap.kernel_counters[LW_CNT_CTX_ORPHANED] = 43;
+  snap.kernel_counters[LW_CNT_RET_PROBE_OMITTED] = 11;
+  std::string text = render_metrics(snap, {});
+  EXPECT_NE(text.find("leakwatch_bpf_failures_total{reason=\"ctx_orphaned\"} 43"), std::string::npos) << text;
+  EXPECT_NE(text.find("leakwatch_bpf_failures_total{reason=\"ret_probe_omitted\"} 11"), std::string::npos) << text;
+  // Slot 31 is unassigned: not exported.
+  EXPECT_EQ(text.find("reason=\"(null)\""), std::string::npos) << text;
+}
+
 TEST(Metrics, AllocatorInfoPerProcess) {
   DaemonSnapshot snap = sample_snapshot("svc", 2);
   AllocatorInfo& a = snap.processes[0].snapshot.allocator;
