@@ -69,6 +69,9 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", pid, st.error().message.c_str());
     return exit_code_for(st.error());
   }
+  // Said once every probe is in place, so a caller knows from when the
+  // profile covers the process.
+  fprintf(stderr, "leakwatch snapshot: attached to %d, tracing for %g s\n", pid, duration);
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);

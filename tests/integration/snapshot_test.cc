@@ -35,7 +35,12 @@ TEST(LeakwatchSnapshot, WritesAProfileThatGoToolPprofReads) {
   ASSERT_TRUE(ready && ready->rfind("ready ", 0) == 0);
   Process snap({LW_LEAKWATCH_BIN, "snapshot", "-p", std::to_string(target.pid()), "--duration",
                 "3", "-o", out});
-  usleep(1000 * 1000);  // attached well within a second (top's first line says so elsewhere)
+  // The profile covers what is allocated after attach: wait for it.
+  for (int i = 0; i < 200 && snap.stderr_text().find("attached to") == std::string::npos; ++i)
+    usleep(50 * 1000);
+  ASSERT_NE(snap.stderr_text().find("leakwatch snapshot: attached to " + std::to_string(target.pid())),
+            std::string::npos)
+      << snap.stderr_text();
   target.write_line("go");
   auto done = target.read_line(std::chrono::seconds(10));
   ASSERT_TRUE(done && done->rfind("done ", 0) == 0);
