@@ -1,6 +1,10 @@
 // Probe-cost benchmark target: a tight loop of malloc+free pairs.
 //
-// Usage: malloc_free_loop PAIRS [ROUNDS]
+// Usage: malloc_free_loop [--posix-memalign] PAIRS [ROUNDS]
+//
+// With --posix-memalign each pair is posix_memalign(&p, 64, size)+free
+// instead of malloc(size)+free (bench/memalign_run.sh: where a return-probed
+// function's probes can sit).
 //
 // Protocol (so a tracer can attach to an already-running process):
 //   1. prints `ready <pid>` and waits on stdin;
@@ -41,12 +45,25 @@ static uint64_t parse_count(const char* s) {
   return (uint64_t)v;
 }
 
+static int use_posix_memalign;
+
 static double run_round(uint64_t pairs) {
   uint64_t start = now_ns();
   for (uint64_t i = 0; i < pairs; i++) {
     // 97 is odd, so i*97 mod 256 visits every offset: sizes 64..319.
     size_t size = 64 + ((i * 97) & 255);
-    char* p = malloc(size);
+    char* p = NULL;
+    if (use_posix_memalign) {
+      void* q = NULL;
+      int err = posix_memalign(&q, 64, size);
+      if (err != 0) {
+        fprintf(stderr, "posix_memalign: %s\n", strerror(err));
+        exit(1);
+      }
+      p = q;
+    } else {
+      p = malloc(size);
+    }
     if (p == NULL) {
       perror("malloc");
       exit(1);
@@ -66,8 +83,14 @@ static int cmp_double(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && strcmp(argv[1], "--posix-memalign") == 0) {
+    use_posix_memalign = 1;
+    argv[1] = argv[0];
+    argv++;
+    argc--;
+  }
   if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: %s PAIRS [ROUNDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--posix-memalign] PAIRS [ROUNDS]\n", argv[0]);
     return 2;
   }
   uint64_t default_pairs = parse_count(argv[1]);
