@@ -119,6 +119,8 @@ measure() {
   if [[ $layout != bare ]]; then
     local extra=()
     [[ $layout == retsites ]] && extra=(--ret-offsets "$ret_offsets")
+    # A stale `attached` from the previous row must not pass for this one's.
+    rm -f "$tmp/tracer.out"
     "$noop_bin" -p "$target_pid" --memalign "$layout" "${extra[@]}" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
     tracer_pid=$!
     local deadline=$((SECONDS + 30))

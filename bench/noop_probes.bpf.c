@@ -62,3 +62,17 @@ int memalign_ret_site(struct pt_regs *ctx) {
   memalign_last_caller = caller;
   return 0;
 }
+
+/*
+ * What `light` mode's host-wide syscall tracepoints cost a syscall-heavy
+ * process (bench/syscall_run.sh, lw_bench_noop --syscall-tp): the same
+ * attach points as leakwatch's lw_sys_enter/lw_sys_exit, doing nothing.
+ * Any program on raw_syscalls sys_enter/sys_exit makes every task take the
+ * traced syscall entry/exit path; these separate that from the programs'
+ * own work.
+ */
+SEC("raw_tp/sys_enter")
+int noop_sys_enter(struct bpf_raw_tracepoint_args *ctx) { return 0; }
+
+SEC("raw_tp/sys_exit")
+int noop_sys_exit(struct bpf_raw_tracepoint_args *ctx) { return 0; }

@@ -3,6 +3,7 @@
 //
 //   lw_bench_noop -p PID [--free-at-entry]
 //   lw_bench_noop -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]
+//   lw_bench_noop -p PID --syscall-tp
 //
 // Probes, all on the libc that PID maps:
 //   - malloc entry (uprobe) and malloc return (uretprobe): leakwatch needs
@@ -25,6 +26,10 @@
 //             by the driver with objdump), reading the caller at [sp].
 // On stop it prints the hit counts and the last caller address seen, so the
 // driver can check that every layout read what a tracer needs.
+//
+// With --syscall-tp it attaches no uprobe, only no-op programs on the
+// raw_syscalls sys_enter/sys_exit tracepoints (host-wide, as leakwatch's
+// light mode does), and stays until the target PID exits or a signal.
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -53,6 +58,7 @@ struct Options {
   bool free_at_entry = false;
   std::string memalign;              // "", "entry", "moved", "retsites"
   std::vector<uint64_t> ret_offsets;  // for "retsites"
+  bool syscall_tp = false;
 };
 
 bool parse_offsets(const char* s, std::vector<uint64_t>* out) {
@@ -87,6 +93,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
       if (o.memalign != "entry" && o.memalign != "moved" && o.memalign != "retsites") {
         return std::nullopt;
       }
+    } else if (a == "--syscall-tp") {
+      o.syscall_tp = true;
     } else if (a == "--ret-offsets" && i + 1 < argc) {
       if (!parse_offsets(argv[++i], &o.ret_offsets)) return std::nullopt;
     } else {
@@ -258,6 +266,26 @@ int run_memalign(const Options& opt, const std::string& libc, const lw::ElfFile&
   return 0;
 }
 
+int run_syscall_tp(const Options& opt, const sigset_t& stop_signals) {
+  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open_and_load());
+  if (!skel) {
+    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
+    return 1;
+  }
+  Link enter(bpf_program__attach_raw_tracepoint(skel->progs.noop_sys_enter, "sys_enter"));
+  Link exit_link(bpf_program__attach_raw_tracepoint(skel->progs.noop_sys_exit, "sys_exit"));
+  if (!enter || !exit_link) {
+    std::fprintf(stderr, "lw_bench_noop: attach raw_tp sys_enter/sys_exit: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
+  std::fprintf(stderr, "lw_bench_noop: no-op raw_tp sys_enter + sys_exit (host-wide)\n");
+  std::printf("attached\n");
+  std::fflush(stdout);
+  wait_for_stop(opt.pid, stop_signals);
+  return 0;
+}
+
 int run(const Options& opt) {
   // Block the stop signals before attaching so a SIGINT that arrives while
   // attaching is not lost (it stays pending for sigtimedwait).
@@ -266,6 +294,7 @@ int run(const Options& opt) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (opt.syscall_tp) return run_syscall_tp(opt, stop_signals);
 
   auto libc = find_libc(opt.pid);
   if (!libc) {
@@ -317,8 +346,9 @@ int main(int argc, char** argv) {
   if (!opt) {
     std::fprintf(stderr,
                  "usage: %s -p PID [--free-at-entry]\n"
-                 "       %s -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]\n",
-                 argv[0], argv[0]);
+                 "       %s -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]\n"
+                 "       %s -p PID --syscall-tp\n",
+                 argv[0], argv[0], argv[0]);
     return 2;
   }
   return run(*opt);
