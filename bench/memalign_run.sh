@@ -52,7 +52,7 @@ done
 command -v objdump >/dev/null || die "objdump not found (binutils)"
 
 tmp=$(mktemp -d /tmp/lw-memalign.XXXXXX)
-target_pid= tracer_pid=
+target_pid='' tracer_pid=''
 cleanup() {
   [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
   [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
@@ -97,7 +97,7 @@ stop_target
 [[ -n $libc ]] || die "no libc mapped by the target"
 read -r sym_addr sym_size < <(nm -D -S --defined-only "$libc" | awk '$4 ~ /^posix_memalign(@|$)/ { print $1, $2; exit }')
 [[ -n ${sym_addr:-} ]] || die "posix_memalign not found in $libc"
-ret_offsets= sep=
+ret_offsets='' sep=''
 while read -r addr; do
   ret_offsets+=$sep$(printf '0x%x' $((16#$addr - 16#$sym_addr)))
   sep=,
@@ -148,8 +148,9 @@ measure() {
     entry=${f[2]} ret=${f[4]} nz=${f[6]} caller=$((f[8]))
     ((caller >= exe_lo && caller < exe_hi)) && in_exe=yes
     echo "   $layout: entry hits $entry, return hits $ret, nonzero returns $nz, last caller ${f[8]} in the executable: $in_exe" >&2
-    ((entry > 0 && ret == entry && nz == 0)) && [[ $in_exe == yes ]] ||
+    if ! ((entry > 0 && ret == entry && nz == 0)) || [[ $in_exe != yes ]]; then
       die "$layout: the probes did not see every call correctly: $line"
+    fi
   fi
   stop_target
   echo "   $layout: $ns ns/pair" >&2

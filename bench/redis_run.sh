@@ -62,7 +62,7 @@ if ((pin)); then
 fi
 
 tmp=$(mktemp -d /tmp/lw-redis-bench.XXXXXX)
-redis_pid= tracer_pid=
+redis_pid='' tracer_pid=''
 cleanup() {
   [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
   [[ -n $redis_pid ]] && kill -KILL "$redis_pid" 2>/dev/null
@@ -169,7 +169,7 @@ echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); p
 if command -v bpftool >/dev/null; then
   echo "raw_tracepoint links already on the host: $(bpftool link show 2>/dev/null | grep -c 'raw_tracepoint' || true)" >&2
 fi
-echo "$(redis-server --version)" >&2
+redis-server --version >&2
 for ((rep = 1; rep <= reps; rep++)); do
   echo "== repetition $rep/$reps" >&2
   for row in "${rows[@]}"; do measure "$row"; done

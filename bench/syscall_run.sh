@@ -42,7 +42,7 @@ for bin in "$loop_bin" "$noop_bin" "$leakwatch_bin"; do
 done
 
 tmp=$(mktemp -d /tmp/lw-syscall.XXXXXX)
-target_pid= tracer_pid=
+target_pid='' tracer_pid=''
 cleanup() {
   [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
   [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
