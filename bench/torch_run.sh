@@ -48,7 +48,7 @@ leakwatch_bin=$build/leakwatch
   die "python3-torch not installed: scripts/install-deps.sh --with-bench-tools"
 
 tmp=$(mktemp -d /tmp/lw-torch-bench.XXXXXX)
-target_pid= tracer_pid=
+target_pid='' tracer_pid=''
 cleanup() {
   [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
   [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
