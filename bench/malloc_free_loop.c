@@ -1,6 +1,12 @@
 // Probe-cost benchmark target: a tight loop of malloc+free pairs.
 //
-// Usage: malloc_free_loop PAIRS [ROUNDS]
+// Usage: malloc_free_loop [--posix-memalign | --getppid] PAIRS [ROUNDS]
+//
+// With --posix-memalign each pair is posix_memalign(&p, 64, size)+free
+// instead of malloc(size)+free (bench/memalign_run.sh: where a return-probed
+// function's probes can sit). With --getppid each "pair" is one getppid
+// system call instead, no allocation (bench/syscall_run.sh: what light
+// mode's syscall tracepoints cost a syscall-heavy process).
 //
 // Protocol (so a tracer can attach to an already-running process):
 //   1. prints `ready <pid>` and waits on stdin;
@@ -21,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,12 +48,32 @@ static uint64_t parse_count(const char* s) {
   return (uint64_t)v;
 }
 
+static int use_posix_memalign;
+static int use_getppid;
+
 static double run_round(uint64_t pairs) {
   uint64_t start = now_ns();
   for (uint64_t i = 0; i < pairs; i++) {
     // 97 is odd, so i*97 mod 256 visits every offset: sizes 64..319.
     size_t size = 64 + ((i * 97) & 255);
-    char* p = malloc(size);
+    if (use_getppid) {
+      // syscall(): glibc may not cache getppid, but be explicit about it.
+      long r = syscall(SYS_getppid);
+      __asm__ volatile("" : : "r"(r) : "memory");
+      continue;
+    }
+    char* p = NULL;
+    if (use_posix_memalign) {
+      void* q = NULL;
+      int err = posix_memalign(&q, 64, size);
+      if (err != 0) {
+        fprintf(stderr, "posix_memalign: %s\n", strerror(err));
+        exit(1);
+      }
+      p = q;
+    } else {
+      p = malloc(size);
+    }
     if (p == NULL) {
       perror("malloc");
       exit(1);
@@ -66,8 +93,15 @@ static int cmp_double(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && (strcmp(argv[1], "--posix-memalign") == 0 || strcmp(argv[1], "--getppid") == 0)) {
+    use_posix_memalign = strcmp(argv[1], "--posix-memalign") == 0;
+    use_getppid = !use_posix_memalign;
+    argv[1] = argv[0];
+    argv++;
+    argc--;
+  }
   if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: %s PAIRS [ROUNDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--posix-memalign | --getppid] PAIRS [ROUNDS]\n", argv[0]);
     return 2;
   }
   uint64_t default_pairs = parse_count(argv[1]);

@@ -22,3 +22,57 @@ int noop_malloc_return(struct pt_regs *ctx) { return 0; }
 
 SEC("uprobe")
 int noop_free_entry(struct pt_regs *ctx) { return 0; }
+
+/*
+ * posix_memalign layouts (bench/memalign_run.sh, lw_bench_noop --memalign):
+ * almost no-op as well, but they count their hits and check what a tracer
+ * would read, so a layout that measures cheap but reads the wrong thing
+ * shows: the return program checks rax == 0 (posix_memalign's success) and
+ * keeps the last return address it saw (ctx->ip, which must lie in the
+ * caller); a plain probe at a `ret` site keeps the return address at [sp].
+ * The same work is done in every layout, so the rows differ only by where
+ * the probes sit.
+ */
+__u64 memalign_entry_hits;
+__u64 memalign_return_hits;
+__u64 memalign_return_nonzero;
+__u64 memalign_last_caller;
+
+SEC("uprobe")
+int memalign_entry(struct pt_regs *ctx) {
+  __sync_fetch_and_add(&memalign_entry_hits, 1);
+  return 0;
+}
+
+SEC("uretprobe")
+int memalign_return(struct pt_regs *ctx) {
+  __sync_fetch_and_add(&memalign_return_hits, 1);
+  if (ctx->ax != 0) __sync_fetch_and_add(&memalign_return_nonzero, 1);
+  memalign_last_caller = ctx->ip;
+  return 0;
+}
+
+/* A plain uprobe on a `ret` instruction: the caller is at [sp]. */
+SEC("uprobe")
+int memalign_ret_site(struct pt_regs *ctx) {
+  __u64 caller = 0;
+  __sync_fetch_and_add(&memalign_return_hits, 1);
+  if (ctx->ax != 0) __sync_fetch_and_add(&memalign_return_nonzero, 1);
+  bpf_probe_read_user(&caller, sizeof(caller), (void *)ctx->sp);
+  memalign_last_caller = caller;
+  return 0;
+}
+
+/*
+ * What `light` mode's host-wide syscall tracepoints cost a syscall-heavy
+ * process (bench/syscall_run.sh, lw_bench_noop --syscall-tp): the same
+ * attach points as leakwatch's lw_sys_enter/lw_sys_exit, doing nothing.
+ * Any program on raw_syscalls sys_enter/sys_exit makes every task take the
+ * traced syscall entry/exit path; these separate that from the programs'
+ * own work.
+ */
+SEC("raw_tp/sys_enter")
+int noop_sys_enter(struct bpf_raw_tracepoint_args *ctx) { return 0; }
+
+SEC("raw_tp/sys_exit")
+int noop_sys_exit(struct bpf_raw_tracepoint_args *ctx) { return 0; }

@@ -2,6 +2,8 @@
 // leakwatch uses, to measure the floor cost of leakwatch's probe layout.
 //
 //   lw_bench_noop -p PID [--free-at-entry]
+//   lw_bench_noop -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]
+//   lw_bench_noop -p PID --syscall-tp
 //
 // Probes, all on the libc that PID maps:
 //   - malloc entry (uprobe) and malloc return (uretprobe): leakwatch needs
@@ -11,6 +13,23 @@
 //     symbol itself, which shows what a single-stepped probe costs.
 // Prints `attached` on stdout once all three are in place, then waits for
 // SIGINT/SIGTERM (or for the target to exit) and detaches.
+//
+// With --memalign, only posix_memalign is probed (bench/memalign_run.sh), in
+// one of three layouts:
+//   entry:    uprobe + uretprobe at the symbol (leakwatch today, decision 19:
+//             the first instruction, `cmpb $0,...(%rip)`, is single-stepped);
+//   moved:    uprobe + uretprobe past that `cmpb`, on the `push` that
+//             follows (emulated). The stack pointer has not moved there, so
+//             the return address the uretprobe hijacks is still at [sp];
+//   retsites: an entry uprobe on that `push` and a plain uprobe on every
+//             `ret` of the function (--ret-offsets, from the symbol, found
+//             by the driver with objdump), reading the caller at [sp].
+// On stop it prints the hit counts and the last caller address seen, so the
+// driver can check that every layout read what a tracer needs.
+//
+// With --syscall-tp it attaches no uprobe, only no-op programs on the
+// raw_syscalls sys_enter/sys_exit tracepoints (host-wide, as leakwatch's
+// light mode does), and stays until the target PID exits or a signal.
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -26,6 +45,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "daemon/core/elf_file.h"
 #include "daemon/core/probe_placement.h"
@@ -36,7 +56,26 @@ namespace {
 struct Options {
   pid_t pid = 0;
   bool free_at_entry = false;
+  std::string memalign;              // "", "entry", "moved", "retsites"
+  std::vector<uint64_t> ret_offsets;  // for "retsites"
+  bool syscall_tp = false;
 };
+
+bool parse_offsets(const char* s, std::vector<uint64_t>* out) {
+  std::string_view rest = s;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string item(rest.substr(0, comma));
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(item.c_str(), &end, 0);
+    if (errno != 0 || item.empty() || *end != '\0') return false;
+    out->push_back(v);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return !out->empty();
+}
 
 std::optional<Options> parse_args(int argc, char** argv) {
   Options o;
@@ -49,11 +88,21 @@ std::optional<Options> parse_args(int argc, char** argv) {
       o.pid = static_cast<pid_t>(v);
     } else if (a == "--free-at-entry") {
       o.free_at_entry = true;
+    } else if (a == "--memalign" && i + 1 < argc) {
+      o.memalign = argv[++i];
+      if (o.memalign != "entry" && o.memalign != "moved" && o.memalign != "retsites") {
+        return std::nullopt;
+      }
+    } else if (a == "--syscall-tp") {
+      o.syscall_tp = true;
+    } else if (a == "--ret-offsets" && i + 1 < argc) {
+      if (!parse_offsets(argv[++i], &o.ret_offsets)) return std::nullopt;
     } else {
       return std::nullopt;
     }
   }
   if (o.pid == 0) return std::nullopt;
+  if (o.memalign == "retsites" && o.ret_offsets.empty()) return std::nullopt;
   return o;
 }
 
@@ -142,6 +191,101 @@ void wait_for_stop(pid_t pid, const sigset_t& stop_signals) {
   }
 }
 
+// `cmpb $imm8, disp32(%rip)`: 80 3d <disp32> <imm8>. It reads memory and
+// sets flags only: no register, no stack pointer, no branch.
+constexpr size_t kCmpbRipLen = 7;
+bool is_cmpb_rip_imm8(const std::vector<uint8_t>& c) {
+  return c.size() >= kCmpbRipLen && c[0] == 0x80 && c[1] == 0x3d;
+}
+
+int run_memalign(const Options& opt, const std::string& libc, const lw::ElfFile& elf,
+                 const sigset_t& stop_signals) {
+  auto sym = elf.find_function("posix_memalign");
+  if (!sym) {
+    std::fprintf(stderr, "lw_bench_noop: posix_memalign not in %s\n", libc.c_str());
+    return 1;
+  }
+  auto sym_off = elf.vaddr_to_offset(sym->vaddr);
+  std::vector<uint8_t> code = elf.read_at_vaddr(sym->vaddr, 16);
+  if (!sym_off || code.size() < kCmpbRipLen + 2) {
+    std::fprintf(stderr, "lw_bench_noop: cannot read posix_memalign's code\n");
+    return 1;
+  }
+  // Moving past the first instruction needs it to be the cmpb above and the
+  // next one to be emulated; otherwise this layout is not available here.
+  uint64_t moved = 0;
+  if (opt.memalign != "entry") {
+    if (!is_cmpb_rip_imm8(code) ||
+        !lw::kernel_emulates(code.data() + kCmpbRipLen, code.size() - kCmpbRipLen)) {
+      std::fprintf(stderr,
+                   "lw_bench_noop: posix_memalign does not begin with cmpb $imm8,(%%rip) "
+                   "followed by an emulated instruction; layout '%s' not available\n",
+                   opt.memalign.c_str());
+      return 1;
+    }
+    moved = kCmpbRipLen;
+  }
+  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open_and_load());
+  if (!skel) {
+    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
+    return 1;
+  }
+  std::vector<lw::Result<Link>> links;
+  std::string where;
+  ResolvedProbe entry{*sym_off + moved, "posix_memalign+" + std::to_string(moved)};
+  links.push_back(attach(skel->progs.memalign_entry, opt.pid, libc, entry, false));
+  if (opt.memalign == "retsites") {
+    where = entry.where + " entry";
+    for (uint64_t off : opt.ret_offsets) {
+      ResolvedProbe r{*sym_off + off, "posix_memalign+" + std::to_string(off)};
+      links.push_back(attach(skel->progs.memalign_ret_site, opt.pid, libc, r, false));
+      where += ", " + r.where + " (ret)";
+    }
+  } else {
+    links.push_back(attach(skel->progs.memalign_return, opt.pid, libc, entry, true));
+    where = entry.where + " entry + uretprobe";
+  }
+  for (const auto& l : links) {
+    if (!l) {
+      std::fprintf(stderr, "lw_bench_noop: %s\n", l.error().message.c_str());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "lw_bench_noop: pid %d, %s: %s\n", static_cast<int>(opt.pid),
+               libc.c_str(), where.c_str());
+  std::printf("attached\n");
+  std::fflush(stdout);
+  wait_for_stop(opt.pid, stop_signals);
+  const auto* bss = skel->bss;
+  std::printf("memalign_hits entry %llu return %llu return_nonzero %llu last_caller 0x%llx\n",
+              static_cast<unsigned long long>(bss->memalign_entry_hits),
+              static_cast<unsigned long long>(bss->memalign_return_hits),
+              static_cast<unsigned long long>(bss->memalign_return_nonzero),
+              static_cast<unsigned long long>(bss->memalign_last_caller));
+  std::fflush(stdout);
+  return 0;
+}
+
+int run_syscall_tp(const Options& opt, const sigset_t& stop_signals) {
+  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open_and_load());
+  if (!skel) {
+    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
+    return 1;
+  }
+  Link enter(bpf_program__attach_raw_tracepoint(skel->progs.noop_sys_enter, "sys_enter"));
+  Link exit_link(bpf_program__attach_raw_tracepoint(skel->progs.noop_sys_exit, "sys_exit"));
+  if (!enter || !exit_link) {
+    std::fprintf(stderr, "lw_bench_noop: attach raw_tp sys_enter/sys_exit: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
+  std::fprintf(stderr, "lw_bench_noop: no-op raw_tp sys_enter + sys_exit (host-wide)\n");
+  std::printf("attached\n");
+  std::fflush(stdout);
+  wait_for_stop(opt.pid, stop_signals);
+  return 0;
+}
+
 int run(const Options& opt) {
   // Block the stop signals before attaching so a SIGINT that arrives while
   // attaching is not lost (it stays pending for sigtimedwait).
@@ -150,6 +294,7 @@ int run(const Options& opt) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (opt.syscall_tp) return run_syscall_tp(opt, stop_signals);
 
   auto libc = find_libc(opt.pid);
   if (!libc) {
@@ -161,6 +306,7 @@ int run(const Options& opt) {
     std::fprintf(stderr, "lw_bench_noop: %s\n", elf.error().message.c_str());
     return 1;
   }
+  if (!opt.memalign.empty()) return run_memalign(opt, *libc, **elf, stop_signals);
   auto malloc_probe = resolve(**elf, "malloc", false);
   auto free_probe = resolve(**elf, "free", !opt.free_at_entry);
   for (const auto* r : {&malloc_probe, &free_probe}) {
@@ -198,7 +344,11 @@ int run(const Options& opt) {
 int main(int argc, char** argv) {
   auto opt = parse_args(argc, argv);
   if (!opt) {
-    std::fprintf(stderr, "usage: %s -p PID [--free-at-entry]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s -p PID [--free-at-entry]\n"
+                 "       %s -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]\n"
+                 "       %s -p PID --syscall-tp\n",
+                 argv[0], argv[0], argv[0]);
     return 2;
   }
   return run(*opt);

@@ -174,6 +174,9 @@ measure() {
   echo "== $label" >&2
   start_target
   if [[ -n $name ]]; then
+    # The preloaded-allocator rows reuse a tracer name: a stale report from
+    # an earlier row must not pass for this one's attach.
+    rm -f "$tmp/$name.out"
     "tracer_$name" "$target_pid" <"/dev/null" >"$tmp/$name.out" 2>"$tmp/$name.err" &
     tracer_pid=$!
     if ! reason=$(wait_attached "$name" "$ready"); then

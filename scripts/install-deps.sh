@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything leakwatch needs to build and test on Debian 12, from
 # Debian's own packages. Idempotent; run as root.
-# Usage: install-deps.sh [--with-test-tools]
+# Usage: install-deps.sh [--with-test-tools] [--with-bench-tools]
 set -euo pipefail
+with_test_tools=0 with_bench_tools=0
+for arg in "$@"; do
+  case $arg in
+    --with-test-tools) with_test_tools=1 ;;
+    --with-bench-tools) with_bench_tools=1 ;;
+    *) echo "usage: install-deps.sh [--with-test-tools] [--with-bench-tools]" >&2; exit 2 ;;
+  esac
+done
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (apt-get)" >&2
   exit 4
@@ -23,7 +31,7 @@ apt-get install -y -qq --no-install-recommends \
 # embedded kustomize, and Node.js with npm for the Kubernetes schemas.
 # Allocator peers (tests/integration/allocator_test.cc): jemalloc to link
 # against, tcmalloc and mimalloc to preload, and Debian's redis (jemalloc).
-if [ "${1:-}" = "--with-test-tools" ]; then
+if [ "$with_test_tools" = 1 ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
     debootstrap systemd python3-yaml python3-matplotlib util-linux libclang-rt-14-dev \
     libjemalloc-dev libgoogle-perftools4 libmimalloc2.0 redis-server redis-tools >/dev/null
@@ -34,5 +42,12 @@ if [ "${1:-}" = "--with-test-tools" ]; then
   # Kubernetes' JSON schemas from npm's kubernetes-models, into the source
   # tree (git-ignored), at the versions its lockfile pins.
   (cd "$(dirname "$0")/../tests/deploy/k8s-schemas" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+# Benchmark peers (--with-bench-tools; never in CI: python3-torch pulls in
+# about 1 GB): bench/torch_run.sh's PyTorch, bench/redis_run.sh's redis
+# (also a test peer above), bench/run.sh's bpftrace anchor, taskset.
+if [ "$with_bench_tools" = 1 ]; then
+  apt-get install -y -qq --no-install-recommends python3-torch redis-server redis-tools \
+    bpftrace util-linux >/dev/null
 fi
 echo "install-deps.sh: dependencies installed"

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# redis-benchmark against Debian's redis-server (jemalloc), requests per
+# second, bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 3).
+#
+#   bench/redis_run.sh [--reps N] [--requests N] [BUILD_DIR]   (as root)
+#
+# Each run starts a fresh redis-server (unix socket, no persistence),
+# attaches the tracer of its row (`leakwatch top -p PID --mode
+# light|full`, reports to a scratch file) and waits for its first snapshot
+# (every probe is in then), runs redis-benchmark (SET then GET, 50 clients,
+# random keys out of 100,000, 64-byte values), checks that the tracer is
+# still attached, and stops both. Besides requests per second it reads the
+# server's CPU time (all its threads' /proc/PID/task/*/schedstat run time)
+# across the benchmark: CPU us per request is what a tracer adds to the
+# server's own work (BPF programs run on the traced thread's CPU time), and
+# it is far less sensitive than throughput to other load on the machine,
+# which on a shared 2-CPU VM moves requests/s by a factor of several
+# between back-to-back runs. --pin puts the server on CPU 0 and the client
+# on CPU 1 (on a busy machine that made things worse: the pinned server
+# cannot escape a busy CPU). Rows are interleaved (bare,
+# light, full, bare, ...) so load from other users of the machine hits them
+# alike; each row's figure is the median over the repetitions, with its
+# min, max and spread printed next to it. Target for light: <= 2% loss.
+# Needs redis-server and redis-tools (scripts/install-deps.sh
+# --with-test-tools) and taskset (util-linux).
+# shellcheck disable=SC2317
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/interleave.sh
+. "$here/lib/interleave.sh"
+
+usage() { echo "usage: $0 [--reps N] [--requests N] [--pin] [--rows ROW,...] [BUILD_DIR]" >&2; exit 2; }
+rows_arg=bare,light,full
+reps=5 requests=100000 build=./build pin=0
+while (($#)); do
+  case $1 in
+    --reps) reps=${2:?}; shift ;;
+    --requests) requests=${2:?}; shift ;;
+    --pin) pin=1 ;;
+    --rows) rows_arg=${2:?}; shift ;;
+    -h|--help) usage ;;
+    -*) usage ;;
+    *) build=$1 ;;
+  esac
+  shift
+done
+
+die() { echo "redis_run.sh: $*" >&2; exit 1; }
+((EUID == 0)) || die "must run as root (BPF)"
+leakwatch_bin=$build/leakwatch
+[[ -x $leakwatch_bin ]] || die "$leakwatch_bin not found; build it: scripts/build.sh"
+for tool in redis-server redis-benchmark redis-cli taskset; do
+  command -v "$tool" >/dev/null ||
+    die "$tool not installed: scripts/install-deps.sh --with-test-tools (redis-server redis-tools util-linux)"
+done
+# --pin: server and client on different CPUs.
+server_pin=() client_pin=()
+if ((pin)); then
+  (($(nproc) >= 2)) || die "--pin needs 2 CPUs"
+  server_pin=(taskset -c 0) client_pin=(taskset -c 1)
+fi
+
+tmp=$(mktemp -d /tmp/lw-redis-bench.XXXXXX)
+redis_pid='' tracer_pid=''
+cleanup() {
+  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
+  [[ -n $redis_pid ]] && kill -KILL "$redis_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+sock=$tmp/redis.sock
+
+start_redis() {
+  rm -f "$sock"
+  "${server_pin[@]}" redis-server --port 0 --unixsocket "$sock" --save "" --appendonly no \
+    --dir "$tmp" --logfile "$tmp/redis.log" </dev/null >/dev/null 2>&1 &
+  redis_pid=$!
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ -S $sock ]] && redis-cli -s "$sock" ping 2>/dev/null | grep -q PONG && return 0
+    kill -0 "$redis_pid" 2>/dev/null || die "redis-server exited: $(tail -n 3 "$tmp/redis.log")"
+    sleep 0.1
+  done
+  die "redis-server did not answer within 10 s"
+}
+stop_redis() {
+  kill -TERM "$redis_pid" 2>/dev/null || true
+  wait "$redis_pid" 2>/dev/null || true
+  redis_pid=
+}
+# A process's CPU time so far, ns, over all its threads.
+task_cpu_ns() {
+  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
+}
+server_cpu_ns() { task_cpu_ns "$redis_pid"; }
+stop_tracer() {
+  kill -INT "$tracer_pid" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 100; i++)); do kill -0 "$tracer_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$tracer_pid" 2>/dev/null || true
+  wait "$tracer_pid" 2>/dev/null || true
+  tracer_pid=
+}
+
+: >"$tmp/set" ; : >"$tmp/get" ; : >"$tmp/cpu" ; : >"$tmp/tcpu"
+# Rows: bare, light, full, and noop-tp (lw_bench_noop --syscall-tp: no-op
+# programs on the same host-wide syscall tracepoints as light, to split what
+# the tracepoints cost from what leakwatch's programs and process add).
+IFS=, read -r -a rows <<<"$rows_arg"
+for row in "${rows[@]}"; do
+  case $row in bare|light|full|noop-tp) ;; *) die "unknown row '$row' (bare, noop-tp, light, full)" ;; esac
+done
+[[ ${rows[0]} == bare ]] || die "the first row must be bare (the baseline)"
+if [[ " ${rows[*]} " == *" noop-tp "* && ! -x $build/bench/lw_bench_noop ]]; then
+  die "$build/bench/lw_bench_noop not found; build it: cmake --build $build --target lw_bench_noop"
+fi
+
+measure() {
+  local row=$1 out
+  start_redis
+  if [[ $row != bare ]]; then
+    # A stale report from the previous row must not pass for this one's.
+    rm -f "$tmp/tracer.out"
+    if [[ $row == noop-tp ]]; then
+      "$build/bench/lw_bench_noop" -p "$redis_pid" --syscall-tp </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+    else
+      "$leakwatch_bin" top -p "$redis_pid" --interval 1 --json --mode "$row" \
+        </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+    fi
+    tracer_pid=$!
+    local deadline=$((SECONDS + 60))
+    until [[ -s $tmp/tracer.out ]]; do
+      kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited: $(tail -n 1 "$tmp/tracer.err")"
+      ((SECONDS < deadline)) || die "$row: leakwatch not attached after 60 s"
+      sleep 0.1
+    done
+  fi
+  local cpu0 cpu1 tcpu0=0 tcpu1=0
+  [[ $row != bare ]] && tcpu0=$(task_cpu_ns "$tracer_pid")
+  cpu0=$(server_cpu_ns)
+  out=$("${client_pin[@]}" redis-benchmark -s "$sock" -t set,get -n "$requests" -r 100000 \
+        -d 64 -c 50 --csv 2>"$tmp/bench.err") || die "redis-benchmark failed: $(tail -n 2 "$tmp/bench.err")"
+  cpu1=$(server_cpu_ns)
+  [[ $row != bare ]] && tcpu1=$(task_cpu_ns "$tracer_pid")
+  if [[ $row != bare ]]; then
+    kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited during the run: $(tail -n 1 "$tmp/tracer.err")"
+    stop_tracer
+  fi
+  stop_redis
+  local set get
+  set=$(awk -F'","' '$1 == "\"SET" { print $2 }' <<<"$out")
+  get=$(awk -F'","' '$1 == "\"GET" { print $2 }' <<<"$out")
+  [[ -n $set && -n $get ]] || die "unexpected redis-benchmark output: $out"
+  local cpu_us tcpu_us
+  cpu_us=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$requests" 'BEGIN { printf "%.3f", (b - a) / 1e3 / (2 * n) }')
+  tcpu_us=$(awk -v a="$tcpu0" -v b="$tcpu1" -v n="$requests" 'BEGIN { printf "%.3f", (b - a) / 1e3 / (2 * n) }')
+  [[ $row != bare ]] && echo "$row $tcpu_us" >>"$tmp/tcpu"
+  echo "$row $set" >>"$tmp/set"
+  echo "$row $get" >>"$tmp/get"
+  echo "$row $cpu_us" >>"$tmp/cpu"
+  echo "   $row: SET $set rps, GET $get rps, server CPU $cpu_us us/request, tracer CPU $tcpu_us us/request" >&2
+}
+
+echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); pinned: $( ((pin)) && echo yes || echo no)" >&2
+# Another tracer's syscall tracepoints (another leakwatch on the host) tax
+# every row alike, bare included: say so.
+if command -v bpftool >/dev/null; then
+  echo "raw_tracepoint links already on the host: $(bpftool link show 2>/dev/null | grep -c 'raw_tracepoint' || true)" >&2
+fi
+redis-server --version >&2
+for ((rep = 1; rep <= reps; rep++)); do
+  echo "== repetition $rep/$reps" >&2
+  for row in "${rows[@]}"; do measure "$row"; done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo
+echo "redis-benchmark -t set,get -n $requests -r 100000 -d 64 -c 50 (unix socket), requests/s; $reps interleaved repetitions"
+echo "SET"
+summarize_runs "$tmp/set" rps 1 "${rows[@]}"
+echo "GET"
+summarize_runs "$tmp/get" rps 1 "${rows[@]}"
+echo "server CPU per request (SET+GET), lower is better; x bare is the cost ratio"
+summarize_runs "$tmp/cpu" us/req 0 "${rows[@]}"
+echo "the tracer process's own CPU per request (not the server's; x bare here: against the first traced row)"
+summarize_runs "$tmp/tcpu" us/req 0 "${rows[@]:1}"

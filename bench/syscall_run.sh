@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# What `light` mode costs a syscall-heavy process: ns per getppid() system
+# call, bare vs no-op programs on the raw_syscalls sys_enter/sys_exit
+# tracepoints (lw_bench_noop --syscall-tp: the attach points light mode
+# uses, doing nothing) vs `leakwatch top -p PID --mode light`, interleaved
+# (bare, noop-tp, light, bare, ...). The syscall tracepoints are host-wide:
+# any program on them makes every task's syscalls take the traced
+# entry/exit path, and runs on every syscall of every process. Each run
+# also prints how many sys_enter programs others had attached at the time
+# (another leakwatch on a shared machine): with one there already, "bare"
+# pays the traced path too.
+#
+#   bench/syscall_run.sh [--reps N] [--seconds S] [BUILD_DIR]   (as root)
+# shellcheck disable=SC2317
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/interleave.sh
+. "$here/lib/interleave.sh"
+
+usage() { echo "usage: $0 [--reps N] [--seconds S] [BUILD_DIR]" >&2; exit 2; }
+reps=5 seconds=2 build=./build
+while (($#)); do
+  case $1 in
+    --reps) reps=${2:?}; shift ;;
+    --seconds) seconds=${2:?}; shift ;;
+    -h|--help) usage ;;
+    -*) usage ;;
+    *) build=$1 ;;
+  esac
+  shift
+done
+rounds=5 cal_pairs=20000
+
+die() { echo "syscall_run.sh: $*" >&2; exit 1; }
+((EUID == 0)) || die "must run as root (BPF)"
+loop_bin=$build/bench/malloc_free_loop
+noop_bin=$build/bench/lw_bench_noop
+leakwatch_bin=$build/leakwatch
+for bin in "$loop_bin" "$noop_bin" "$leakwatch_bin"; do
+  [[ -x $bin ]] || die "$bin not found; build it: scripts/build.sh"
+done
+
+tmp=$(mktemp -d /tmp/lw-syscall.XXXXXX)
+target_pid='' tracer_pid=''
+cleanup() {
+  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
+  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start_target() {
+  coproc TARGET { exec "$loop_bin" --getppid "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
+  local word
+  read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
+  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
+}
+run_batch() {
+  printf '%s\n' "$1" >&"${TARGET[1]}"
+  local key value
+  while read -r -t 300 -u "${TARGET[0]}" key value; do
+    [[ $key == ns_per_pair ]] && { echo "$value"; return 0; }
+  done
+  die "target stopped answering: $(cat "$tmp/target.err")"
+}
+stop_target() {
+  local fd=${TARGET[1]}
+  exec {fd}>&-
+  wait "$target_pid" 2>/dev/null || true
+  target_pid=
+}
+stop_tracer() {
+  kill -INT "$tracer_pid" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 100; i++)); do kill -0 "$tracer_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$tracer_pid" 2>/dev/null || true
+  wait "$tracer_pid" 2>/dev/null || true
+  tracer_pid=
+}
+foreign_sys_enter() {
+  if command -v bpftool >/dev/null; then
+    bpftool link show 2>/dev/null | grep -c "tp 'sys_enter'" || true
+  else
+    echo "?"
+  fi
+}
+
+results=$tmp/results
+: >"$results"
+rows=(bare noop-tp light)
+
+measure() {
+  local row=$1 cal pairs ns others
+  others=$(foreign_sys_enter)
+  start_target
+  if [[ $row != bare ]]; then
+    rm -f "$tmp/tracer.out"
+    if [[ $row == noop-tp ]]; then
+      "$noop_bin" -p "$target_pid" --syscall-tp </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+    else
+      "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode light \
+        </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+    fi
+    tracer_pid=$!
+    local deadline=$((SECONDS + 60))
+    until [[ -s $tmp/tracer.out ]]; do
+      kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited: $(tail -n1 "$tmp/tracer.err")"
+      ((SECONDS < deadline)) || die "$row: not attached after 60 s"
+      sleep 0.1
+    done
+  fi
+  cal=$(run_batch "")
+  pairs=$(awk -v s="$seconds" -v ns="$cal" -v r="$rounds" -v min="$cal_pairs" \
+    'BEGIN { p = int(s * 1e9 / (ns * r)); print (p > min ? p : min) }')
+  ns=$(run_batch "$pairs")
+  if [[ $row != bare ]]; then
+    kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited during the run"
+    stop_tracer
+  fi
+  stop_target
+  echo "   $row: $ns ns/syscall (sys_enter programs of others attached before: $others)" >&2
+  echo "$row $ns" >>"$results"
+}
+
+echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $reps repetitions, ~${seconds}s each, interleaved" >&2
+for ((rep = 1; rep <= reps; rep++)); do
+  echo "== repetition $rep/$reps" >&2
+  for row in "${rows[@]}"; do measure "$row"; done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo
+echo "getppid() loop, ns per system call; $reps interleaved repetitions, each the median of $rounds rounds"
+summarize_runs "$results" ns/syscall 0 "${rows[@]}"

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# PyTorch CPU inference loop (Debian python3-torch), iterations per second,
+# bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 2).
+#
+#   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [BUILD_DIR]   (as root)
+#
+# Each repetition starts a fresh bench/torch_infer.py (a small conv net,
+# batch of 8 3x32x32 images, one intra-op thread by default; importing torch
+# takes long on a busy machine, so one process serves the three rows of a
+# repetition) and waits for `ready PID`. For each row it attaches the row's
+# tracer (`leakwatch top -p PID --mode light|full`, reports to a scratch
+# file), waits for its first snapshot (every probe is in then), runs S
+# seconds of inference, checks that the tracer is still attached, and
+# detaches it before the next row. Rows are interleaved (bare, light, full, bare,
+# ...); each row's figure is the median over the repetitions, with min, max
+# and spread. Besides iterations per second the target reports its own CPU
+# time per iteration, less sensitive to other load on the machine.
+# Needs python3-torch: scripts/install-deps.sh --with-bench-tools.
+# shellcheck disable=SC2317
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/interleave.sh
+. "$here/lib/interleave.sh"
+
+usage() { echo "usage: $0 [--reps N] [--seconds S] [--threads N] [BUILD_DIR]" >&2; exit 2; }
+reps=5 seconds=5 threads=1 build=./build
+# Debian's interpreter, which python3-torch installs into (not a python3
+# that PATH may find first, e.g. pyenv's); PYTHON overrides.
+python=${PYTHON:-/usr/bin/python3}
+while (($#)); do
+  case $1 in
+    --reps) reps=${2:?}; shift ;;
+    --seconds) seconds=${2:?}; shift ;;
+    --threads) threads=${2:?}; shift ;;
+    -h|--help) usage ;;
+    -*) usage ;;
+    *) build=$1 ;;
+  esac
+  shift
+done
+
+die() { echo "torch_run.sh: $*" >&2; exit 1; }
+((EUID == 0)) || die "must run as root (BPF)"
+leakwatch_bin=$build/leakwatch
+[[ -x $leakwatch_bin ]] || die "$leakwatch_bin not found; build it: scripts/build.sh"
+"$python" -c 'import torch' 2>/dev/null ||
+  die "python3-torch not installed: scripts/install-deps.sh --with-bench-tools"
+
+tmp=$(mktemp -d /tmp/lw-torch-bench.XXXXXX)
+target_pid='' tracer_pid=''
+cleanup() {
+  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
+  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start_target() {
+  coproc TARGET { exec "$python" "$here/torch_infer.py" --threads "$threads" 2>"$tmp/target.err"; }
+  local word
+  read -r -t 120 -u "${TARGET[0]}" word target_pid || die "target did not start: $(tail -n 3 "$tmp/target.err")"
+  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
+}
+stop_target() {
+  local fd=${TARGET[1]}
+  exec {fd}>&-
+  wait "$target_pid" 2>/dev/null || true
+  target_pid=
+}
+stop_tracer() {
+  kill -INT "$tracer_pid" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 100; i++)); do kill -0 "$tracer_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$tracer_pid" 2>/dev/null || true
+  wait "$tracer_pid" 2>/dev/null || true
+  tracer_pid=
+}
+
+: >"$tmp/its"; : >"$tmp/cpu"
+rows=(bare light full)
+
+measure() {
+  local row=$1 key its key2 cpu
+  if [[ $row != bare ]]; then
+    # A stale report from the previous row must not pass for this one's.
+    rm -f "$tmp/tracer.out"
+    "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode "$row" \
+      </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+    tracer_pid=$!
+    local deadline=$((SECONDS + 60))
+    until [[ -s $tmp/tracer.out ]]; do
+      kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited: $(tail -n 1 "$tmp/tracer.err")"
+      ((SECONDS < deadline)) || die "$row: leakwatch not attached after 60 s"
+      sleep 0.1
+    done
+  fi
+  printf '%s\n' "$seconds" >&"${TARGET[1]}"
+  read -r -t $((seconds * 20 + 60)) -u "${TARGET[0]}" key its key2 cpu ||
+    die "$row: target stopped answering: $(tail -n 3 "$tmp/target.err")"
+  [[ $key == its_per_s && $key2 == cpu_ms_per_it ]] || die "$row: unexpected target output: $key $its $key2 $cpu"
+  if [[ $row != bare ]]; then
+    kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited during the run: $(tail -n 1 "$tmp/tracer.err")"
+    stop_tracer
+  fi
+  echo "$row $its" >>"$tmp/its"
+  echo "$row $cpu" >>"$tmp/cpu"
+  echo "   $row: $its it/s, $cpu CPU ms/it" >&2
+}
+
+echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); torch $("$python" -c 'import torch; print(torch.__version__)'), $threads thread(s)" >&2
+for ((rep = 1; rep <= reps; rep++)); do
+  echo "== repetition $rep/$reps" >&2
+  start_target
+  for row in "${rows[@]}"; do measure "$row"; done
+  stop_target
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo
+echo "PyTorch CPU inference (conv net, batch 8x3x32x32, $threads thread(s)), ${seconds}s per run; $reps interleaved repetitions"
+summarize_runs "$tmp/its" it/s 1 "${rows[@]}"
+echo "target CPU per iteration, lower is better"
+summarize_runs "$tmp/cpu" ms/it 0 "${rows[@]}"
