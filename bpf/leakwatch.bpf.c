@@ -379,7 +379,7 @@ static __always_inline __u64 uretprobe_trampoline(void)
  * installs no return probe at the limit, and it checks the limit before it
  * drops the instances a longjmp left behind: a thread that longjmps (or
  * throws) out of 64 or more nested return-probed calls gets no return probe
- * again until it exits (decision 25). */
+ * again until it exits (decision 26). */
 static __always_inline __u32 uretprobe_depth(void)
 {
   struct task_struct *task = bpf_get_current_task_btf();
@@ -393,7 +393,7 @@ static __always_inline __u32 uretprobe_depth(void)
  * return slot (at its entry sp) still holds what the kernel left there, the
  * uretprobe trampoline, or its own return address where no return probe was
  * installed. After a longjmp or an exception out of the call, any call made
- * from at or above that frame overwrites the slot (decision 25). */
+ * from at or above that frame overwrites the slot (decision 26). */
 static __always_inline bool alloc_frame_alive(struct lw_ctx_val *c)
 {
   __u64 slot = 0;

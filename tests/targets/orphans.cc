@@ -3,7 +3,7 @@
 // C++ exceptions thrown far below a catch, and threads that exit with such
 // a call behind them. Known bytes before and after every abnormal exit, so
 // the accounting after them can be checked exactly (integration test
-// LeakwatchUnwinding, decision 25 in docs/architecture.md).
+// LeakwatchUnwinding, decision 26 in docs/architecture.md).
 //
 // The allocator is this executable's own `mi_malloc` (a name private to
 // mimalloc, so leakwatch probes it wherever it is defined, decision 21):
