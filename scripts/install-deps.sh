@@ -19,7 +19,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git ca-certificates \
-  clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev \
+  clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libcapstone-dev \
   nlohmann-json3-dev libgtest-dev libgmock-dev \
   libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev libssl-dev libcrypt-dev \
   binutils procps >/dev/null

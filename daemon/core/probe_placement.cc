@@ -1,5 +1,9 @@
 #include "daemon/core/probe_placement.h"
 
+#include <capstone/capstone.h>
+
+#include <memory>
+
 namespace lw {
 
 namespace {
@@ -22,7 +26,118 @@ size_t null_check_len(const uint8_t* c, size_t len) {
 bool kernel_emulates(const uint8_t* c, size_t len) {
   if (len >= 1 && c[0] >= 0x50 && c[0] <= 0x57) return true;               // push r64
   if (len >= 2 && c[0] == 0x41 && c[1] >= 0x50 && c[1] <= 0x57) return true;  // push r8-r15
+  if (len >= 2 && c[0] >= 0x70 && c[0] <= 0x7f) return true;                 // jcc rel8
+  if (len >= 6 && c[0] == 0x0f && c[1] >= 0x80 && c[1] <= 0x8f) return true;  // jcc rel32
+  if (len >= 2 && c[0] == 0xeb) return true;                                 // jmp rel8
+  if (len >= 5 && c[0] == 0xe9) return true;                                 // jmp rel32
   return false;
+}
+
+namespace {
+
+// Larger functions are not decoded (the fallback is the symbol): every
+// function this is for is a few hundred bytes.
+constexpr size_t kMaxReturnProbedFunction = 64 * 1024;
+constexpr int kMaxSkipped = 2;
+
+struct Disassembly {
+  csh handle = 0;
+  cs_insn* insns = nullptr;
+  size_t count = 0;
+  ~Disassembly() {
+    if (insns) cs_free(insns, count);
+    if (handle) cs_close(&handle);
+  }
+};
+
+bool is_stack_reg(unsigned reg) {
+  return reg == X86_REG_RSP || reg == X86_REG_ESP || reg == X86_REG_SP || reg == X86_REG_SPL;
+}
+
+// endbr64, or cmp/test with no %rsp anywhere in its operands.
+bool skippable(const cs_insn& in) {
+  if (in.id == X86_INS_ENDBR64) return true;
+  if (in.id != X86_INS_CMP && in.id != X86_INS_TEST) return false;
+  const cs_x86& x = in.detail->x86;
+  for (uint8_t i = 0; i < x.op_count; ++i) {
+    const cs_x86_op& op = x.operands[i];
+    if (op.type == X86_OP_REG && is_stack_reg(op.reg)) return false;
+    if (op.type == X86_OP_MEM && (is_stack_reg(op.mem.base) || is_stack_reg(op.mem.index)))
+      return false;
+  }
+  return true;
+}
+
+bool in_group(const cs_insn& in, uint8_t group) {
+  for (uint8_t i = 0; i < in.detail->groups_count; ++i)
+    if (in.detail->groups[i] == group) return true;
+  return false;
+}
+
+}  // namespace
+
+ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr) {
+  ProbePlacement at_entry{vaddr, 0, kernel_emulates(code, len), "entry"};
+  if (at_entry.emulated || len == 0) return at_entry;
+  if (len > kMaxReturnProbedFunction) {
+    at_entry.reason = "entry: function too large to decode";
+    return at_entry;
+  }
+  Disassembly d;
+  if (cs_open(CS_ARCH_X86, CS_MODE_64, &d.handle) != CS_ERR_OK ||
+      cs_option(d.handle, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK) {
+    at_entry.reason = "entry: no instruction decoder";
+    return at_entry;
+  }
+  d.count = cs_disasm(d.handle, code, len, vaddr, 0, &d.insns);
+  size_t decoded = 0;
+  for (size_t i = 0; i < d.count; ++i) decoded += d.insns[i].size;
+  if (d.count == 0 || decoded != len) {
+    at_entry.reason = "entry: function does not decode whole";
+    return at_entry;
+  }
+  size_t land = 0;
+  while (land < d.count && land < static_cast<size_t>(kMaxSkipped) && skippable(d.insns[land]))
+    ++land;
+  if (land == 0 || land == d.count) {
+    at_entry.reason = "entry: prologue not recognized";
+    return at_entry;
+  }
+  const cs_insn& landing = d.insns[land];
+  if (!kernel_emulates(code + (landing.address - vaddr), len - (landing.address - vaddr))) {
+    at_entry.reason = "entry: instruction after the skipped ones is not emulated";
+    return at_entry;
+  }
+  for (size_t i = 0; i < d.count; ++i) {
+    const cs_insn& in = d.insns[i];
+    const bool jump = in_group(in, CS_GRP_JUMP), call = in_group(in, CS_GRP_CALL);
+    if (!jump && !call) continue;
+    const cs_x86& x = in.detail->x86;
+    if (x.op_count != 1 || x.operands[0].type != X86_OP_IMM) {
+      if (jump) {
+        at_entry.reason = "entry: indirect jump in the function";
+        return at_entry;
+      }
+      continue;  // an indirect call returns to the next instruction
+    }
+    const uint64_t target = static_cast<uint64_t>(x.operands[0].imm);
+    if (target >= vaddr && target <= landing.address) {
+      at_entry.reason = "entry: a branch in the function targets the skipped range";
+      return at_entry;
+    }
+  }
+  return ProbePlacement{landing.address, landing.address - vaddr, true,
+                        "after " + std::string(d.insns[land - 1].mnemonic) +
+                            " (return probe: [sp] unchanged)"};
+}
+
+ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym) {
+  if (sym.size == 0) return ProbePlacement{sym.vaddr, 0, false, "entry: function size unknown"};
+  if (sym.size > kMaxReturnProbedFunction)
+    return ProbePlacement{sym.vaddr, 0, false, "entry: function too large to decode"};
+  std::vector<uint8_t> code = elf.read_at_vaddr(sym.vaddr, sym.size);
+  if (code.size() != sym.size) return ProbePlacement{sym.vaddr, 0, false, "entry: code not readable"};
+  return place_return_probe_bytes(code.data(), code.size(), sym.vaddr);
 }
 
 ProbePlacement place_entry_only_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr) {

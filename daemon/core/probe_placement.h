@@ -14,8 +14,21 @@
 //    rdi/rsi/rdx;
 //  - the landing instruction must be one the kernel emulates (push r64);
 //    otherwise the probe stays at the symbol (the safe fallback).
-// A probe whose function needs a return probe never moves: the uretprobe
-// hijacks the return address at [sp], which is only there at entry.
+//
+// A function with a return probe (place_return_probe): the kernel hijacks
+// whatever is at [sp] when the probe hits, so both probes may move to any
+// instruction reached on every call before %rsp or [sp] changes
+// (architecture decision 19). The rule, checked with a full decode of the
+// function (capstone):
+//  - only endbr64 and cmp/test that involve no %rsp may be skipped, at most
+//    two: they write nothing but flags, so %rsp, [sp] and the argument
+//    registers are as at entry;
+//  - the landing instruction is one the kernel emulates (push r64, jcc, jmp);
+//  - the whole function decodes, has no indirect jump (a jump table could
+//    land anywhere), and no direct branch or call inside it targets the
+//    range from the symbol to the landing address (that would run the probe
+//    twice for one call, or skip it);
+//  - otherwise the probes stay at the symbol.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +50,13 @@ ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym);
 
 // Same decision from raw code bytes at `vaddr` (exposed for unit tests).
 ProbePlacement place_entry_only_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr);
+
+// Decides where a function with a return probe is probed (both its entry
+// and its return probe go there).
+ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym);
+
+// Same decision from the whole function's code at `vaddr` (unit tests).
+ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr);
 
 // True if the kernel emulates (does not single-step) the instruction at `code`.
 bool kernel_emulates(const uint8_t* code, size_t len);

@@ -326,7 +326,10 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     report.retprobe = spec.needs_return;
     uint64_t probe_vaddr = planned->symbol.vaddr;
     if (spec.needs_return) {
-      report.placement = "entry (return probe needs the entry)";
+      // Both probes move together: the return probe hijacks [sp] where it hits.
+      ProbePlacement pl = place_return_probe(elf, planned->symbol);
+      probe_vaddr = pl.vaddr;
+      report.placement = pl.reason;
     } else if (!spec.movable) {
       report.placement = "entry (reads the return address)";
     } else {
@@ -335,8 +338,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
       report.placement = pl.reason;
     }
     std::optional<uint64_t> off = elf.vaddr_to_offset(probe_vaddr);
-    std::optional<uint64_t> entry_off = elf.vaddr_to_offset(planned->symbol.vaddr);
-    if (!off || !entry_off) {
+    if (!off) {
       report.error = "address not in a loadable segment";
       if (spec.required) {
         required_failed = true;
@@ -345,7 +347,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     } else {
       report.file_offset = *off;
       entries.push_back({*off, spec.func});
-      if (spec.needs_return) returns.push_back({*entry_off, spec.func});
+      if (spec.needs_return) returns.push_back({*off, spec.func});
     }
     obj.probes.push_back(std::move(report));
   }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "daemon/core/elf_file.h"
 #include "daemon/core/stack_id.h"
 
 namespace lw {
@@ -42,6 +43,109 @@ TEST(ProbePlacement, UnknownPrologueFallsBackToEntry) {
   // Truncated code.
   const uint8_t short_code[] = {0x48, 0x85};
   EXPECT_EQ(place_entry_only_probe_bytes(short_code, sizeof(short_code), 0x10).vaddr, 0x10u);
+}
+
+// glibc 2.36 posix_memalign, whole (0x78 bytes): cmpb $0,disp32(%rip);
+// push %r12; ... two ret; a slow path that jumps back to +0x16.
+const uint8_t kPosixMemalign[] = {
+    0x80, 0x3d, 0x01, 0x02, 0x14, 0x00, 0x00, 0x41, 0x54, 0x49, 0x89, 0xd4, 0x55, 0x48, 0x89,
+    0xfd, 0x53, 0x48, 0x89, 0xf3, 0x74, 0x5a, 0x48, 0x89, 0xda, 0x48, 0xc1, 0xea, 0x03, 0x48,
+    0x8d, 0x42, 0xff, 0x48, 0x21, 0xd0, 0x48, 0x89, 0xda, 0x83, 0xe2, 0x07, 0x48, 0x09, 0xd0,
+    0x75, 0x31, 0x48, 0x85, 0xdb, 0x74, 0x2c, 0x4c, 0x89, 0xe6, 0x48, 0x89, 0xdf, 0xe8, 0x91,
+    0xe9, 0xff, 0xff, 0x48, 0x89, 0xc2, 0xb8, 0x0c, 0x00, 0x00, 0x00, 0x48, 0x85, 0xd2, 0x74,
+    0x06, 0x48, 0x89, 0x55, 0x00, 0x31, 0xc0, 0x5b, 0x5d, 0x41, 0x5c, 0xc3, 0x66, 0x0f, 0x1f,
+    0x84, 0x00, 0x00, 0x00, 0x00, 0x00, 0x5b, 0xb8, 0x16, 0x00, 0x00, 0x00, 0x5d, 0x41, 0x5c,
+    0xc3, 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0xe8, 0xfb, 0xaf, 0xff, 0xff, 0xeb, 0x9f, 0x66,
+    0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00};
+
+TEST(ReturnProbePlacement, PosixMemalignMovesPastCmpbToPush) {
+  static_assert(sizeof(kPosixMemalign) == 0x80);
+  ProbePlacement p = place_return_probe_bytes(kPosixMemalign, sizeof(kPosixMemalign), 0x9a280);
+  EXPECT_EQ(p.vaddr, 0x9a287u) << p.reason;
+  EXPECT_EQ(p.skipped, 7u);
+  EXPECT_TRUE(p.emulated);
+  EXPECT_NE(p.reason.find("after cmp"), std::string::npos) << p.reason;
+}
+
+TEST(ReturnProbePlacement, MemalignLandsOnJe) {
+  // cmpb $0,disp32(%rip); je +7; jmp rel32 (tail call); xchg; slow path:
+  // call rel32; jmp back to the je's fall-through (+9, outside the range).
+  const uint8_t code[] = {0x80, 0x3d, 0x71, 0x0e, 0x14, 0x00, 0x00, 0x74, 0x07, 0xe9, 0x32,
+                          0xf6, 0xff, 0xff, 0x66, 0x90, 0xe8, 0x00, 0x00, 0x00, 0x00, 0xeb,
+                          0xf2};
+  ProbePlacement p = place_return_probe_bytes(code, sizeof(code), 0x1000);
+  EXPECT_EQ(p.vaddr, 0x1007u) << p.reason;
+  EXPECT_TRUE(p.emulated);
+}
+
+TEST(ReturnProbePlacement, BranchIntoTheSkippedRangeKeepsTheEntry) {
+  // Same, but the slow path jumps back to the je itself (+7): the probe
+  // would run twice for one call.
+  const uint8_t code[] = {0x80, 0x3d, 0x71, 0x0e, 0x14, 0x00, 0x00, 0x74, 0x07, 0xe9, 0x32,
+                          0xf6, 0xff, 0xff, 0x66, 0x90, 0xe8, 0x00, 0x00, 0x00, 0x00, 0xeb,
+                          0xf0};
+  ProbePlacement p = place_return_probe_bytes(code, sizeof(code), 0x1000);
+  EXPECT_EQ(p.vaddr, 0x1000u);
+  EXPECT_EQ(p.reason, "entry: a branch in the function targets the skipped range");
+  // A call to the function's own first instruction is a new call: allowed?
+  // No: it re-enters through the skipped range as well, and is refused too.
+  const uint8_t self_call[] = {0x80, 0x3d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x53,
+                               0xe8, 0xf3, 0xff, 0xff, 0xff, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(self_call, sizeof(self_call), 0x2000).vaddr, 0x2000u);
+}
+
+TEST(ReturnProbePlacement, RefusesWhatTheRuleDoesNotCover) {
+  // An indirect jump (jump table) anywhere in the function.
+  const uint8_t indirect[] = {0x80, 0x3d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x53, 0xff, 0xe0, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(indirect, sizeof(indirect), 0x10).reason,
+            "entry: indirect jump in the function");
+  // A skipped instruction that writes a register (mov %rdi,%rax): not skippable.
+  const uint8_t writes[] = {0x48, 0x89, 0xf8, 0x53, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(writes, sizeof(writes), 0x10).vaddr, 0x10u);
+  // cmp involving %rsp: not skippable.
+  const uint8_t rsp_cmp[] = {0x48, 0x39, 0xe7, 0x53, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(rsp_cmp, sizeof(rsp_cmp), 0x10).vaddr, 0x10u);
+  // Landing on an instruction the kernel single-steps (mov).
+  const uint8_t mov_land[] = {0x80, 0x3d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x48, 0x89, 0xfb, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(mov_land, sizeof(mov_land), 0x10).reason,
+            "entry: instruction after the skipped ones is not emulated");
+  // Bytes that do not decode to the end (a truncated instruction).
+  const uint8_t truncated[] = {0x80, 0x3d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x53, 0x48, 0x89};
+  EXPECT_EQ(place_return_probe_bytes(truncated, sizeof(truncated), 0x10).reason,
+            "entry: function does not decode whole");
+  // Already emulated at the symbol (glibc malloc: push %r12): stays, no decode.
+  const uint8_t push[] = {0x41, 0x54, 0x55, 0xc3};
+  ProbePlacement p = place_return_probe_bytes(push, sizeof(push), 0x10);
+  EXPECT_EQ(p.vaddr, 0x10u);
+  EXPECT_TRUE(p.emulated);
+  // Three skippable instructions: only two may be skipped, and the third is
+  // not emulated.
+  const uint8_t three[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x85, 0xff, 0x48, 0x85, 0xf6, 0x53, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(three, sizeof(three), 0x10).vaddr, 0x10u);
+}
+
+// The libc on this machine: the memalign family moves, and everything that
+// moves lands on an emulated instruction with the range free of branches.
+TEST(ReturnProbePlacement, ThisMachinesLibc) {
+  auto elf = ElfFile::open_path("/lib/x86_64-linux-gnu/libc.so.6");
+  ASSERT_TRUE(elf.ok()) << elf.error().message;
+  for (const char* name : {"malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc",
+                           "memalign", "valloc", "pvalloc", "reallocarray"}) {
+    auto sym = (*elf)->find_function(name);
+    ASSERT_TRUE(sym) << name;
+    ProbePlacement p = place_return_probe(**elf, *sym);
+    std::vector<uint8_t> at = (*elf)->read_at_vaddr(p.vaddr, 16);
+    EXPECT_TRUE(kernel_emulates(at.data(), at.size()) || p.vaddr == sym->vaddr)
+        << name << ": " << p.reason;
+    EXPECT_LE(p.skipped, 16u) << name;
+    RecordProperty(name, p.reason);
+  }
+  // glibc 2.36 (Debian 12): the three that begin with cmpb move.
+  for (const char* name : {"posix_memalign", "aligned_alloc", "memalign"}) {
+    ProbePlacement p = place_return_probe(**elf, *(*elf)->find_function(name));
+    EXPECT_EQ(p.skipped, 7u) << name << ": " << p.reason;
+    EXPECT_TRUE(p.emulated) << name;
+  }
 }
 
 TEST(StackId, StableAndSensitiveToEveryField) {
