@@ -1,5 +1,9 @@
 #include "daemon/core/probe_placement.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include "daemon/core/elf_file.h"
@@ -146,6 +150,42 @@ TEST(ReturnProbePlacement, ThisMachinesLibc) {
     EXPECT_EQ(p.skipped, 7u) << name << ": " << p.reason;
     EXPECT_TRUE(p.emulated) << name;
   }
+}
+
+// libstdc++ and, where installed, libcudart: whatever the decision, a
+// moved probe lands on an emulated instruction inside the function.
+TEST(ReturnProbePlacement, ThisMachinesLibstdcxxAndLibcudart) {
+  struct Lib {
+    const char* path;
+    std::vector<const char*> names;
+  };
+  const Lib libs[] = {
+      {"/usr/lib/x86_64-linux-gnu/libstdc++.so.6", {"_Znwm", "_Znam", "_ZnwmSt11align_val_t"}},
+      {"/usr/local/cuda/lib64/libcudart.so.13",
+       {"cudaMalloc", "cudaMallocHost", "cudaHostAlloc", "cudaMallocManaged", "cudaMallocPitch"}},
+  };
+  int checked = 0;
+  for (const Lib& lib : libs) {
+    if (access(lib.path, R_OK) != 0) {
+      std::printf("  %s: not installed on this machine, not checked\n", lib.path);
+      continue;
+    }
+    auto elf = ElfFile::open_path(lib.path);
+    ASSERT_TRUE(elf.ok()) << elf.error().message;
+    for (const char* name : lib.names) {
+      auto sym = (*elf)->find_function(name);
+      if (!sym) continue;
+      ProbePlacement p = place_return_probe(**elf, *sym);
+      std::printf("  %s %s: %s\n", lib.path, name, p.reason.c_str());
+      if (p.vaddr != sym->vaddr) {
+        std::vector<uint8_t> at = (*elf)->read_at_vaddr(p.vaddr, 16);
+        EXPECT_TRUE(kernel_emulates(at.data(), at.size())) << name;
+        EXPECT_LT(p.vaddr, sym->vaddr + sym->size) << name;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 3);  // libstdc++ is always there
 }
 
 TEST(StackId, StableAndSensitiveToEveryField) {
