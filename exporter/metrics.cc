@@ -528,9 +528,15 @@ void append_histogram(std::string& out, const std::string& name, const ClientMet
   line("_count", nullptr, static_cast<double>(m.histogram.sample_count));
   line("_sum", nullptr, m.histogram.sample_sum);
   for (const ClientMetric::Bucket& b : m.histogram.bucket) {
-    std::string le;
-    append_value(le, b.upper_bound);
-    line("_bucket", le.c_str(), static_cast<double>(b.cumulative_count));
+    // As prometheus-cpp writes `le` (16 significant digits, no exponent for
+    // these bounds): the shortest form would be "5e-04".
+    char le[32];
+    if (std::isinf(b.upper_bound)) {
+      snprintf(le, sizeof le, "%s", b.upper_bound > 0 ? "+Inf" : "-Inf");
+    } else {
+      snprintf(le, sizeof le, "%.16g", b.upper_bound);
+    }
+    line("_bucket", le, static_cast<double>(b.cumulative_count));
   }
 }
 
