@@ -273,7 +273,7 @@ void Daemon::handle_discoveries() {
       }
       continue;
     }
-    consider(d.pid, d.parent);
+    consider(d.pid, d.parent, d.event_ns);
   }
 }
 

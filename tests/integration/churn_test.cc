@@ -200,7 +200,7 @@ TEST(LeakwatchChurn, PidReuseAttributesNothingToTheNewProcess) {
     match: )" + comm_selector(light_comm) + R"(
     mode: light
 )",
-                        .args = {"--log-level", "warn"}});
+                        .args = {"--log-level", getenv("LW_CHURN_LOG_LEVEL") ? getenv("LW_CHURN_LOG_LEVEL") : "warn"}});
   daemon.wait_notify("READY=1", kReadyTimeout);
   const std::string metrics0 = daemon.get("/metrics").body;
   const double tracked0 = metric(metrics0, "leakwatch_tracked_processes");
@@ -261,7 +261,7 @@ TEST(LeakwatchChurn, PidReuseAttributesNothingToTheNewProcess) {
       ProbeRun run;
       try {
         run.process = std::make_unique<Process>(std::vector<std::string>{full_bin, "probe"},
-                                                Process::Options{.set_tid = it->pid});
+                                                Process::Options{.set_tid = getenv("LW_CHURN_PROBE_FRESH_PID") ? 0 : it->pid});
       } catch (const std::exception &) {
         continue;  // taken between the check and the clone (EEXIST)
       }

@@ -49,6 +49,7 @@ static unsigned long long own_start_ticks(void) {
   buf[n] = '\0';
   char *p = strrchr(buf, ')');
   if (!p) lw_die("parse /proc/self/stat");
+  p++; /* the space before field 3 */
   for (int field = 3; field < 22; field++) {
     p = strchr(p + 1, ' ');
     if (!p) lw_die("parse /proc/self/stat");
