@@ -281,7 +281,22 @@ void Daemon::reap_exited() {
   std::vector<pid_t> exited;
   for (const auto& [pid, proc] : tracer_->processes())
     if (proc->exited) exited.push_back(pid);
-  for (pid_t pid : exited) detach(pid, "exited");
+  if (exited.empty()) return;
+  // One teardown for all: closing a uprobe link waits for a grace period
+  // (tens of ms, more on a loaded host), and one process after the other
+  // those waits added up to seconds of a stalled consumer under process
+  // churn (tests/integration/churn_test.cc).
+  for (pid_t pid : exited) {
+    auto it = tracked_.find(pid);
+    if (it != tracked_.end()) {
+      LW_LOG_INFO("detached pid %d (%s): exited", pid, it->second.identity.comm.c_str());
+      tracked_.erase(it);
+      ++counters_.detached_total;
+    }
+    analyzers_.erase(pid);
+  }
+  tracer_->detach_many(exited);
+  dirty_ = true;
 }
 
 bool Daemon::config_file_changed() {

@@ -230,6 +230,19 @@ void Tracer::detach(pid_t pid) {
   procs_.erase(it);
 }
 
+void Tracer::detach_many(const std::vector<pid_t>& pids) {
+  std::vector<Link> links;
+  for (pid_t pid : pids) {
+    auto it = procs_.find(pid);
+    if (it == procs_.end()) continue;
+    for (Link& l : it->second->attacher->take_links()) links.push_back(std::move(l));
+    (void)session_->remove_target(pid);
+    (void)session_->purge_live(pid);
+    procs_.erase(it);
+  }
+  destroy_links(std::move(links));
+}
+
 TracedProcess* Tracer::process(pid_t pid) {
   auto it = procs_.find(pid);
   return it == procs_.end() ? nullptr : it->second.get();

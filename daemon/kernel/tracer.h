@@ -103,6 +103,10 @@ class Tracer {
   // ENOENT (nothing to probe).
   Status attach(pid_t pid, const AttachOptions& options = {});
   void detach(pid_t pid);
+  // detach() for many at once: their links are closed together, so the
+  // kernel's grace period per uprobe unregistration is waited out once for
+  // all of them, not once per process (process churn: architecture.md 25).
+  void detach_many(const std::vector<pid_t>& pids);
 
   // ---- overhead ----
   // Attaches (true) or detaches (false) `pid`'s heap probes, leaving its
