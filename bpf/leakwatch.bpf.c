@@ -916,7 +916,7 @@ int BPF_PROG(lw_exit, struct task_struct *p)
     return 0;
   if (BPF_CORE_READ(p, signal, live.counter) != 0)
     return 0; /* other threads of the process live on */
-  t->flags = 0;
+  t->flags = LW_TARGET_EXITED;
   cuda_purge_process(t, tgid);
   emit(t, LW_EV_EXIT, tgid, 0, 0, 0, 0, 0, 0);
   return 0;
@@ -925,6 +925,22 @@ int BPF_PROG(lw_exit, struct task_struct *p)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(lw_fork, struct task_struct *parent, struct task_struct *child)
 {
+  __u32 child_tgid = BPF_CORE_READ(child, tgid);
+  if (BPF_CORE_READ(child, pid) == child_tgid) {
+    /* A new process whose pid still has a target entry that never saw an
+     * exit: the entry's process is gone unreported (it exited while the
+     * daemon was attaching it, before the entry existed). Without this the
+     * new process would be accounted as the old one, with the old one's
+     * mode, until a reconciliation noticed (docs/architecture.md, 25).
+     * Stop accounting for the pid and report the old process's exit. An
+     * entry whose exit was reported merely awaits the daemon's cleanup. */
+    struct lw_target *stale = bpf_map_lookup_elem(&targets, &child_tgid);
+    if (stale && !(stale->flags & LW_TARGET_EXITED)) {
+      stale->flags = LW_TARGET_EXITED;
+      cuda_purge_process(stale, child_tgid);
+      emit(stale, LW_EV_EXIT, child_tgid, 0, 0, 0, 0, 0, LW_EVF_STALE_EXIT);
+    }
+  }
   __u32 ptgid = BPF_CORE_READ(parent, tgid);
   struct lw_target *t = bpf_map_lookup_elem(&targets, &ptgid);
   if (!t || !(t->flags & LW_TARGET_FOLLOW_FORKS))

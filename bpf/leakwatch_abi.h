@@ -211,6 +211,10 @@ enum lw_target_flags {
    * libc as soon as the loader maps it. */
   LW_TARGET_EXEC_PENDING = 1u << 2,
   LW_TARGET_FOLLOW_FORKS = 1u << 3, /* report forked children (LW_EV_FORK) */
+  /* Set by the exit tracepoint (nothing else is left set): the exit was
+   * reported. An entry without it at the fork of a new process on its pid
+   * belongs to a process whose exit was never seen. */
+  LW_TARGET_EXITED = 1u << 4,
   /* CUDA runtime/driver probes are attached: account them. Independent of
    * LW_TARGET_HEAP (GPU allocations are rare calls, traced in every mode). */
   LW_TARGET_CUDA = 1u << 8,
@@ -240,6 +244,8 @@ enum lw_event_type {
 
 /* Event flags. */
 #define LW_EVF_UNTRACKED 4u /* EXEC of a process that is not a target (discovery) */
+#define LW_EVF_STALE_EXIT 8u /* EXIT of a target found gone at the fork of a new
+                                  * process on its pid (its own exit went unreported) */
 #define LW_EVF_REPLACED 1u /* ALLOC retired a still-live record (missed free) */
 /* CUDA events: bits 8..15 hold the device the record is attributed to,
  * plus one (0 = unknown). See lw_event_device(). */

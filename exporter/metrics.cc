@@ -9,6 +9,7 @@
 #include <deque>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -55,6 +56,23 @@ class Families {
       case MetricType::Gauge: m.gauge.value = value; break;
       default: m.untyped.value = value; break;
     }
+    f.metric.push_back(std::move(m));
+  }
+
+  // One histogram series (counts as one series toward max_series).
+  void add_histogram(MetricFamily& f, Labels labels, const LatencyHistogram& h) {
+    if (stats_->series >= max_) {
+      ++stats_->series_dropped;
+      return;
+    }
+    ++stats_->series;
+    ClientMetric m;
+    m.label = std::move(labels);
+    m.histogram.sample_count = h.count();
+    m.histogram.sample_sum = h.sum();
+    for (size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i)
+      m.histogram.bucket.push_back({h.cumulative(i), LatencyHistogram::kBounds[i]});
+    m.histogram.bucket.push_back({h.count(), std::numeric_limits<double>::infinity()});
     f.metric.push_back(std::move(m));
   }
 
@@ -249,6 +267,17 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(refused, {{"reason", "memory_budget"}}, static_cast<double>(dc.refused_memory_budget));
   fam.add(fam.family("leakwatch_attached_processes_total", "Processes attached since start.", C), {},
           static_cast<double>(dc.attached_total));
+  fam.add_histogram(fam.family("leakwatch_attach_latency_seconds",
+                               "From a process's exec (or followed fork) event to its probes attached.",
+                               MetricType::Histogram),
+                    {}, dc.attach_latency);
+  fam.add(fam.family("leakwatch_pid_reuse_detected_total",
+                     "Traced pids found held by another process (the old state dropped, the new process matched afresh).",
+                     C),
+          {}, static_cast<double>(dc.pid_reuse_detected));
+  fam.add(fam.family("leakwatch_stale_exits_total",
+                     "Exits of traced processes found only at the fork of a new process on the pid.", C),
+          {}, static_cast<double>(snap.tracer_stats.stale_exits));
   MetricFamily& attach_err = fam.family("leakwatch_attach_errors_total",
                                         "Failed process attachments, by reason.", C);
   // Every documented reason from the start, at 0 until it happens: rate()
@@ -463,6 +492,54 @@ const char* type_name(MetricType t) {
   }
 }
 
+// `{labels}` of a series, with `le` added for a histogram bucket.
+void append_labels(std::string& out, const ClientMetric& m, const char* le) {
+  if (m.label.empty() && !le) return;
+  out += '{';
+  bool first = true;
+  for (const ClientMetric::Label& l : m.label) {
+    if (!first) out += ',';
+    first = false;
+    out += l.name;
+    out += "=\"";
+    append_escaped(out, l.value, true);
+    out += '"';
+  }
+  if (le) {
+    if (!first) out += ',';
+    out += "le=\"";
+    out += le;
+    out += '"';
+  }
+  out += '}';
+}
+
+// One histogram series: _count, _sum, then a _bucket per bound, in the
+// order prometheus-cpp's TextSerializer writes them.
+void append_histogram(std::string& out, const std::string& name, const ClientMetric& m) {
+  auto line = [&](const char* suffix, const char* le, double v) {
+    out += name;
+    out += suffix;
+    append_labels(out, m, le);
+    out += ' ';
+    append_value(out, v);
+    out += '\n';
+  };
+  line("_count", nullptr, static_cast<double>(m.histogram.sample_count));
+  line("_sum", nullptr, m.histogram.sample_sum);
+  for (const ClientMetric::Bucket& b : m.histogram.bucket) {
+    // As prometheus-cpp writes `le` (16 significant digits, no exponent for
+    // these bounds): the shortest form would be "5e-04".
+    char le[32];
+    if (std::isinf(b.upper_bound)) {
+      snprintf(le, sizeof le, "%s", b.upper_bound > 0 ? "+Inf" : "-Inf");
+    } else {
+      snprintf(le, sizeof le, "%.16g", b.upper_bound);
+    }
+    line("_bucket", le, static_cast<double>(b.cumulative_count));
+  }
+}
+
 }  // namespace
 
 void serialize_text(const std::vector<MetricFamily>& families, std::string& out) {
@@ -477,6 +554,10 @@ void serialize_text(const std::vector<MetricFamily>& families, std::string& out)
     out += type_name(f.type);
     out += '\n';
     for (const ClientMetric& m : f.metric) {
+      if (f.type == MetricType::Histogram) {
+        append_histogram(out, f.name, m);
+        continue;
+      }
       out += f.name;
       if (!m.label.empty()) {
         out += '{';

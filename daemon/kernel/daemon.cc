@@ -121,7 +121,7 @@ std::shared_ptr<const DaemonSnapshot> Daemon::snapshot() const {
   return snapshot_;
 }
 
-void Daemon::consider(pid_t pid, pid_t parent) {
+void Daemon::consider(pid_t pid, pid_t parent, uint64_t event_ns) {
   if (pid == getpid() || tracked_.count(pid)) return;
   // Kill switch: nothing new is attached; the reconciliation after it is
   // released finds what started meanwhile.
@@ -143,11 +143,11 @@ void Daemon::consider(pid_t pid, pid_t parent) {
     unmatched_.insert({pid, id->start_time});
     return;
   }
-  attach(pid, *id, *target, parent_it != tracked_.end() ? parent : 0);
+  attach(pid, *id, *target, parent_it != tracked_.end() ? parent : 0, event_ns);
 }
 
 void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& target,
-                    pid_t parent) {
+                    pid_t parent, uint64_t event_ns) {
   if (tracked_.size() >= config_.limits.max_processes) {
     ++counters_.refused_max_processes;
     log_once("max_processes", "limits.max_processes (" +
@@ -169,6 +169,23 @@ void Daemon::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& ta
     LW_LOG_WARN("attaching pid %d (%s) for target %s: %s", pid, id.comm.c_str(),
                 target.name.c_str(), st.error().message.c_str());
     return;
+  }
+  // The identity was read before the attach: if the process exited and
+  // its pid went to another meanwhile, the probes are on the newcomer,
+  // with the options of a target it was never matched for. Drop them and
+  // match the newcomer itself (its exec event may have come while the pid
+  // was registered, and is gone with it). Recursing again would take
+  // another whole pid wrap within this call.
+  if (const TracedProcess* proc = tracer_->process(pid); proc && proc->start_ticks != id.start_time) {
+    ++counters_.pid_reuse_detected;
+    LW_LOG_INFO("pid %d was reused while being attached: matching the new process", pid);
+    tracer_->detach(pid);
+    consider(pid, 0, 0);
+    return;
+  }
+  if (event_ns) {
+    const int64_t ns = static_cast<int64_t>(monotonic_ns() - event_ns);
+    counters_.attach_latency.observe(static_cast<double>(ns) / 1e9);
   }
   TrackedProcess t;
   t.identity = id;
@@ -237,6 +254,16 @@ void Daemon::handle_discoveries() {
       if (it == tracked_.end()) continue;
       Result<ProcessIdentity> id = read_process_identity(d.pid, &pods_);
       if (!id) continue;
+      if (id->start_time != it->second.identity.start_time) {
+        // Not an exec of the traced process: another process on its pid
+        // (the old one's exit went unseen). Nothing of the old state may
+        // carry over to it, nor the old target's mode: drop it and match
+        // the newcomer as the new process it is.
+        ++counters_.pid_reuse_detected;
+        detach(d.pid, "pid reused by another process");
+        consider(d.pid, 0, d.event_ns);
+        continue;
+      }
       const TargetConfig* target = match_target(config_, facts_of(*id));
       if (!target && it->second.parent == 0) {
         detach(d.pid, "no longer matches after exec");
@@ -246,7 +273,7 @@ void Daemon::handle_discoveries() {
       }
       continue;
     }
-    consider(d.pid, d.parent);
+    consider(d.pid, d.parent, d.event_ns);
   }
 }
 
@@ -254,7 +281,22 @@ void Daemon::reap_exited() {
   std::vector<pid_t> exited;
   for (const auto& [pid, proc] : tracer_->processes())
     if (proc->exited) exited.push_back(pid);
-  for (pid_t pid : exited) detach(pid, "exited");
+  if (exited.empty()) return;
+  // One teardown for all: closing a uprobe link waits for a grace period
+  // (tens of ms, more on a loaded host), and one process after the other
+  // those waits added up to seconds of a stalled consumer under process
+  // churn (tests/integration/churn_test.cc).
+  for (pid_t pid : exited) {
+    auto it = tracked_.find(pid);
+    if (it != tracked_.end()) {
+      LW_LOG_INFO("detached pid %d (%s): exited", pid, it->second.identity.comm.c_str());
+      tracked_.erase(it);
+      ++counters_.detached_total;
+    }
+    analyzers_.erase(pid);
+  }
+  tracer_->detach_many(exited);
+  dirty_ = true;
 }
 
 bool Daemon::config_file_changed() {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "daemon/core/config.h"
+#include "daemon/core/latency_histogram.h"
 #include "daemon/core/overhead_policy.h"
 #include "daemon/core/process_identity.h"
 #include "daemon/kernel/analyzer.h"
@@ -76,6 +77,13 @@ struct DaemonCounters {
   uint64_t escalations_down = 0;
   uint64_t governor_suspensions = 0;
   bool kill_switch_engaged = false;
+  // Attaches that followed an exec/fork event: from the event's kernel time
+  // to the probes being in place (leakwatch_attach_latency_seconds).
+  LatencyHistogram attach_latency;
+  // A traced pid found running another process at its exec event (pid
+  // reused, the old exit unseen): the old state dropped, the new process
+  // matched afresh.
+  uint64_t pid_reuse_detected = 0;
 };
 
 // What the HTTP side serves: immutable once published.
@@ -121,8 +129,11 @@ class Daemon {
 
  private:
   Daemon(DaemonOptions options, Config config, std::unique_ptr<Tracer> tracer);
-  void consider(pid_t pid, pid_t parent);
-  void attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& target, pid_t parent);
+  // event_ns: the exec/fork event's CLOCK_MONOTONIC time (0: found by a
+  // /proc scan), for the attach latency.
+  void consider(pid_t pid, pid_t parent, uint64_t event_ns = 0);
+  void attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& target, pid_t parent,
+              uint64_t event_ns = 0);
   void detach(pid_t pid, const char* why);
   void reconcile();
   void reload();

@@ -230,6 +230,19 @@ void Tracer::detach(pid_t pid) {
   procs_.erase(it);
 }
 
+void Tracer::detach_many(const std::vector<pid_t>& pids) {
+  std::vector<Link> links;
+  for (pid_t pid : pids) {
+    auto it = procs_.find(pid);
+    if (it == procs_.end()) continue;
+    for (Link& l : it->second->attacher->take_links()) links.push_back(std::move(l));
+    (void)session_->remove_target(pid);
+    (void)session_->purge_live(pid);
+    procs_.erase(it);
+  }
+  destroy_links(std::move(links));
+}
+
 TracedProcess* Tracer::process(pid_t pid) {
   auto it = procs_.find(pid);
   return it == procs_.end() ? nullptr : it->second.get();
@@ -245,7 +258,7 @@ void Tracer::on_record(const void* data, size_t len) {
   auto it = procs_.find(static_cast<pid_t>(e->tgid));
   if (it == procs_.end()) {
     if (e->type == EventType::kExec && (e->flags & LW_EVF_UNTRACKED))
-      discoveries_.push_back({static_cast<pid_t>(e->tgid), 0, false});
+      discoveries_.push_back({static_cast<pid_t>(e->tgid), 0, false, e->ts_ns});
     else
       ++stats_.events_unknown_pid;
     return;
@@ -261,13 +274,14 @@ void Tracer::on_record(const void* data, size_t len) {
       break;
     case EventType::kExit:
       p.exited = true;
+      if (e->flags & LW_EVF_STALE_EXIT) ++stats_.stale_exits;
       break;
     case EventType::kExec:
       p.exec_pending = true;
-      discoveries_.push_back({p.pid, 0, true});
+      discoveries_.push_back({p.pid, 0, true, e->ts_ns});
       break;
     case EventType::kFork:
-      discoveries_.push_back({static_cast<pid_t>(e->addr), p.pid, false});
+      discoveries_.push_back({static_cast<pid_t>(e->addr), p.pid, false, e->ts_ns});
       break;
     case EventType::kMapExec:
       p.rescan_pending = true;

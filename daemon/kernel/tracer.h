@@ -52,6 +52,7 @@ struct Discovery {
   pid_t pid = 0;
   pid_t parent = 0;  // the forking target, 0 for an exec
   bool was_target = false;  // an exec of a process already traced
+  uint64_t event_ns = 0;    // the exec/fork event's bpf_ktime_get_ns (CLOCK_MONOTONIC)
 };
 
 struct TracedProcess {
@@ -81,6 +82,9 @@ struct TracedProcess {
 struct TracerStats {
   uint64_t decode_errors = 0;       // ring-buffer records that did not decode
   uint64_t events_unknown_pid = 0;  // events for a pid we no longer track
+  // Exits reported at the fork of a new process on a still-registered pid
+  // (the old process's own exit went unseen: it exited while being attached).
+  uint64_t stale_exits = 0;
   uint64_t resyncs = 0;
   uint64_t rescans = 0;
   uint64_t attach_errors = 0;
@@ -99,6 +103,10 @@ class Tracer {
   // ENOENT (nothing to probe).
   Status attach(pid_t pid, const AttachOptions& options = {});
   void detach(pid_t pid);
+  // detach() for many at once: their links are closed together, so the
+  // kernel's grace period per uprobe unregistration is waited out once for
+  // all of them, not once per process (process churn: architecture.md 25).
+  void detach_many(const std::vector<pid_t>& pids);
 
   // ---- overhead ----
   // Attaches (true) or detaches (false) `pid`'s heap probes, leaving its

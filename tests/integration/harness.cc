@@ -6,10 +6,12 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -54,6 +56,23 @@ std::string basename_of(const std::string &path) {
   _exit(127);
 }
 
+// clone3(2)'s argument up to set_tid_size (Linux 5.5), spelled out here:
+// <linux/sched.h> clashes with glibc's <sched.h>.
+struct CloneArgs {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size;
+};
+
+// fork(), or, with want_pid, a fork onto that pid.
+pid_t fork_onto(pid_t want_pid) {
+  if (want_pid <= 0) return fork();
+  pid_t tids[1] = {want_pid};
+  CloneArgs args{};
+  args.exit_signal = SIGCHLD;
+  args.set_tid = reinterpret_cast<uint64_t>(tids);
+  args.set_tid_size = 1;
+  return static_cast<pid_t>(syscall(SYS_clone3, &args, sizeof args));
+}
+
 }  // namespace
 
 std::string target_path(const std::string &name) { return std::string(LW_TARGETS_DIR) + "/" + name; }
@@ -85,8 +104,13 @@ Process::Process(const std::vector<std::string> &argv, Options options) : name_(
   stderr_fd_ = memfd_create((name_ + ".stderr").c_str(), MFD_CLOEXEC);
   if (stderr_fd_ < 0) fail_errno("memfd_create");
 
-  pid_ = fork();
-  if (pid_ < 0) fail_errno("fork");
+  pid_ = fork_onto(options.set_tid);
+  if (pid_ < 0) {
+    const int err = errno;
+    for (int fd : {in[0], in[1], out[0], out[1], stderr_fd_}) close(fd);
+    errno = err;
+    fail_errno(options.set_tid ? "clone3 onto pid " + std::to_string(options.set_tid) : std::string("fork"));
+  }
   if (pid_ == 0) exec_child(args.data(), env.empty() ? nullptr : env.data(), in[0], out[1], stderr_fd_, options);
   // Also from this side, so the group exists before anyone signals it.
   setpgid(pid_, pid_);

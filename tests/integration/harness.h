@@ -39,6 +39,9 @@ class Process {
     // Extra environment entries, "NAME=VALUE", added to (or replacing
     // entries of) this process's environment; empty: inherit it unchanged.
     std::vector<std::string> env;
+    // Start the process on exactly this pid (clone3 with set_tid: root, and
+    // the pid must be free). The constructor throws if it is taken.
+    pid_t set_tid = 0;
   };
 
   explicit Process(const std::vector<std::string> &argv, Options options);

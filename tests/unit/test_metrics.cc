@@ -169,8 +169,28 @@ std::map<std::string, double> parse_samples(const std::string& text) {
   return out;
 }
 
+TEST(Metrics, AttachLatencyHistogramAndPidReuseCounters) {
+  DaemonSnapshot snap = sample_snapshot("svc");
+  snap.counters.attach_latency.observe(0.0007);
+  snap.counters.attach_latency.observe(0.003);
+  snap.counters.attach_latency.observe(60);
+  snap.counters.pid_reuse_detected = 5;
+  snap.tracer_stats.stale_exits = 2;
+  const std::string text = render_metrics(snap, {});
+  EXPECT_NE(text.find("# TYPE leakwatch_attach_latency_seconds histogram\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("leakwatch_attach_latency_seconds_count 3\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_attach_latency_seconds_bucket{le=\"0.0005\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_attach_latency_seconds_bucket{le=\"0.001\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_attach_latency_seconds_bucket{le=\"0.005\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_attach_latency_seconds_bucket{le=\"30\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_attach_latency_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_pid_reuse_detected_total 5\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_stale_exits_total 2\n"), std::string::npos);
+}
+
 TEST(Metrics, OwnSerializerMatchesPrometheusCpp) {
   DaemonSnapshot snap = sample_snapshot("a\"b\n{x=\"1\"} \\ q", 3, 4);
+  snap.counters.attach_latency.observe(0.004);  // a histogram among the families
   snap.processes[0].snapshot.sites[0].leak_rate_bytes_per_second = 1.0 / 3.0;
   std::vector<prometheus::MetricFamily> families = build_metric_families(snap, {}, nullptr);
   std::string ours;
