@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
   lw_truth_total(live);
   lw_done();
   lw_wait_exit();
-  for (unsigned long i = 0; i < n; i++) free(blocks[i]);
+  /* The blocks are not freed: a million traced frees take seconds, and the
+   * exit hands the memory back all the same. */
   return 0;
 }
