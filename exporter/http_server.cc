@@ -111,6 +111,9 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"kill_switch_engaged", c.kill_switch_engaged},
                {"escalations", {{"up", c.escalations_up}, {"down", c.escalations_down}}},
                {"governor_suspensions", c.governor_suspensions},
+               {"memory_budget", {{"suspensions", c.memory_budget_suspensions},
+                                  {"live_records", snap.tracer_stats.live_records},
+                                  {"live_records_limit", snap.tracer_stats.live_record_cap}}},
                {"resyncs", snap.tracer_stats.resyncs},
                {"probes", std::move(probes)}});
 }

@@ -247,6 +247,18 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_governor_suspensions_total",
                      "Times the governor detached a process's heap probes for going over budget.", C),
           {}, static_cast<double>(dc.governor_suspensions));
+  // The memory budget (docs/architecture.md, 25).
+  fam.add(fam.family("leakwatch_memory_budget_suspensions_total",
+                     "Times a process's heap tracing was suspended because the daemon's live records "
+                     "reached the cap derived from limits.max_daemon_memory_bytes.", C),
+          {}, static_cast<double>(dc.memory_budget_suspensions));
+  fam.add(fam.family("leakwatch_daemon_live_records",
+                     "Per-address allocation records the daemon holds, all processes.", G),
+          {}, static_cast<double>(snap.tracer_stats.live_records));
+  fam.add(fam.family("leakwatch_daemon_live_records_limit",
+                     "Records the daemon may hold before it suspends the process holding the most "
+                     "(from limits.max_daemon_memory_bytes).", G),
+          {}, static_cast<double>(snap.tracer_stats.live_record_cap));
   fam.add(fam.family("leakwatch_kill_switch_engaged", "1 while the kill switch has every probe detached.", G),
           {}, dc.kill_switch_engaged ? 1 : 0);
   fam.add(fam.family("leakwatch_resyncs_total",

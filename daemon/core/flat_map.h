@@ -86,8 +86,10 @@ class FlatMap {
     // Not rehash(16): that re-inserts every old key, and clear() would
     // keep them all (a HeapTracker cleared at exec kept records pointing
     // at sites it had dropped, and the analyzer indexed past its vector).
-    keys_.assign(16, 0);
-    values_.assign(16, V{});
+    // Fresh vectors, not assign(): assign keeps the old capacity, and a
+    // cleared map must give its memory back (the daemon's memory bound).
+    std::vector<uint64_t>(16, 0).swap(keys_);
+    std::vector<V>(16, V{}).swap(values_);
     mask_ = 15;
     size_ = 0;
   }

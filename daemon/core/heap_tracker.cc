@@ -45,6 +45,7 @@ void HeapTracker::add_live(uint64_t addr, const LiveRecord& r) {
     drop_live(key, gone, gone.size);
   }
   live_.insert(key, r);
+  ++records_[r.kind];
   SiteStats& s = sites_[r.site];
   const uint64_t bytes = counted_bytes(r);
   s.live_bytes += bytes;
@@ -62,11 +63,15 @@ void HeapTracker::drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_by
   s.freed_bytes += freed_bytes == r.size ? bytes : freed_bytes;
   s.frees += count;
   live_bytes_[r.kind] -= bytes;
-  live_.erase(key);
+  if (live_.erase(key)) --records_[r.kind];
 }
 
 void HeapTracker::apply(const Event& e) {
   if (e.kind >= LW_KIND_MAX) return;
+  if (frozen_[e.kind] && (e.type == EventType::kAlloc || e.type == EventType::kFree)) {
+    ++counters_.frozen_events;
+    return;
+  }
   const uint64_t key = live_key(e.kind, e.addr);
   if (e.type == EventType::kAlloc) {
     if (LiveRecord* old = live_.find(key)) {
@@ -127,8 +132,9 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
   FlatMap<LiveRecord> fresh;
   std::vector<uint64_t> site_live(sites_.size(), 0), site_count(sites_.size(), 0);
   std::array<uint64_t, LW_KIND_MAX> kind_live{};
+  std::array<uint64_t, LW_KIND_MAX> kind_records{};
   for (const KernelRecord& k : kernel) {
-    if (k.kind >= LW_KIND_MAX) continue;
+    if (k.kind >= LW_KIND_MAX || frozen_[k.kind]) continue;  // a shed kind stays as frozen
     const uint64_t key = live_key(k.kind, k.addr);
     const LiveRecord* known = live_.find(key);
     LiveRecord r;
@@ -143,7 +149,7 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
       site_live.resize(sites_.size(), 0);
       site_count.resize(sites_.size(), 0);
     }
-    fresh.insert(key, r);
+    if (fresh.insert(key, r).second) ++kind_records[r.kind];
     site_live[r.site] += counted_bytes(r);
     site_count[r.site] += counted_allocations(r);
     kind_live[r.kind] += counted_bytes(r);
@@ -158,10 +164,15 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
     ++counters_.resync_removed;
   });
   for (size_t i = 0; i < sites_.size(); ++i) {
+    if (frozen_[sites_[i].kind]) continue;
     sites_[i].live_bytes = site_live[i];
     sites_[i].live_allocations = site_count[i];
   }
-  live_bytes_ = kind_live;
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    if (frozen_[k]) continue;
+    live_bytes_[k] = kind_live[k];
+  }
+  records_ = kind_records;
   live_ = std::move(fresh);
 }
 
@@ -170,6 +181,22 @@ void HeapTracker::clear() {
   for (auto& m : site_by_stack_) m.clear();
   sites_.clear();
   live_bytes_ = {};
+  records_ = {};
+  frozen_ = {};
+}
+
+void HeapTracker::shed_kind(uint32_t kind) {
+  if (kind >= LW_KIND_MAX || frozen_[kind]) return;
+  frozen_[kind] = true;
+  // A new map holding only the other kinds: erasing one by one would rehash
+  // down step by step, and the old arrays are released when it is replaced.
+  FlatMap<LiveRecord> kept;
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    if (r.kind != kind) kept.insert(key, r);
+  });
+  counters_.shed_records += records_[kind];
+  records_[kind] = 0;
+  live_ = std::move(kept);
 }
 
 void HeapTracker::clear_kind(uint32_t kind) {
@@ -179,6 +206,8 @@ void HeapTracker::clear_kind(uint32_t kind) {
     if (r.kind == kind) keys.push_back(key);
   });
   for (uint64_t key : keys) live_.erase(key);
+  records_[kind] = 0;
+  frozen_[kind] = false;
   // Sites of the kind are zeroed, not removed: indices stay valid for the
   // other kinds and the site keeps its identity for the next window.
   for (SiteStats& s : sites_) {
@@ -196,7 +225,10 @@ void HeapTracker::set_sample_mean(uint64_t mean_bytes) {
 }
 
 uint64_t HeapTracker::live_allocations_total() const {
-  if (sample_mean_ == 0) return live_.size();
+  bool any_frozen = false;
+  for (bool f : frozen_) any_frozen |= f;
+  // A shed kind's count lives on in its frozen sites, not in records.
+  if (sample_mean_ == 0 && !any_frozen) return live_.size();
   uint64_t total = 0;
   for (const SiteStats& s : sites_) total += s.live_allocations;
   return total;

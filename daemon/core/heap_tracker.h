@@ -57,6 +57,8 @@ struct HeapCounters {
   uint64_t resyncs = 0;
   uint64_t resync_added = 0;      // records found only in the kernel map
   uint64_t resync_removed = 0;    // records found only here
+  uint64_t shed_records = 0;      // records dropped by shed_kind() (memory budget)
+  uint64_t frozen_events = 0;     // events of a shed kind, ignored while it is frozen
 };
 
 class HeapTracker {
@@ -77,6 +79,17 @@ class HeapTracker {
   // Forgets the records and sites of one kind (re-baselining the heap at an
   // escalation: only allocations after it count).
   void clear_kind(uint32_t kind);
+
+  // The memory budget (docs/architecture.md, 25): drops the per-address
+  // records of `kind` to give their memory back, keeping the per-site
+  // figures as they are, frozen: events of the kind are ignored (counted in
+  // frozen_events) and a resync leaves the kind alone until clear_kind() or
+  // clear() re-baselines it.
+  void shed_kind(uint32_t kind);
+  bool frozen(uint32_t kind) const { return kind < LW_KIND_MAX && frozen_[kind]; }
+  // Per-address records held (what memory_bytes() grows with).
+  uint64_t record_count() const { return live_.size(); }
+  uint64_t record_count(uint32_t kind) const { return kind < LW_KIND_MAX ? records_[kind] : 0; }
 
   // Byte sampling (daemon/core/sampling.h): heap records then count for the
   // bytes and allocations they stand for, not their own size. Changing the
@@ -121,6 +134,8 @@ class HeapTracker {
   std::array<FlatMap<uint32_t>, LW_KIND_MAX> site_by_stack_;
   std::vector<SiteStats> sites_;
   std::array<uint64_t, LW_KIND_MAX> live_bytes_{};
+  std::array<uint64_t, LW_KIND_MAX> records_{};  // live_ entries by kind
+  std::array<bool, LW_KIND_MAX> frozen_{};
   HeapCounters counters_;
   uint64_t sample_mean_ = 0;
 };

@@ -57,16 +57,22 @@ GovernorAction GovernorState::observe(double t_s, uint64_t hits, const GovernorP
     return action;
   }
   if (p.max_hits_per_second > 0 && rate_ > static_cast<double>(p.max_hits_per_second)) {
-    // Over again soon after a resume: double the wait; after a calm stretch
-    // as long as the last wait, start from the initial backoff again.
-    bool repeat = backoff_s_ > 0 && calm_since_ >= 0 && t_s - calm_since_ < backoff_s_;
-    backoff_s_ = repeat ? std::min(backoff_s_ * 2, p.backoff_max_s) : p.backoff_initial_s;
-    suspended_ = true;
-    resume_at_ = t_s + backoff_s_;
-    rate_ = 0;
+    suspend(t_s, p);
     return GovernorAction::kSuspend;
   }
   return action;
+}
+
+double GovernorState::suspend(double t_s, const GovernorParams& p) {
+  if (suspended_) return backoff_s_;
+  // Over again soon after a resume: double the wait; after a calm stretch
+  // as long as the last wait, start from the initial backoff again.
+  bool repeat = backoff_s_ > 0 && calm_since_ >= 0 && t_s - calm_since_ < backoff_s_;
+  backoff_s_ = repeat ? std::min(backoff_s_ * 2, p.backoff_max_s) : p.backoff_initial_s;
+  suspended_ = true;
+  resume_at_ = t_s + backoff_s_;
+  rate_ = 0;
+  return backoff_s_;
 }
 
 }  // namespace lw

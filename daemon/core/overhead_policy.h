@@ -54,6 +54,11 @@ enum class GovernorAction { kNone, kSuspend, kResume };
 class GovernorState {
  public:
   GovernorAction observe(double t_s, uint64_t hits, const GovernorParams& p);
+  // Suspends now, whatever the rate (the memory budget, docs/architecture.md
+  // 25), with the same backoff as a rate suspension: doubled when it comes
+  // soon after a resume. Returns the wait. No-op (returns the current wait)
+  // while already suspended.
+  double suspend(double t_s, const GovernorParams& p);
   bool suspended() const { return suspended_; }
   double rate() const { return rate_; }
   double backoff_s() const { return backoff_s_; }

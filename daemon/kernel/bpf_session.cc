@@ -352,12 +352,13 @@ Status for_each_live_entry(int fd, F&& fn) {
 
 }  // namespace
 
-Result<std::vector<KernelRecord>> BpfSession::read_live(pid_t tgid) const {
+Result<std::vector<KernelRecord>> BpfSession::read_live(pid_t tgid, uint32_t skip_kinds) const {
   std::vector<KernelRecord> out;
   auto want = static_cast<uint32_t>(tgid);
   Status st = for_each_live_entry(bpf_map__fd(skel_->maps.live),
                                   [&](const lw_live_key& k, const lw_live_val& v) {
-                                    if (k.tgid == want)
+                                    if (k.tgid == want &&
+                                        !(k.kind < 32 && (skip_kinds >> k.kind) & 1u))
                                       out.push_back({k.kind, k.addr, v.size, v.alloc_ns,
                                                      v.stack_hash});
                                   });

@@ -106,7 +106,9 @@ class BpfSession {
   std::optional<lw_target> get_target(pid_t tgid) const;
 
   // Reads every live record of `tgid` from the kernel map.
-  Result<std::vector<KernelRecord>> read_live(pid_t tgid) const;
+  // Records of kinds in `skip_kinds` (bit 1 << kind) are left out: a kind
+  // the memory budget shed is not read back into memory.
+  Result<std::vector<KernelRecord>> read_live(pid_t tgid, uint32_t skip_kinds = 0) const;
   // Deletes every live record of `tgid` (exit, exec, re-attach), or only
   // those of one kind (enum lw_kind) when `kind` >= 0 (re-baselining).
   Status purge_live(pid_t tgid, int kind = -1);

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "daemon/core/log.h"
+#include "daemon/core/memory_budget.h"
 #include "daemon/core/sd_notify.h"
 
 namespace lw {
@@ -70,6 +72,19 @@ std::string reason_of(const Error& e) {
   }
 }
 
+// The daemon's own resident memory (/proc/self/statm), 0 if unreadable.
+uint64_t own_rss_bytes() {
+  char buf[256];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return parse_statm_resident(buf, page).value_or(0);
+}
+
 }  // namespace
 
 const char* mode_name(TargetMode mode) {
@@ -110,6 +125,8 @@ Daemon::Daemon(DaemonOptions options, Config config, std::unique_ptr<Tracer> tra
     }
   }
   counters_.last_reload_success_timestamp = unix_now();
+  baseline_rss_ = own_rss_bytes();
+  apply_memory_budget();
 }
 
 Daemon::~Daemon() {
@@ -356,6 +373,7 @@ void Daemon::reload() {
                 "next restart");
   config_ = std::move(next);
   set_log_level(options_.log_level_override.value_or(config_.log_level));
+  apply_memory_budget();
   if (config_.kill_switch != counters_.kill_switch_engaged)
     apply_kill_switch(config_.kill_switch, "config reload");
   for (pid_t pid : drop) detach(pid, "target removed or changed by reload");
@@ -452,16 +470,67 @@ void Daemon::sync_heap(pid_t pid, TrackedProcess& t, const char* why) {
               want ? "attached, heap re-baselined" : "detached, heap figures frozen", why);
 }
 
-void Daemon::overhead_tick() {
-  const double now = now_s();
-  if (now - last_overhead_tick_s_ < 1.0) return;
-  last_overhead_tick_s_ = now;
-  if (counters_.kill_switch_engaged) return;
+GovernorParams Daemon::governor_params() const {
   const GovernorConfig& g = config_.governor;
   GovernorParams gp;
   gp.max_hits_per_second = g.max_hits_per_second;
   gp.backoff_initial_s = g.backoff_initial_seconds;
   gp.backoff_max_s = std::max(g.backoff_max_seconds, g.backoff_initial_seconds);
+  return gp;
+}
+
+void Daemon::apply_memory_budget() {
+  const uint64_t budget = config_.limits.max_daemon_memory_bytes;
+  const uint64_t cap = live_record_cap(budget, baseline_rss_);
+  tracer_->set_live_record_cap(cap);
+  LW_LOG_INFO("memory budget %llu bytes, baseline RSS %llu: at most %llu live records "
+              "(%llu bytes each at worst)",
+              static_cast<unsigned long long>(budget), static_cast<unsigned long long>(baseline_rss_),
+              static_cast<unsigned long long>(cap),
+              static_cast<unsigned long long>(kBytesPerLiveRecord));
+  if (!live_map_fits(config_.limits.live_map_entries, cap))
+    LW_LOG_WARN("limits.live_map_entries (%u) holds more records than limits.max_daemon_memory_bytes "
+                "(%llu) lets the daemon keep (%llu): when tracked allocations reach that, the "
+                "process with the most is suspended (leakwatch_memory_budget_suspensions_total)",
+                config_.limits.live_map_entries, static_cast<unsigned long long>(budget),
+                static_cast<unsigned long long>(cap));
+}
+
+void Daemon::handle_budget_sheds() {
+  std::vector<pid_t> shed = tracer_->take_budget_sheds();
+  if (shed.empty()) return;
+  const GovernorParams gp = governor_params();
+  for (pid_t pid : shed) {
+    auto it = tracked_.find(pid);
+    if (it == tracked_.end()) {
+      (void)tracer_->set_heap_tracing(pid, false);
+      continue;
+    }
+    TrackedProcess& t = it->second;
+    const double wait = t.governor.suspend(now_s(), gp);
+    ++counters_.memory_budget_suspensions;
+    const TracerStats st = tracer_->stats();
+    log_once("memory_budget_shed",
+             "limits.max_daemon_memory_bytes: live records reached the cap of " +
+                 std::to_string(st.live_record_cap) +
+                 "; the process holding the most has its heap tracing suspended, per-site "
+                 "figures frozen (leakwatch_memory_budget_suspensions_total)");
+    LW_LOG_INFO("memory budget: pid %d (%s) heap records shed, heap probes suspended for %.0f s",
+                pid, t.identity.comm.c_str(), wait);
+    sync_heap(pid, t, "memory budget");
+  }
+  // The records' arrays were freed; hand the pages back to the kernel now
+  // (glibc keeps freed heap memory otherwise).
+  malloc_trim(0);
+  dirty_ = true;
+}
+
+void Daemon::overhead_tick() {
+  const double now = now_s();
+  if (now - last_overhead_tick_s_ < 1.0) return;
+  last_overhead_tick_s_ = now;
+  if (counters_.kill_switch_engaged) return;
+  const GovernorParams gp = governor_params();
   const EscalationConfig& e = config_.escalation;
   for (auto& [pid, t] : tracked_) {
     if (t.heap_attached || t.governor.suspended()) {
@@ -585,6 +654,7 @@ Status Daemon::run(const std::function<void()>& on_ready) {
   while (!stop_.load()) {
     Result<int> n = tracer_->poll(100);
     if (!n) return n.error();
+    handle_budget_sheds();
     handle_discoveries();
     reap_exited();
     // A rescan attached new objects (libc mapped after exec, a dlopen):

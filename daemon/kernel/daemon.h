@@ -76,6 +76,9 @@ struct DaemonCounters {
   uint64_t escalations_up = 0;
   uint64_t escalations_down = 0;
   uint64_t governor_suspensions = 0;
+  // heap tracing suspended because the live records reached the cap derived
+  // from limits.max_daemon_memory_bytes (architecture.md, 25)
+  uint64_t memory_budget_suspensions = 0;
   bool kill_switch_engaged = false;
   // Attaches that followed an exec/fork event: from the event's kernel time
   // to the probes being in place (leakwatch_attach_latency_seconds).
@@ -148,6 +151,12 @@ class Daemon {
   void apply_kill_switch(bool engage, const char* why);
   // Attaches or detaches pid's heap probes to match what is wanted now.
   void sync_heap(pid_t pid, TrackedProcess& t, const char* why);
+  GovernorParams governor_params() const;
+  // ---- memory budget (architecture.md, 25) ----
+  // Sets the tracer's live-record cap from the budget and baseline_rss_.
+  void apply_memory_budget();
+  // Suspends the heap tracing of processes the tracer shed for the budget.
+  void handle_budget_sheds();
   double now_s() const;
 
   DaemonOptions options_;
@@ -158,6 +167,7 @@ class Daemon {
   std::map<pid_t, ProcessAnalyzer> analyzers_;
   bool dirty_ = false;
   uint64_t rescans_seen_ = 0;
+  uint64_t baseline_rss_ = 0;    // the daemon's RSS once the BPF session is up
   uint64_t tracked_memory_ = 0;  // trackers and analysis, as of the last publish  // tracked set changed: publish now, not at the next tick
   Clock::time_point started_ = Clock::now();
   // Processes looked at and not matched, by (pid, start time): skipped by

@@ -1,5 +1,7 @@
 #include "daemon/kernel/tracer.h"
 
+#include "daemon/core/memory_budget.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/uio.h>
@@ -93,6 +95,7 @@ uint32_t target_flags(const AttachOptions& o) {
 // while the kill switch holds it.
 uint32_t current_flags(const TracedProcess& p) {
   uint32_t flags = target_flags(p.options);
+  if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
   return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
 }
 
@@ -114,6 +117,8 @@ Status Tracer::set_heap_tracing(pid_t pid, bool on) {
   // Re-baseline: records of the last window may have been freed unseen.
   if (Status st = session_->purge_live(pid, LW_KIND_HEAP); !st) return st;
   p->heap.clear_kind(LW_KIND_HEAP);
+  p->heap_shed = false;
+  recount_records();
   p->options.heap = true;
   if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
     return st;
@@ -138,7 +143,7 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
     // The heap probes only: CUDA's stay (governor, step-down).
     for (Link& l : p->attacher->take_links(true, false)) links.push_back(std::move(l));
-    p->heap_stale_since = now;
+    if (p->heap_stale_since == 0) p->heap_stale_since = now;  // a budget shed stamped it first
   }
   // The kill switch: the CUDA probes too (accounting is already off).
   for (pid_t pid : cuda_pids) {
@@ -164,6 +169,43 @@ Status Tracer::set_accounting(pid_t pid, bool on) {
     return p->attacher->attach_new_objects(p->options.heap);
   }
   return ok_status();
+}
+
+void Tracer::set_live_record_cap(uint64_t cap) {
+  stats_.live_record_cap = cap;
+  shed_blocked_at_ = 0;
+}
+
+void Tracer::recount_records() {
+  uint64_t total = 0;
+  for (const auto& [pid, proc] : procs_) total += proc->heap.record_count();
+  stats_.live_records = total;
+}
+
+void Tracer::shed_largest() {
+  if (shed_blocked_at_ && stats_.live_records < shed_blocked_at_ + 4096) return;
+  std::vector<std::pair<pid_t, uint64_t>> candidates;
+  candidates.reserve(procs_.size());
+  for (const auto& [pid, proc] : procs_)
+    if (!proc->heap_shed && !proc->heap.frozen(LW_KIND_HEAP))
+      candidates.emplace_back(pid, proc->heap.record_count(LW_KIND_HEAP));
+  std::optional<pid_t> victim = pick_shed_victim(candidates);
+  if (!victim) {
+    // Only mmap/CUDA records left, each bounded by its process's mappings.
+    shed_blocked_at_ = stats_.live_records;
+    return;
+  }
+  shed_blocked_at_ = 0;
+  TracedProcess& p = *procs_.at(*victim);
+  p.heap_shed = true;
+  // Heap accounting off in the kernel first, so no more heap events come;
+  // those already queued are ignored by the frozen tracker.
+  (void)session_->set_target(p.pid, current_flags(p), 0, p.options.sample_mean_bytes);
+  p.heap.shed_kind(LW_KIND_HEAP);
+  p.heap_stale_since = unix_seconds_now();
+  budget_sheds_.push_back(p.pid);
+  ++stats_.memory_budget_sheds;
+  recount_records();
 }
 
 std::optional<uint64_t> Tracer::probe_hits(pid_t pid) const {
@@ -228,6 +270,7 @@ void Tracer::detach(pid_t pid) {
   (void)session_->remove_target(pid);
   (void)session_->purge_live(pid);
   procs_.erase(it);
+  recount_records();
 }
 
 void Tracer::detach_many(const std::vector<pid_t>& pids) {
@@ -268,8 +311,13 @@ void Tracer::on_record(const void* data, size_t len) {
     case EventType::kAlloc:
     case EventType::kFree:
       if (!p.exec_pending) {
+        const uint64_t before = p.heap.record_count();
         p.heap.apply(*e);
         p.cuda_devices.apply(*e);
+        stats_.live_records = stats_.live_records + p.heap.record_count() - before;
+        if (stats_.live_record_cap && stats_.live_records > stats_.live_record_cap &&
+            e->type == EventType::kAlloc)
+          shed_largest();
       }
       break;
     case EventType::kExit:
@@ -327,11 +375,15 @@ void Tracer::after_poll() {
         resync(*proc);
       }
     }
-  }
+  }  // Resyncs and execs replaced whole record sets.
+  recount_records();
 }
 
 void Tracer::resync(TracedProcess& proc) {
-  Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid);
+  uint32_t skip = 0;
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
+    if (proc.heap.frozen(k)) skip |= 1u << k;
+  Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid, skip);
   if (!records) return;  // retried on the next loss; counted by the caller's metrics
   proc.heap.resync(*records);
   proc.cuda_devices.resync(*records);

@@ -77,6 +77,10 @@ struct TracedProcess {
   // kill switch); 0 while they are attached or never were. The heap figures
   // are then frozen and stale (ProcessSnapshot::heap_stale_since).
   double heap_stale_since = 0;
+  // The memory budget shed this process's heap records (architecture.md,
+  // 25): its kernel flags leave heap accounting off at once, before the
+  // daemon detaches the heap probes; cleared when heap tracing resumes.
+  bool heap_shed = false;
 };
 
 struct TracerStats {
@@ -92,6 +96,10 @@ struct TracerStats {
   uint64_t symbolization_errors = 0;  // modules that failed to open or parse
   // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
   std::vector<uint64_t> elf_rejections;
+  // The memory budget (docs/architecture.md, 25).
+  uint64_t live_records = 0;         // per-address records held, all processes
+  uint64_t live_record_cap = 0;      // 0: no cap
+  uint64_t memory_budget_sheds = 0;  // processes whose heap records were shed
 };
 
 class Tracer {
@@ -123,6 +131,14 @@ class Tracer {
   // mmap, by its kernel target flags (the kill switch; the probes
   // themselves are detached with set_heap_tracing).
   Status set_accounting(pid_t pid, bool on);
+  // The memory budget (docs/architecture.md, 25): at most `cap` live
+  // records across all processes (0: no cap). Checked on every insert: past
+  // it, the process with the most heap records is shed at once (heap
+  // accounting off in the kernel, its heap records dropped, its per-site
+  // figures frozen) and reported by take_budget_sheds(); the caller then
+  // detaches its heap probes (set_heap_tracing(pid, false)).
+  void set_live_record_cap(uint64_t cap);
+  std::vector<pid_t> take_budget_sheds() { return std::exchange(budget_sheds_, {}); }
   // Allocator probe hits of `pid` counted by the kernel side so far.
   std::optional<uint64_t> probe_hits(pid_t pid) const;
   // ---- end overhead ----
@@ -161,6 +177,8 @@ class Tracer {
   void after_poll();
   void resync(TracedProcess& proc);
   void reattach_after_exec(TracedProcess& proc);
+  void recount_records();
+  void shed_largest();
   const std::string& build_id_of(const MapEntry& m, const std::string& open_path);
   static constexpr size_t kMaxBuildIdCache = 4096;
 
@@ -173,6 +191,10 @@ class Tracer {
   // (dev major, dev minor, inode) -> build-id ("" when the file has none).
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::string> build_ids_;
   std::function<void(const void*, size_t)> tap_;
+  std::vector<pid_t> budget_sheds_;
+  // Above the cap with nothing left to shed: look again only once this many
+  // more records were added (not one scan per event).
+  uint64_t shed_blocked_at_ = 0;
 };
 
 // /proc/PID/stat starttime (clock ticks since boot), or 0.
