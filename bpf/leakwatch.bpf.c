@@ -931,7 +931,7 @@ int BPF_PROG(lw_fork, struct task_struct *parent, struct task_struct *child)
      * exit: the entry's process is gone unreported (it exited while the
      * daemon was attaching it, before the entry existed). Without this the
      * new process would be accounted as the old one, with the old one's
-     * mode, until a reconciliation noticed (docs/architecture.md, 25).
+     * mode, until a reconciliation noticed (docs/architecture.md, 27).
      * Stop accounting for the pid and report the old process's exit. An
      * entry whose exit was reported merely awaits the daemon's cleanup. */
     struct lw_target *stale = bpf_map_lookup_elem(&targets, &child_tgid);

@@ -247,7 +247,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_governor_suspensions_total",
                      "Times the governor detached a process's heap probes for going over budget.", C),
           {}, static_cast<double>(dc.governor_suspensions));
-  // The memory budget (docs/architecture.md, 25).
+  // The memory budget (docs/architecture.md, 28).
   fam.add(fam.family("leakwatch_memory_budget_suspensions_total",
                      "Times a process's heap tracing was suspended because the daemon's live records "
                      "reached the cap derived from limits.max_daemon_memory_bytes.", C),

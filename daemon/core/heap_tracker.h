@@ -80,7 +80,7 @@ class HeapTracker {
   // escalation: only allocations after it count).
   void clear_kind(uint32_t kind);
 
-  // The memory budget (docs/architecture.md, 25): drops the per-address
+  // The memory budget (docs/architecture.md, 28): drops the per-address
   // records of `kind` to give their memory back, keeping the per-site
   // figures as they are, frozen: events of the kind are ignored (counted in
   // frozen_events) and a resync leaves the kind alone until clear_kind() or

@@ -77,7 +77,7 @@ struct DaemonCounters {
   uint64_t escalations_down = 0;
   uint64_t governor_suspensions = 0;
   // heap tracing suspended because the live records reached the cap derived
-  // from limits.max_daemon_memory_bytes (architecture.md, 25)
+  // from limits.max_daemon_memory_bytes (architecture.md, 28)
   uint64_t memory_budget_suspensions = 0;
   bool kill_switch_engaged = false;
   // Attaches that followed an exec/fork event: from the event's kernel time
@@ -152,7 +152,7 @@ class Daemon {
   // Attaches or detaches pid's heap probes to match what is wanted now.
   void sync_heap(pid_t pid, TrackedProcess& t, const char* why);
   GovernorParams governor_params() const;
-  // ---- memory budget (architecture.md, 25) ----
+  // ---- memory budget (architecture.md, 28) ----
   // Sets the tracer's live-record cap from the budget and baseline_rss_.
   void apply_memory_budget();
   // Suspends the heap tracing of processes the tracer shed for the budget.

@@ -96,7 +96,7 @@ struct TracerStats {
   uint64_t symbolization_errors = 0;  // modules that failed to open or parse
   // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
   std::vector<uint64_t> elf_rejections;
-  // The memory budget (docs/architecture.md, 25).
+  // The memory budget (docs/architecture.md, 28).
   uint64_t live_records = 0;         // per-address records held, all processes
   uint64_t live_record_cap = 0;      // 0: no cap
   uint64_t memory_budget_sheds = 0;  // processes whose heap records were shed
@@ -113,7 +113,7 @@ class Tracer {
   void detach(pid_t pid);
   // detach() for many at once: their links are closed together, so the
   // kernel's grace period per uprobe unregistration is waited out once for
-  // all of them, not once per process (process churn: architecture.md 25).
+  // all of them, not once per process (process churn: architecture.md 27).
   void detach_many(const std::vector<pid_t>& pids);
 
   // ---- overhead ----
@@ -131,7 +131,7 @@ class Tracer {
   // mmap, by its kernel target flags (the kill switch; the probes
   // themselves are detached with set_heap_tracing).
   Status set_accounting(pid_t pid, bool on);
-  // The memory budget (docs/architecture.md, 25): at most `cap` live
+  // The memory budget (docs/architecture.md, 28): at most `cap` live
   // records across all processes (0: no cap). Checked on every insert: past
   // it, the process with the most heap records is shed at once (heap
   // accounting off in the kernel, its heap records dropped, its per-site

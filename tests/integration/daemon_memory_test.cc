@@ -1,4 +1,4 @@
-// The daemon's hard memory bound (docs/architecture.md, 25), with real
+// The daemon's hard memory bound (docs/architecture.md, 28), with real
 // probes: a target holding 1,000,000 live heap blocks from one site.
 //  (a) A budget that fits: the exact count and bytes are reported, and the
 //      daemon's peak RSS (VmHWM) stays within the budget.
