@@ -67,28 +67,6 @@ start_target() {
   read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
   [[ $word == ready ]] || die "target said '$word', expected 'ready'"
 }
-run_batch() {
-  printf '%s\n' "$1" >&"${TARGET[1]}"
-  local key value
-  while read -r -t 300 -u "${TARGET[0]}" key value; do
-    [[ $key == ns_per_pair ]] && { echo "$value"; return 0; }
-  done
-  die "target stopped answering: $(cat "$tmp/target.err")"
-}
-stop_target() {
-  local fd=${TARGET[1]}
-  exec {fd}>&-
-  wait "$target_pid" 2>/dev/null || true
-  target_pid=
-}
-stop_tracer() {
-  kill -INT "$tracer_pid" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 100; i++)); do kill -0 "$tracer_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$tracer_pid" 2>/dev/null || true
-  wait "$tracer_pid" 2>/dev/null || true
-  tracer_pid=
-}
 
 # posix_memalign's `ret` offsets in the libc a target maps, from objdump.
 start_target

@@ -95,14 +95,6 @@ task_cpu_ns() {
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
 }
 server_cpu_ns() { task_cpu_ns "$redis_pid"; }
-stop_tracer() {
-  kill -INT "$tracer_pid" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 100; i++)); do kill -0 "$tracer_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$tracer_pid" 2>/dev/null || true
-  wait "$tracer_pid" 2>/dev/null || true
-  tracer_pid=
-}
 
 : >"$tmp/set" ; : >"$tmp/get" ; : >"$tmp/cpu" ; : >"$tmp/tcpu"
 # Rows: bare, light, full, and noop-tp (lw_bench_noop --syscall-tp: no-op

@@ -63,20 +63,6 @@ start_target() {
   read -r -t 120 -u "${TARGET[0]}" word target_pid || die "target did not start: $(tail -n 3 "$tmp/target.err")"
   [[ $word == ready ]] || die "target said '$word', expected 'ready'"
 }
-stop_target() {
-  local fd=${TARGET[1]}
-  exec {fd}>&-
-  wait "$target_pid" 2>/dev/null || true
-  target_pid=
-}
-stop_tracer() {
-  kill -INT "$tracer_pid" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 100; i++)); do kill -0 "$tracer_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$tracer_pid" 2>/dev/null || true
-  wait "$tracer_pid" 2>/dev/null || true
-  tracer_pid=
-}
 
 : >"$tmp/its"; : >"$tmp/cpu"
 rows=(bare light full)

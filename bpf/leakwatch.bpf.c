@@ -902,6 +902,15 @@ int BPF_PROG(lw_exec, struct task_struct *p)
   return 0;
 }
 
+/* The process is gone: nothing is accounted for its pid any more (only
+ * LW_TARGET_EXITED stays set), its CUDA state goes, and the daemon hears. */
+static __always_inline void report_exit(struct lw_target *t, __u32 tgid, __u32 ev_flags)
+{
+  t->flags = LW_TARGET_EXITED;
+  cuda_purge_process(t, tgid);
+  emit(t, LW_EV_EXIT, tgid, 0, 0, 0, 0, 0, ev_flags);
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(lw_exit, struct task_struct *p)
 {
@@ -916,9 +925,7 @@ int BPF_PROG(lw_exit, struct task_struct *p)
     return 0;
   if (BPF_CORE_READ(p, signal, live.counter) != 0)
     return 0; /* other threads of the process live on */
-  t->flags = LW_TARGET_EXITED;
-  cuda_purge_process(t, tgid);
-  emit(t, LW_EV_EXIT, tgid, 0, 0, 0, 0, 0, 0);
+  report_exit(t, tgid, 0);
   return 0;
 }
 
@@ -935,11 +942,8 @@ int BPF_PROG(lw_fork, struct task_struct *parent, struct task_struct *child)
      * Stop accounting for the pid and report the old process's exit. An
      * entry whose exit was reported merely awaits the daemon's cleanup. */
     struct lw_target *stale = bpf_map_lookup_elem(&targets, &child_tgid);
-    if (stale && !(stale->flags & LW_TARGET_EXITED)) {
-      stale->flags = LW_TARGET_EXITED;
-      cuda_purge_process(stale, child_tgid);
-      emit(stale, LW_EV_EXIT, child_tgid, 0, 0, 0, 0, 0, LW_EVF_STALE_EXIT);
-    }
+    if (stale && !(stale->flags & LW_TARGET_EXITED))
+      report_exit(stale, child_tgid, LW_EVF_STALE_EXIT);
   }
   __u32 ptgid = BPF_CORE_READ(parent, tgid);
   struct lw_target *t = bpf_map_lookup_elem(&targets, &ptgid);

@@ -571,19 +571,7 @@ void serialize_text(const std::vector<MetricFamily>& families, std::string& out)
         continue;
       }
       out += f.name;
-      if (!m.label.empty()) {
-        out += '{';
-        bool first = true;
-        for (const ClientMetric::Label& l : m.label) {
-          if (!first) out += ',';
-          first = false;
-          out += l.name;
-          out += "=\"";
-          append_escaped(out, l.value, true);
-          out += '"';
-        }
-        out += '}';
-      }
+      append_labels(out, m, nullptr);
       out += ' ';
       switch (f.type) {
         case MetricType::Counter: append_value(out, m.counter.value); break;
