@@ -529,6 +529,9 @@ static __always_inline int free_enter(__u64 ptr)
 
 #include "cuda.bpf.h"
 
+static __always_inline int syscall_site(struct pt_regs *ctx, __u32 func, __u64 cookie);
+static __always_inline int loader_changed(void);
+
 /* One entry program for every allocator function; the attach cookie says
  * which one (enum lw_func). One program lets the daemon put all of an
  * object's entry probes in a single uprobe_multi link: closing a uprobe
@@ -538,7 +541,8 @@ SEC("uprobe")
 int lw_entry(struct pt_regs *ctx)
 {
   __u64 a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx);
-  const __u64 func = bpf_get_attach_cookie(ctx);
+  const __u64 cookie = bpf_get_attach_cookie(ctx);
+  const __u64 func = cookie & 0xff;
   switch (func) {
   case LW_FUNC_MALLOC:
     return alloc_enter(ctx, LW_FUNC_MALLOC, 0, a0);
@@ -568,6 +572,13 @@ int lw_entry(struct pt_regs *ctx)
     return alloc_enter(ctx, LW_FUNC_HEAP_CALLOC, 0, checked_mul(a1, a2));
   case LW_FUNC_HEAP_REALLOC:
     return alloc_enter(ctx, LW_FUNC_HEAP_REALLOC, a1, a2);
+  case LW_FUNC_SYS_MMAP:
+  case LW_FUNC_SYS_MUNMAP:
+  case LW_FUNC_SYS_MREMAP:
+  case LW_FUNC_SYS_BRK:
+    return syscall_site(ctx, (__u32)func, cookie);
+  case LW_FUNC_DL_STATE:
+    return loader_changed();
   }
   if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
     return cuda_enter(ctx, (__u32)func);
@@ -732,6 +743,154 @@ static __always_inline bool inside_alloc_call(__u32 tid, __u64 user_sp)
          cuda_call_in_flight(tid, LW_CTX_CUDA_DRIVER, user_sp, now);
 }
 
+/* Decides whether a call of system call `nr` (arguments a0..a3 as the
+ * kernel takes them) concerns this target and, if so, fills `v` with what
+ * apply_syscall() needs: mmap: arg0 = length, arg2 = 1 anonymous / 0
+ * executable file; munmap: arg0 = addr, arg1 = length; mremap: arg0 = old
+ * address, arg1 = new size, arg2 = old size; brk: arg2 = the break before
+ * the call, filled by the caller. */
+static __always_inline bool syscall_wanted(struct lw_target *t, __u32 tid, long nr, __u64 a0,
+                                           __u64 a1, __u64 a2, __u64 a3, __u64 user_sp,
+                                           struct lw_ctx_val *v)
+{
+  if (!(t->flags & (LW_TARGET_MMAP | LW_TARGET_HEAP | LW_TARGET_EXEC_PENDING)))
+    return false;
+  v->start_ns = bpf_ktime_get_ns();
+  v->func = (__u32)nr;
+  if (nr == LW_NR_MMAP) {
+    bool anon = a3 & LW_MAP_ANONYMOUS;
+    if (anon && !(t->flags & LW_TARGET_MMAP))
+      return false;
+    if (!anon && !(a2 & LW_PROT_EXEC))
+      return false; /* a data file mapping: neither a leak nor new code */
+    if (anon && inside_alloc_call(tid, user_sp))
+      return false;
+    v->arg0 = a1;           /* length */
+    v->arg2 = anon ? 1 : 0; /* 1 = anonymous, 0 = executable file */
+    return true;
+  }
+  if (!(t->flags & LW_TARGET_MMAP))
+    return false;
+  if (inside_alloc_call(tid, user_sp))
+    return false;
+  if (nr == LW_NR_MUNMAP) {
+    v->arg0 = a0;
+    v->arg1 = a1;
+  } else if (nr == LW_NR_MREMAP) {
+    v->arg0 = a0; /* old address */
+    v->arg1 = a2; /* new size */
+    v->arg2 = a1; /* old size */
+  }
+  return true;
+}
+
+/* Accounts a finished call that syscall_wanted() accepted; `ret` is the
+ * kernel's result, `user_sp` the caller's stack pointer in the wrapper. */
+static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 tgid, long nr,
+                                          const struct lw_ctx_val *v, long ret, __u64 user_sp)
+{
+  bool failed = ret < 0 && ret > -4096;
+  switch (nr) {
+  case LW_NR_MMAP: {
+    if (failed)
+      return;
+    __u64 len = (v->arg0 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
+    if (v->arg2) {
+      /* glibc's mmap wrapper has no frame: the word at the user sp is the
+       * return address into its caller (validated by the daemon). */
+      __u64 hint = 0;
+      bpf_probe_read_user(&hint, sizeof(hint), (void *)user_sp);
+      record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
+                   capture_stack(ctx, hint ? hint : 1, LW_STACK_RET_HINT));
+    } else {
+      emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
+    }
+    return;
+  }
+  case LW_NR_MUNMAP:
+    if (!failed)
+      unmap_range(t, tgid, v->arg0, (v->arg1 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1));
+    return;
+  case LW_NR_MREMAP: {
+    if (failed)
+      return;
+    struct lw_live_key old_key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = v->arg0};
+    struct lw_live_val *p = bpf_map_lookup_elem(&live, &old_key);
+    if (!p) {
+      count(LW_CNT_MUNMAP_UNKNOWN); /* not ours (file-backed or pre-attach) */
+      return;
+    }
+    struct lw_live_val old = *p;
+    if (retire(t, tgid, LW_KIND_MMAP, v->arg0) < 0)
+      return;
+    /* The region keeps its allocation site and age; only address and size
+     * change. */
+    __u64 len = (v->arg1 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
+    record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, old.alloc_ns, old.stack_hash);
+    return;
+  }
+  case LW_NR_BRK: {
+    __u64 old_brk = v->arg2, new_brk = (__u64)ret;
+    if (!old_brk)
+      return; /* the break before the call is unknown */
+    if (new_brk > old_brk)
+      record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
+                   capture_stack(ctx, 0, 0));
+    else if (new_brk < old_brk)
+      unmap_range(t, tgid, new_brk, old_brk - new_brk);
+    return;
+  }
+  }
+}
+
+/* A probe just after the `syscall` instruction of a libc wrapper (mmap,
+ * munmap, mremap, brk), or on the flags-only compare before its error
+ * branch: the arguments are still in their registers (the kernel preserves
+ * everything but rax, rcx and r11) and %rax holds the result, so one
+ * probe does what the tracepoint pair does, in the target only. */
+static __always_inline int syscall_site(struct pt_regs *ctx, __u32 func, __u64 cookie)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t)
+    return 0;
+  long nr = func == LW_FUNC_SYS_MMAP     ? LW_NR_MMAP
+            : func == LW_FUNC_SYS_MUNMAP ? LW_NR_MUNMAP
+            : func == LW_FUNC_SYS_MREMAP ? LW_NR_MREMAP
+                                         : LW_NR_BRK;
+  __u64 sp = PT_REGS_SP(ctx);
+  struct lw_ctx_val v = {};
+  if (!syscall_wanted(t, (__u32)id, nr, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx),
+                      PT_REGS_PARM3(ctx), ctx->r10, sp, &v))
+    return 0;
+  if (nr == LW_NR_BRK) {
+    /* glibc stores the new break in __curbrk only after this point. */
+    __u64 curbrk = PT_REGS_IP(ctx) + (__u64)((__s64)cookie >> 16);
+    if (bpf_probe_read_user(&v.arg2, sizeof(v.arg2), (void *)curbrk))
+      v.arg2 = 0;
+  }
+  apply_syscall(ctx, t, tgid, nr, &v, (long)PT_REGS_RC(ctx), sp);
+  return 0;
+}
+
+/* ld.so calls _dl_debug_state before and after every change of its link
+ * map (the initial load after exec, dlopen, dlclose): rescan the target's
+ * objects, e.g. for a CUDA library dlopen'ed by a light process. */
+static __always_inline int loader_changed(void)
+{
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
+  if (!t || (t->flags & LW_TARGET_EXITED))
+    return 0;
+  emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, 0, 0, 0, 0, 0);
+  return 0;
+}
+
+/* The raw syscall tracepoints: only for a target whose system calls bypass
+ * any wrapper we can probe (Go, stripped static binaries). They run on
+ * every system call of every process while attached (decision 25), so the
+ * daemon attaches them only while such a target is traced (decision 29). */
 SEC("raw_tp/sys_enter")
 int lw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -741,40 +900,18 @@ int lw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
-  if (!t || !(t->flags & (LW_TARGET_MMAP | LW_TARGET_HEAP | LW_TARGET_EXEC_PENDING)))
-    return 0;
+  if (!t || (t->flags & LW_TARGET_SYSCALL_SITES))
+    return 0; /* the wrapper probes see this process's calls */
 
   struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-  __u64 a0 = BPF_CORE_READ(regs, di), a1 = BPF_CORE_READ(regs, si);
-  __u64 a2 = BPF_CORE_READ(regs, dx), a3 = BPF_CORE_READ(regs, r10);
-  struct lw_ctx_val v = {.start_ns = bpf_ktime_get_ns(), .func = (__u32)nr};
-
-  if (nr == LW_NR_MMAP) {
-    bool anon = a3 & LW_MAP_ANONYMOUS;
-    if (anon && !(t->flags & LW_TARGET_MMAP))
-      return 0;
-    if (!anon && !(a2 & LW_PROT_EXEC))
-      return 0; /* a data file mapping: neither a leak nor new code */
-    if (anon && inside_alloc_call((__u32)id, BPF_CORE_READ(regs, sp)))
-      return 0;
-    v.arg0 = a1;                       /* length */
-    v.arg2 = anon ? 1 : 0;             /* 1 = anonymous, 0 = executable file */
-  } else {
-    if (!(t->flags & LW_TARGET_MMAP))
-      return 0;
-    if (inside_alloc_call((__u32)id, BPF_CORE_READ(regs, sp)))
-      return 0;
-    if (nr == LW_NR_MUNMAP) {
-      v.arg0 = a0;
-      v.arg1 = a1;
-    } else if (nr == LW_NR_MREMAP) {
-      v.arg0 = a0; /* old address */
-      v.arg1 = a2; /* new size */
-      v.arg2 = a1; /* old size */
-    } else { /* brk */
-      struct task_struct *task = bpf_get_current_task_btf();
-      v.arg2 = BPF_CORE_READ(task, mm, brk); /* break before the call */
-    }
+  struct lw_ctx_val v = {};
+  if (!syscall_wanted(t, (__u32)id, nr, BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si),
+                      BPF_CORE_READ(regs, dx), BPF_CORE_READ(regs, r10),
+                      BPF_CORE_READ(regs, sp), &v))
+    return 0;
+  if (nr == LW_NR_BRK) {
+    struct task_struct *task = bpf_get_current_task_btf();
+    v.arg2 = BPF_CORE_READ(task, mm, brk); /* break before the call */
   }
   struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_SYSCALL};
   if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
@@ -802,58 +939,7 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t)
     return 0;
-  long ret = (long)ctx->args[1];
-  bool failed = ret < 0 && ret > -4096;
-
-  switch (nr) {
-  case LW_NR_MMAP: {
-    if (failed)
-      return 0;
-    __u64 len = (v.arg0 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
-    if (v.arg2) {
-      /* glibc's mmap wrapper has no frame: the word at the user sp is the
-       * return address into its caller (validated by the daemon). */
-      __u64 hint = 0;
-      bpf_probe_read_user(&hint, sizeof(hint), (void *)BPF_CORE_READ(regs, sp));
-      record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
-                   capture_stack(ctx, hint ? hint : 1, LW_STACK_RET_HINT));
-    }
-    else
-      emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
-    return 0;
-  }
-  case LW_NR_MUNMAP:
-    if (!failed)
-      unmap_range(t, tgid, v.arg0, (v.arg1 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1));
-    return 0;
-  case LW_NR_MREMAP: {
-    if (failed)
-      return 0;
-    struct lw_live_key old_key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = v.arg0};
-    struct lw_live_val *p = bpf_map_lookup_elem(&live, &old_key);
-    if (!p) {
-      count(LW_CNT_MUNMAP_UNKNOWN); /* not ours (file-backed or pre-attach) */
-      return 0;
-    }
-    struct lw_live_val old = *p;
-    if (retire(t, tgid, LW_KIND_MMAP, v.arg0) < 0)
-      return 0;
-    /* The region keeps its allocation site and age; only address and size
-     * change. */
-    __u64 len = (v.arg1 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
-    record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, old.alloc_ns, old.stack_hash);
-    return 0;
-  }
-  case LW_NR_BRK: {
-    __u64 old_brk = v.arg2, new_brk = (__u64)ret;
-    if (new_brk > old_brk)
-      record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
-                   capture_stack(ctx, 0, 0));
-    else if (new_brk < old_brk)
-      unmap_range(t, tgid, new_brk, old_brk - new_brk);
-    return 0;
-  }
-  }
+  apply_syscall(ctx, t, tgid, nr, &v, (long)ctx->args[1], BPF_CORE_READ(regs, sp));
   return 0;
 }
 

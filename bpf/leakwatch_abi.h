@@ -55,7 +55,18 @@ enum lw_func {
   LW_FUNC_HEAP_CALLOC = 12,  /* (heap, n, size) -> ptr: mi_heap_calloc, mi_heap_mallocn */
   LW_FUNC_HEAP_REALLOC = 13, /* (heap, ptr, size) -> ptr: mi_heap_realloc */
   LW_FUNC_REALLOCF = 14,     /* (ptr, size) -> ptr; ptr is freed even when it fails */
-  /* 15..31: free. 32..63: CUDA (see bpf/cuda.bpf.h and
+  /* The libc system-call wrappers, probed after their `syscall`
+   * instruction (one probe sees the arguments, still in their registers,
+   * and the result in %rax; docs/architecture.md, decision 29). Bits 0..7
+   * of the attach cookie hold the value; for LW_FUNC_SYS_BRK bits 16..63
+   * hold the signed distance from the probe to libc's `__curbrk`, the
+   * break before the call. */
+  LW_FUNC_SYS_MMAP = 15,
+  LW_FUNC_SYS_MUNMAP = 16,
+  LW_FUNC_SYS_MREMAP = 17,
+  LW_FUNC_SYS_BRK = 18,
+  LW_FUNC_DL_STATE = 19,     /* ld.so's _dl_debug_state: the link map changed (dlopen) */
+  /* 20..31: free. 32..63: CUDA (see bpf/cuda.bpf.h and
    * docs/architecture.md, "GPU memory"). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,
@@ -215,6 +226,10 @@ enum lw_target_flags {
    * reported. An entry without it at the fork of a new process on its pid
    * belongs to a process whose exit was never seen. */
   LW_TARGET_EXITED = 1u << 4,
+  /* Probes on the process's libc system-call wrappers are attached
+   * (LW_FUNC_SYS_*): the raw syscall tracepoints, if attached for another
+   * process, leave this one alone, so no call is counted twice. */
+  LW_TARGET_SYSCALL_SITES = 1u << 5,
   /* CUDA runtime/driver probes are attached: account them. Independent of
    * LW_TARGET_HEAP (GPU allocations are rare calls, traced in every mode). */
   LW_TARGET_CUDA = 1u << 8,

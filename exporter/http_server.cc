@@ -115,6 +115,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                                   {"live_records", snap.tracer_stats.live_records},
                                   {"live_records_limit", snap.tracer_stats.live_record_cap}}},
                {"resyncs", snap.tracer_stats.resyncs},
+               {"syscall_tracepoints_attached", snap.tracer_stats.raw_syscall_tracepoints},
                {"probes", std::move(probes)}});
 }
 

@@ -261,6 +261,10 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
           {}, static_cast<double>(snap.tracer_stats.live_record_cap));
   fam.add(fam.family("leakwatch_kill_switch_engaged", "1 while the kill switch has every probe detached.", G),
           {}, dc.kill_switch_engaged ? 1 : 0);
+  fam.add(fam.family("leakwatch_syscall_tracepoints_attached",
+                     "1 while the host-wide raw syscall tracepoints are attached (a process in mode "
+                     "full has no probeable mmap wrapper).", G),
+          {}, snap.tracer_stats.raw_syscall_tracepoints ? 1 : 0);
   fam.add(fam.family("leakwatch_resyncs_total",
                      "Process states rebuilt from the kernel's live map after a loss.", C),
           {}, static_cast<double>(snap.tracer_stats.resyncs));

@@ -242,6 +242,12 @@ std::vector<uint64_t> elf_rejection_counts() {
   return out;
 }
 
+// The data symbols find_data_object() can return. Only these are indexed:
+// a library can have hundreds of thousands of data symbols.
+constexpr std::string_view kIndexedDataObjects[] = {
+    "__curbrk",  // glibc: the break before a brk() call (decision 29)
+};
+
 struct ElfFile::Impl {
   // What find_function returns for a name: the best-ranked candidate.
   struct Candidate {
@@ -253,6 +259,8 @@ struct ElfFile::Impl {
   int fd = -1;  // our dup; libelf's mapping is dropped after indexing
   uint64_t file_size = 0;
   std::unordered_map<std::string, Candidate, StringHash, std::equal_to<>> functions;
+  // Data objects, only those named in kIndexedDataObjects (bounded).
+  std::unordered_map<std::string, Candidate, StringHash, std::equal_to<>> data_objects;
   size_t symbols_seen = 0;
   size_t name_bytes = 0;
 
@@ -292,7 +300,8 @@ struct ElfFile::Impl {
       GElf_Sym sym;
       if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
       const int type = GELF_ST_TYPE(sym.st_info);
-      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+      const bool data = type == STT_OBJECT;
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC && !data) || sym.st_shndx == SHN_UNDEF ||
           sym.st_value == 0) {
         continue;
       }
@@ -313,6 +322,15 @@ struct ElfFile::Impl {
         name = name.substr(0, at);
       }
       const bool local = GELF_ST_BIND(sym.st_info) == STB_LOCAL;
+      if (data) {
+        if (std::find(std::begin(kIndexedDataObjects), std::end(kIndexedDataObjects), name) ==
+            std::end(kIndexedDataObjects))
+          continue;
+        const Candidate c{sym.st_value, sym.st_size, rank_of(hidden, from_symtab, local)};
+        auto [it, inserted] = data_objects.emplace(std::string(name), c);
+        if (!inserted && c.rank < it->second.rank) it->second = c;
+        continue;
+      }
       add(name, sym, rank_of(hidden, from_symtab, local));
     }
   }
@@ -479,6 +497,12 @@ std::optional<ElfSymbol> ElfFile::find_exported_function(std::string_view name) 
 std::optional<ElfSymbol> ElfFile::find_function(std::string_view name) const {
   auto it = impl_->functions.find(name);
   if (it == impl_->functions.end()) return std::nullopt;
+  return ElfSymbol{it->first, it->second.vaddr, it->second.size};
+}
+
+std::optional<ElfSymbol> ElfFile::find_data_object(std::string_view name) const {
+  auto it = impl_->data_objects.find(name);
+  if (it == impl_->data_objects.end()) return std::nullopt;
   return ElfSymbol{it->first, it->second.vaddr, it->second.size};
 }
 

@@ -91,6 +91,10 @@ class ElfFile {
   // what the dynamic linker can bind another object's reference to.
   std::optional<ElfSymbol> find_exported_function(std::string_view name) const;
 
+  // A defined data object (STT_OBJECT), only for the few names the daemon
+  // needs (kIndexedDataObjects in elf_file.cc: glibc's `__curbrk`).
+  std::optional<ElfSymbol> find_data_object(std::string_view name) const;
+
   // Address translation through the PT_LOAD segments.
   std::optional<uint64_t> vaddr_to_offset(uint64_t vaddr) const;
   std::optional<uint64_t> offset_to_vaddr(uint64_t offset) const;

@@ -140,6 +140,88 @@ ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym) {
   return place_return_probe_bytes(code.data(), code.size(), sym.vaddr);
 }
 
+std::vector<SyscallSite> find_syscall_sites_bytes(const uint8_t* code, size_t len, uint64_t vaddr,
+                                                  int nr, std::string* why) {
+  std::string ignored;
+  std::string& reason = why ? *why : ignored;
+  if (len == 0 || len > kMaxReturnProbedFunction) {
+    reason = len == 0 ? "function size unknown" : "function too large to decode";
+    return {};
+  }
+  Disassembly d;
+  if (cs_open(CS_ARCH_X86, CS_MODE_64, &d.handle) != CS_ERR_OK ||
+      cs_option(d.handle, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK) {
+    reason = "no instruction decoder";
+    return {};
+  }
+  d.count = cs_disasm(d.handle, code, len, vaddr, 0, &d.insns);
+  size_t decoded = 0;
+  for (size_t i = 0; i < d.count; ++i) decoded += d.insns[i].size;
+  if (d.count == 0 || decoded != len) {
+    reason = "function does not decode whole";
+    return {};
+  }
+  std::vector<uint64_t> targets;
+  for (size_t i = 0; i < d.count; ++i) {
+    const cs_insn& in = d.insns[i];
+    const bool jump = in_group(in, CS_GRP_JUMP), call = in_group(in, CS_GRP_CALL);
+    if (!jump && !call) continue;
+    const cs_x86& x = in.detail->x86;
+    if (x.op_count != 1 || x.operands[0].type != X86_OP_IMM) {
+      if (jump) {
+        reason = "indirect jump in the function";
+        return {};
+      }
+      continue;
+    }
+    targets.push_back(static_cast<uint64_t>(x.operands[0].imm));
+  }
+  auto targeted = [&](uint64_t from, uint64_t to) {  // a branch lands in [from, to]
+    for (uint64_t t : targets)
+      if (t >= from && t <= to) return true;
+    return false;
+  };
+  std::vector<SyscallSite> sites;
+  reason = "no `mov $" + std::to_string(nr) + ", %eax; syscall` in the function";
+  for (size_t i = 1; i + 1 < d.count; ++i) {
+    if (d.insns[i].id != X86_INS_SYSCALL) continue;
+    const cs_insn& mov = d.insns[i - 1];
+    const cs_x86& mx = mov.detail->x86;
+    if (mov.id != X86_INS_MOV || mx.op_count != 2 || mx.operands[0].type != X86_OP_REG ||
+        (mx.operands[0].reg != X86_REG_EAX && mx.operands[0].reg != X86_REG_RAX) ||
+        mx.operands[1].type != X86_OP_IMM || mx.operands[1].imm != nr)
+      continue;
+    const cs_insn& after = d.insns[i + 1];
+    SyscallSite site{after.address, kernel_emulates(code + (after.address - vaddr),
+                                                    len - (after.address - vaddr)),
+                     "after syscall"};
+    if (!site.emulated && (after.id == X86_INS_CMP || after.id == X86_INS_TEST) &&
+        i + 2 < d.count) {
+      const cs_insn& jcc = d.insns[i + 2];
+      if (in_group(jcc, CS_GRP_JUMP) &&
+          kernel_emulates(code + (jcc.address - vaddr), len - (jcc.address - vaddr)) &&
+          !targeted(after.address, jcc.address)) {
+        site = SyscallSite{jcc.address, true, "after syscall, on the result check (emulated)"};
+      }
+    }
+    if (targeted(after.address, site.vaddr)) {
+      reason = "a branch in the function targets the instruction after syscall";
+      continue;
+    }
+    if (!site.emulated) site.reason += " (single-stepped)";
+    sites.push_back(std::move(site));
+  }
+  if (!sites.empty()) reason.clear();
+  return sites;
+}
+
+std::vector<SyscallSite> find_syscall_sites(const ElfFile& elf, const ElfSymbol& sym, int nr) {
+  if (sym.size == 0 || sym.size > kMaxReturnProbedFunction) return {};
+  std::vector<uint8_t> code = elf.read_at_vaddr(sym.vaddr, sym.size);
+  if (code.size() != sym.size) return {};
+  return find_syscall_sites_bytes(code.data(), code.size(), sym.vaddr, nr);
+}
+
 ProbePlacement place_entry_only_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr) {
   ProbePlacement at_entry{vaddr, 0, kernel_emulates(code, len), "entry"};
   if (at_entry.emulated) return at_entry;

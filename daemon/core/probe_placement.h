@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "daemon/core/elf_file.h"
 
@@ -57,6 +58,32 @@ ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym);
 
 // Same decision from the whole function's code at `vaddr` (unit tests).
 ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr);
+
+// Probes on a system-call wrapper (mmap, munmap, mremap, brk; architecture
+// decision 29): one probe just after the `syscall` instruction sees the
+// arguments, still in their registers (the kernel preserves all but rax,
+// rcx and r11), and the result in %rax. The rule, checked on a full decode
+// of the function:
+//  - the `syscall` must directly follow `mov $nr, %eax` with the expected
+//    number (a wrapper making some other call is never mistaken for it);
+//  - the site is the instruction after `syscall`; if that is a cmp/test
+//    (flags only) followed by a jcc the kernel emulates, the site moves to
+//    the jcc (rax and the argument registers are unchanged by the compare);
+//  - no direct branch in the function may target the site or the skipped
+//    compare (the probe would fire without a call), and a function with an
+//    indirect jump gets no site at all.
+// A function whose `syscall` instructions fail the rule yields no site; the
+// caller then falls back to the raw syscall tracepoints for the process.
+struct SyscallSite {
+  uint64_t vaddr = 0;     // where to probe
+  bool emulated = false;  // the probed instruction is one the kernel emulates
+  std::string reason;     // "after syscall, on the error branch (emulated)"
+};
+std::vector<SyscallSite> find_syscall_sites(const ElfFile& elf, const ElfSymbol& sym, int nr);
+// Same from the whole function's code at `vaddr` (unit tests). `why` gets
+// the reason when no site is found.
+std::vector<SyscallSite> find_syscall_sites_bytes(const uint8_t* code, size_t len, uint64_t vaddr,
+                                                  int nr, std::string* why = nullptr);
 
 // True if the kernel emulates (does not single-step) the instruction at `code`.
 bool kernel_emulates(const uint8_t* code, size_t len);

@@ -250,7 +250,7 @@ Result<Link> BpfSession::attach_multi(bpf_program* prog, pid_t pid, const std::s
   std::vector<uint64_t> offsets, cookies;
   for (const UprobeSpec& u : specs) {
     offsets.push_back(u.file_offset);
-    cookies.push_back(u.func);
+    cookies.push_back(u.cookie());
   }
   UprobeMultiAttr attr = {};
   attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
@@ -279,7 +279,7 @@ Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::strin
     return links;
   }
   for (const UprobeSpec& u : specs) {
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = u.func, .retprobe = retprobe);
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = u.cookie(), .retprobe = retprobe);
     bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid, path.c_str(),
                                                      static_cast<size_t>(u.file_offset), &opts);
     if (!link)

@@ -42,7 +42,9 @@ struct BpfOptions {
 // (enum lw_func, passed to the program as the attach cookie).
 struct UprobeSpec {
   uint64_t file_offset = 0;
-  uint32_t func = 0;
+  uint32_t func = 0;       // enum lw_func: bits 0..7 of the attach cookie
+  int64_t cookie_arg = 0;  // bits 16..63 (signed): LW_FUNC_SYS_BRK's distance to __curbrk
+  uint64_t cookie() const { return func | (static_cast<uint64_t>(cookie_arg) << 16); }
 };
 
 using Counters = std::array<uint64_t, LW_CNT_MAX>;

@@ -604,12 +604,10 @@ void Daemon::apply_kill_switch(bool engage, const char* why) {
     }
     // Every probe, CUDA's included, in one parallel teardown.
     tracer_->detach_heap_many(heap_pids, all_pids);
-    if (Status st = tracer_->session().set_syscall_tracing(false); !st)
-      LW_LOG_ERROR("kill switch: %s", st.error().message.c_str());
+    tracer_->set_raw_syscalls_allowed(false);
   } else {
     counters_.kill_switch_engaged = false;
-    if (Status st = tracer_->session().set_syscall_tracing(true); !st)
-      LW_LOG_ERROR("kill switch release: %s", st.error().message.c_str());
+    tracer_->set_raw_syscalls_allowed(true);
     for (auto& [pid, t] : tracked_) {
       (void)tracer_->set_accounting(pid, true);
       sync_heap(pid, t, "kill switch released");

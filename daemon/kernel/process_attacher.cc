@@ -96,6 +96,41 @@ Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
 }
 
 
+// Roles of the probe objects that are neither the allocator's nor CUDA's:
+// they stay when the heap probes go (step-down, governor).
+constexpr char kRoleSyscalls[] = "syscalls";
+constexpr char kRoleLoader[] = "loader";
+
+bool is_heap_role(const std::string& role) {
+  return !is_cuda_role(role) && role != kRoleSyscalls && role != kRoleLoader;
+}
+
+// The libc system-call wrappers probed after their `syscall` (decision 29),
+// by the names glibc and musl give them. mremap is optional: a libc
+// without it is not a reason to fall back to the tracepoints.
+struct WrapperSpec {
+  const char* names[3];
+  uint32_t func;
+  int nr;
+  bool required;
+};
+constexpr WrapperSpec kWrappers[] = {
+    {{"mmap", "mmap64", "__mmap"}, LW_FUNC_SYS_MMAP, 9, true},
+    {{"munmap", "__munmap", nullptr}, LW_FUNC_SYS_MUNMAP, 11, true},
+    {{"brk", "__brk", nullptr}, LW_FUNC_SYS_BRK, 12, true},
+    {{"mremap", "__mremap", nullptr}, LW_FUNC_SYS_MREMAP, 25, false},
+};
+
+const char* syscall_tracing_name(SyscallTracing s) {
+  switch (s) {
+    case SyscallTracing::kWrappers: return "wrappers";
+    case SyscallTracing::kTracepoints: return "tracepoints";
+    case SyscallTracing::kOff: return "off";
+    case SyscallTracing::kPending: break;
+  }
+  return "pending";
+}
+
 }  // namespace
 
 std::vector<Link> ProcessAttacher::take_links() {
@@ -103,12 +138,25 @@ std::vector<Link> ProcessAttacher::take_links() {
   for (AttachedObject& o : objects_)
     for (Link& l : o.links) links.push_back(std::move(l));
   objects_.clear();
+  set_syscall_state(SyscallTracing::kPending, "probes detached");
   return links;
 }
 
 void ProcessAttacher::detach_all() { destroy_links(take_links()); }
 
 Status ProcessAttacher::attach_new_objects(bool place_probes) {
+  loader_attached_now_ = false;
+  Status st = scan_and_attach(place_probes);
+  // ld.so's hook was just placed: a link-map change between reading the
+  // maps and placing it (the loader mapping libc right after the exec) was
+  // not reported, so look once more while anything is still pending.
+  if (st && loader_attached_now_ &&
+      (info_.support == support_name(Support::kPending) || syscall_state_ == SyscallTracing::kPending))
+    st = scan_and_attach(place_probes);
+  return st;
+}
+
+Status ProcessAttacher::scan_and_attach(bool place_probes) {
   Result<ParsedMaps> maps = read_proc_maps(pid_);
   if (!maps) return maps.error();
   const std::string proc = "/proc/" + std::to_string(pid_);
@@ -160,6 +208,9 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
   // executable with the runtime linked in (found by symbol). Independent of
   // the allocator decision below, and never the process's failure.
   if (cuda_) attach_cuda_objects(objects, entries, exe);
+  // ld.so's link-map hook: dlopen and the loading after an exec are seen
+  // without any syscall tracepoint (rescans for new objects).
+  if (cuda_ || syscalls_ || place_probes) attach_loader_objects(objects, entries);
 
   if (!exe) {
     if (kill(pid_, 0) != 0 && errno == ESRCH)
@@ -185,6 +236,10 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
     preload.names.push_back(std::move(name));
 
   AllocatorPlan plan = plan_allocator_probes(objects, *exe, preload, probe_roles());
+  if (syscalls_)
+    attach_syscall_sites(objects, entries, plan.search, plan.static_exe);
+  else
+    set_syscall_state(SyscallTracing::kOff, "mmap accounting off for this process");
   info_.support = support_name(plan.support);
   info_.reason = plan.reason;
   info_.family = plan.family;
@@ -219,7 +274,7 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
     const MapEntry& m = entries[i];
     uint64_t dev = makedev(m.dev_major, m.dev_minor);
     bool known = std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
-      return o.inode == m.inode && o.dev == dev && !is_cuda_role(o.role);
+      return o.inode == m.inode && o.dev == dev && is_heap_role(o.role);
     });
     if (known) continue;
     std::vector<const PlannedProbe*> probes;
@@ -240,6 +295,9 @@ void ProcessAttacher::refresh_functions() {
   info_.functions.clear();
   info_.objects.clear();
   for (const AttachedObject& o : objects_) {
+    // The mmap wrappers and ld.so's hook are reported by mmap_tracing and
+    // the probe list, not as allocator functions.
+    if (o.role == kRoleSyscalls || o.role == kRoleLoader) continue;
     info_.objects.push_back(o.path);
     for (const ProbeReport& r : o.probes)
       if (r.attached) info_.functions.push_back(r.symbols);
@@ -290,13 +348,150 @@ void ProcessAttacher::attach_cuda_objects(const std::vector<LoadedObject>& objec
 
 std::vector<Link> ProcessAttacher::take_links(bool heap, bool cuda) {
   std::vector<Link> links;
-  auto taken = [&](const AttachedObject& o) { return is_cuda_role(o.role) ? cuda : heap; };
+  auto taken = [&](const AttachedObject& o) {
+    return is_cuda_role(o.role) ? cuda : is_heap_role(o.role) && heap;
+  };
   for (AttachedObject& o : objects_)
     if (taken(o))
       for (Link& l : o.links) links.push_back(std::move(l));
   objects_.erase(std::remove_if(objects_.begin(), objects_.end(), taken), objects_.end());
   refresh_functions();
   return links;
+}
+
+void ProcessAttacher::set_syscall_state(SyscallTracing state, std::string reason) {
+  syscall_state_ = state;
+  info_.mmap_tracing = syscall_tracing_name(state);
+  info_.mmap_tracing_reason = std::move(reason);
+}
+
+void ProcessAttacher::attach_loader_objects(const std::vector<LoadedObject>& objects,
+                                            const std::vector<MapEntry>& entries) {
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const ElfFile* elf = objects[i].elf.get();
+    if (elf == nullptr) continue;
+    std::optional<ElfSymbol> sym = elf->find_exported_function("_dl_debug_state");
+    if (!sym) continue;
+    const MapEntry& m = entries[i];
+    const uint64_t dev = makedev(m.dev_major, m.dev_minor);
+    if (std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+          return o.inode == m.inode && o.dev == dev && o.role == kRoleLoader;
+        }))
+      continue;
+    std::optional<uint64_t> off = elf->vaddr_to_offset(sym->vaddr);
+    if (!off) continue;
+    ProbeReport r;
+    r.symbols = sym->name;
+    r.file_offset = *off;
+    r.placement = "entry (ld.so link-map hook)";
+    if (attach_fixed(m, *elf, kRoleLoader, {r}, {{*off, LW_FUNC_DL_STATE, 0}}))
+      loader_attached_now_ = true;
+  }
+}
+
+void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& objects,
+                                           const std::vector<MapEntry>& entries,
+                                           const SearchOrder& search, bool static_exe) {
+  // Whose mmap does the process call? The first definition in the dynamic
+  // linker's search order: libc, unless something interposes it (gperftools'
+  // tcmalloc exports its own mmap, which makes the system call through
+  // syscall(2), so libc's wrapper never runs).
+  std::optional<size_t> definer;
+  for (size_t i : search.order) {
+    const ElfFile* elf = objects[i].elf.get();
+    if (elf && (static_exe ? elf->find_function("mmap") : elf->find_exported_function("mmap"))) {
+      definer = i;
+      break;
+    }
+  }
+  if (!definer) {
+    if (!static_exe && !search.missing_needed.empty())
+      set_syscall_state(SyscallTracing::kPending, "libc is not mapped yet");
+    else
+      set_syscall_state(SyscallTracing::kTracepoints, "no object defines mmap (Go or stripped static)");
+    return;
+  }
+  const MapEntry& m = entries[*definer];
+  const ElfFile& elf = *objects[*definer].elf;
+  const uint64_t dev = makedev(m.dev_major, m.dev_minor);
+  if (std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+        return o.inode == m.inode && o.dev == dev && o.role == kRoleSyscalls;
+      })) {
+    set_syscall_state(SyscallTracing::kWrappers, "");
+    return;
+  }
+  std::vector<ProbeReport> reports;
+  std::vector<UprobeSpec> specs;
+  for (const WrapperSpec& w : kWrappers) {
+    std::optional<ElfSymbol> sym;
+    for (const char* name : w.names)
+      if (name && (sym = elf.find_function(name))) break;
+    std::string why = "not defined";
+    std::vector<SyscallSite> sites;
+    if (sym) {
+      std::vector<uint8_t> code =
+          sym->size > 0 && sym->size <= (64u << 10) ? elf.read_at_vaddr(sym->vaddr, sym->size)
+                                                    : std::vector<uint8_t>();
+      sites = find_syscall_sites_bytes(code.data(), code.size(), sym->vaddr, w.nr, &why);
+    }
+    std::optional<ElfSymbol> curbrk;
+    if (w.func == LW_FUNC_SYS_BRK && !sites.empty()) {
+      curbrk = elf.find_data_object("__curbrk");
+      if (!curbrk) {
+        why = "no __curbrk (the break before the call is unknown)";
+        sites.clear();
+      }
+    }
+    if (sites.empty()) {
+      if (w.required) {
+        set_syscall_state(SyscallTracing::kTracepoints,
+                          std::string(w.names[0]) + " in " + m.path + ": " + why);
+        return;
+      }
+      continue;
+    }
+    for (const SyscallSite& site : sites) {
+      std::optional<uint64_t> off = elf.vaddr_to_offset(site.vaddr);
+      if (!off) continue;
+      ProbeReport r;
+      r.symbols = sym->name;
+      r.file_offset = *off;
+      r.placement = site.reason;
+      reports.push_back(std::move(r));
+      UprobeSpec u{*off, w.func, 0};
+      if (curbrk) u.cookie_arg = static_cast<int64_t>(curbrk->vaddr - site.vaddr);
+      specs.push_back(u);
+    }
+  }
+  if (Status st = attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs); !st) {
+    set_syscall_state(SyscallTracing::kTracepoints, st.error().message);
+    return;
+  }
+  set_syscall_state(SyscallTracing::kWrappers, "");
+}
+
+Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
+                                     std::vector<ProbeReport> reports,
+                                     const std::vector<UprobeSpec>& specs) {
+  Result<int> fd_or = open_mapped_file(pid_, m);
+  if (!fd_or) return fd_or.error();
+  Fd fd(*fd_or);
+  AttachedObject obj;
+  obj.path = m.path;
+  obj.dev = makedev(m.dev_major, m.dev_minor);
+  obj.inode = m.inode;
+  obj.build_id = elf.build_id();
+  obj.role = role;
+  obj.probes = std::move(reports);
+  Result<std::vector<Link>> links =
+      session_.attach_uprobes(pid_, "/proc/self/fd/" + std::to_string(fd.get()), specs, false);
+  // Not kept on failure: the next rescan tries again, and the caller
+  // records why (AllocatorInfo::mmap_tracing_reason).
+  if (!links) return Error{links.error().code, m.path + ": " + links.error().message};
+  for (ProbeReport& r : obj.probes) r.attached = true;
+  obj.links = std::move(*links);
+  objects_.push_back(std::move(obj));
+  return ok_status();
 }
 
 Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,

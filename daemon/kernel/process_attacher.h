@@ -61,7 +61,17 @@ struct AllocatorInfo {
   std::vector<std::string> preload;  // LD_PRELOAD then /etc/ld.so.preload, as read
   std::vector<std::string> functions;  // every function probed (attached), all objects
   std::vector<std::string> objects;    // every object holding probes
+  // How anonymous mmap/munmap/mremap/brk are seen (decision 29): "wrappers"
+  // (probes on the process's libc wrappers), "tracepoints" (no probeable
+  // wrapper: only the host-wide raw syscall tracepoints can, and the
+  // daemon attaches them while such a process is in mode full), "pending"
+  // (libc not mapped yet), "off" (mmap accounting not asked for).
+  std::string mmap_tracing = "pending";
+  std::string mmap_tracing_reason;     // why not "wrappers"
 };
+
+// How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
+enum class SyscallTracing { kPending, kWrappers, kTracepoints, kOff };
 
 class ProcessAttacher {
  public:
@@ -81,6 +91,10 @@ class ProcessAttacher {
   // Whether attach_new_objects() places the optional CUDA probes (on by
   // default; off while the kill switch holds the process).
   void set_cuda(bool on) { cuda_ = on; }
+  // Whether attach_new_objects() probes the libc system-call wrappers and
+  // ld.so's _dl_debug_state (anonymous mmap accounting; on by default).
+  void set_syscalls(bool on) { syscalls_ = on; }
+  SyscallTracing syscall_tracing() const { return syscall_state_; }
 
   // Detaches every probe (in parallel, see destroy_links()).
   void detach_all();
@@ -100,12 +114,24 @@ class ProcessAttacher {
   void attach_cuda_objects(const std::vector<LoadedObject>& objects,
                            const std::vector<MapEntry>& entries, std::optional<size_t> exe);
   void refresh_functions();
+  Status scan_and_attach(bool place_probes);
+  void attach_loader_objects(const std::vector<LoadedObject>& objects,
+                             const std::vector<MapEntry>& entries);
+  void attach_syscall_sites(const std::vector<LoadedObject>& objects,
+                            const std::vector<MapEntry>& entries, const SearchOrder& search,
+                            bool static_exe);
+  void set_syscall_state(SyscallTracing state, std::string reason);
+  Status attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
+                      std::vector<ProbeReport> reports, const std::vector<UprobeSpec>& specs);
 
   BpfSession& session_;
   pid_t pid_;
   std::vector<AttachedObject> objects_;
   AllocatorInfo info_;
   bool cuda_ = true;
+  bool syscalls_ = true;
+  bool loader_attached_now_ = false;  // set by attach_loader_objects()
+  SyscallTracing syscall_state_ = SyscallTracing::kPending;
   // Parsed objects by (dev, inode); nullptr for files that are not ELF.
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const ElfFile>> elf_cache_;
 };

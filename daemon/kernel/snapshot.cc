@@ -207,7 +207,8 @@ nlohmann::json to_json(const AllocatorInfo& a) {
           {"family", a.family},         {"object", a.object},
           {"build_id", a.build_id},     {"static", a.static_exe},
           {"go", a.go},                 {"preload", a.preload},
-          {"functions", a.functions},   {"objects", a.objects}};
+          {"functions", a.functions},   {"objects", a.objects},
+          {"mmap_tracing", a.mmap_tracing}, {"mmap_tracing_reason", a.mmap_tracing_reason}};
 }
 
 }  // namespace lw

@@ -96,6 +96,7 @@ uint32_t target_flags(const AttachOptions& o) {
 uint32_t current_flags(const TracedProcess& p) {
   uint32_t flags = target_flags(p.options);
   if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
+  if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
   return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
 }
 
@@ -122,7 +123,7 @@ Status Tracer::set_heap_tracing(pid_t pid, bool on) {
   p->options.heap = true;
   if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
     return st;
-  Status st = p->attacher->attach_new_objects();
+  Status st = attach_objects(*p, true);
   if (!st) {
     p->options.heap = false;
     (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
@@ -145,12 +146,14 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     for (Link& l : p->attacher->take_links(true, false)) links.push_back(std::move(l));
     if (p->heap_stale_since == 0) p->heap_stale_since = now;  // a budget shed stamped it first
   }
-  // The kill switch: the CUDA probes too (accounting is already off).
+  // The kill switch: every other probe too, CUDA's, the mmap wrappers' and
+  // ld.so's (accounting is already off).
   for (pid_t pid : cuda_pids) {
     TracedProcess* p = process(pid);
     if (!p) continue;
     p->attacher->set_cuda(false);
-    for (Link& l : p->attacher->take_links(false, true)) links.push_back(std::move(l));
+    for (Link& l : p->attacher->take_links()) links.push_back(std::move(l));
+    sync_syscall_sites(*p);
   }
   // All at once: each uprobe link close waits out a grace period, and in
   // parallel those waits overlap (the kill switch's 1 s bound).
@@ -166,7 +169,12 @@ Status Tracer::set_accounting(pid_t pid, bool on) {
   // Back on: the CUDA probes the kill switch took are placed again.
   if (on && p->options.cuda) {
     p->attacher->set_cuda(true);
-    return p->attacher->attach_new_objects(p->options.heap);
+  }
+  // Back on: the wrapper probes the kill switch took are placed again too.
+  if (on) {
+    Status st = attach_objects(*p, p->options.heap);
+    update_raw_syscalls();
+    return st;
   }
   return ok_status();
 }
@@ -248,8 +256,9 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
   // Without heap probes (mode light) the allocator is still identified, for
   // the API and metrics, and the optional CUDA probes are placed.
-  Status st = options.heap ? proc->attacher->attach_new_objects()
-                           : (void(proc->attacher->attach_new_objects(false)), ok_status());
+  proc->attacher->set_syscalls(options.mmap);
+  Status st = options.heap ? attach_objects(*proc, true)
+                           : (void(attach_objects(*proc, false)), ok_status());
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
     if (kill(pid, 0) != 0 && errno == ESRCH)
@@ -363,8 +372,8 @@ void Tracer::after_poll() {
     if (proc->rescan_pending) {
       proc->rescan_pending = false;
       ++stats_.rescans;
-      if ((proc->options.heap || (proc->options.cuda && proc->accounting)) &&
-          !proc->attacher->attach_new_objects(proc->options.heap))
+      if ((proc->options.heap || proc->options.mmap || proc->options.cuda) &&
+          proc->accounting && !attach_objects(*proc, proc->options.heap))
         ++stats_.attach_errors;
       if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
     }
@@ -377,6 +386,7 @@ void Tracer::after_poll() {
     }
   }  // Resyncs and execs replaced whole record sets.
   recount_records();
+  update_raw_syscalls();
 }
 
 void Tracer::resync(TracedProcess& proc) {
@@ -407,9 +417,41 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
   if (!session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes))
     return;
-  if ((proc.options.heap || (proc.options.cuda && proc.accounting)) &&
-      !proc.attacher->attach_new_objects(proc.options.heap))
+  proc.syscall_sites = false;  // the exec cleared the kernel flags
+  if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
+      !attach_objects(proc, proc.options.heap))
     ++stats_.attach_errors;
+}
+
+Status Tracer::attach_objects(TracedProcess& proc, bool heap) {
+  Status st = proc.attacher->attach_new_objects(heap);
+  sync_syscall_sites(proc);
+  return st;
+}
+
+void Tracer::sync_syscall_sites(TracedProcess& proc) {
+  const bool sites = proc.attacher->syscall_tracing() == SyscallTracing::kWrappers;
+  if (sites == proc.syscall_sites) return;
+  proc.syscall_sites = sites;
+  (void)session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes);
+}
+
+void Tracer::set_raw_syscalls_allowed(bool allowed) {
+  raw_syscalls_allowed_ = allowed;
+  update_raw_syscalls();
+}
+
+void Tracer::update_raw_syscalls() {
+  bool needed = false;
+  if (raw_syscalls_allowed_)
+    for (const auto& [pid, p] : procs_)
+      if (!p->exited && p->accounting && p->options.mmap && p->options.heap &&
+          p->attacher->syscall_tracing() == SyscallTracing::kTracepoints) {
+        needed = true;
+        break;
+      }
+  if (needed == session_->syscall_tracing()) return;
+  if (Status st = session_->set_syscall_tracing(needed); !st) ++stats_.attach_errors;
 }
 
 Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {

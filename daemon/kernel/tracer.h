@@ -81,6 +81,9 @@ struct TracedProcess {
   // 25): its kernel flags leave heap accounting off at once, before the
   // daemon detaches the heap probes; cleared when heap tracing resumes.
   bool heap_shed = false;
+  // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
+  // see this process's mmap-family calls (decision 29).
+  bool syscall_sites = false;
 };
 
 struct TracerStats {
@@ -90,6 +93,8 @@ struct TracerStats {
   // (the old process's own exit went unseen: it exited while being attached).
   uint64_t stale_exits = 0;
   uint64_t resyncs = 0;
+  // The host-wide raw syscall tracepoints are attached (decision 29).
+  bool raw_syscall_tracepoints = false;
   uint64_t rescans = 0;
   uint64_t attach_errors = 0;
   uint64_t ringbuf_errors = 0;
@@ -124,8 +129,8 @@ class Tracer {
   // Detaching freezes the heap figures and stamps heap_stale_since.
   Status set_heap_tracing(pid_t pid, bool on);
   // Detaches the heap probes of every pid given (set_heap_tracing(pid,
-  // false) for many) and, for `cuda_pids` (the kill switch), their CUDA
-  // probes too, closing all their links at once.
+  // false) for many) and, for `cuda_pids` (the kill switch), every other
+  // probe too (CUDA, mmap wrappers, ld.so), closing all links at once.
   void detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& cuda_pids = {});
   // Stops (false) or resumes (true) all of `pid`'s accounting, heap and
   // mmap, by its kernel target flags (the kill switch; the probes
@@ -141,6 +146,12 @@ class Tracer {
   std::vector<pid_t> take_budget_sheds() { return std::exchange(budget_sheds_, {}); }
   // Allocator probe hits of `pid` counted by the kernel side so far.
   std::optional<uint64_t> probe_hits(pid_t pid) const;
+  // The host-wide raw syscall tracepoints (decision 29) are attached only
+  // while a process in mode full has no probeable mmap wrapper (Go,
+  // stripped static, an interposed mmap) and `allowed` (false while the
+  // kill switch holds). Re-evaluated after every poll and attach.
+  void set_raw_syscalls_allowed(bool allowed);
+  bool raw_syscalls_attached() const { return session_->syscall_tracing(); }
   // ---- end overhead ----
 
   // Waits up to timeout_ms for events, applies them, then does the deferred
@@ -164,6 +175,7 @@ class Tracer {
     TracerStats s = stats_;
     s.symbolization_errors = symbolizer_.errors();
     s.elf_rejections = elf_rejection_counts();
+    s.raw_syscall_tracepoints = session_->syscall_tracing();
     return s;
   }
 
@@ -177,6 +189,10 @@ class Tracer {
   void after_poll();
   void resync(TracedProcess& proc);
   void reattach_after_exec(TracedProcess& proc);
+  Status attach_objects(TracedProcess& proc, bool heap);
+  void sync_syscall_sites(TracedProcess& proc);
+  void update_raw_syscalls();
+  bool raw_syscalls_allowed_ = true;
   void recount_records();
   void shed_largest();
   const std::string& build_id_of(const MapEntry& m, const std::string& open_path);

@@ -66,6 +66,8 @@ TEST_F(Allocators, GlibcExactLiveBytes) {
   EXPECT_TRUE(has_function(a, "malloc")) << a.dump();
   EXPECT_TRUE(has_function(a, "_Znwm")) << a.dump();   // libstdc++'s, entry only
   EXPECT_FALSE(has_function(a, "_ZdlPv")) << a.dump();  // tail-calls free: not probed
+  // mmap/munmap/brk are seen through probes on libc's wrappers (decision 29).
+  EXPECT_EQ(a.at("mmap_tracing"), "wrappers") << a.dump();
 }
 
 TEST_F(Allocators, JemallocLinkedExactLiveBytes) {
@@ -88,6 +90,12 @@ TEST_F(Allocators, TcmallocPreloadedExactLiveBytes) {
   for (const char *f : {"malloc", "free", "tc_free_sized", "_Znam", "_ZdaPv"})
     EXPECT_TRUE(has_function(a, f)) << f << " not probed: " << a.dump();
   EXPECT_EQ(joined(a.at("preload")), lib + " ");
+  // gperftools interposes mmap and makes the call through syscall(2): libc's
+  // wrapper never runs, so only the raw tracepoints see it; the exact mmap
+  // bytes above were counted through them.
+  EXPECT_EQ(a.at("mmap_tracing"), "tracepoints") << a.dump();
+  EXPECT_NE(a.at("mmap_tracing_reason").get<std::string>().find("libtcmalloc"), std::string::npos)
+      << a.dump();
 }
 
 TEST_F(Allocators, MimallocPreloadedExactLiveBytes) {
@@ -102,6 +110,8 @@ TEST_F(Allocators, MimallocPreloadedExactLiveBytes) {
 TEST_F(Allocators, StaticExactLiveBytes) {
   Json a = run_leaker("alloc_leaker_static", {}, "glibc", "alloc_leaker_static");
   EXPECT_TRUE(a.at("static").get<bool>());
+  // The wrappers linked into the executable are probed (its .symtab).
+  EXPECT_EQ(a.at("mmap_tracing"), "wrappers") << a.dump();
 }
 
 TEST_F(Allocators, StrippedStaticIsUnsupportedWithNothingAttached) {
@@ -111,8 +121,9 @@ TEST_F(Allocators, StrippedStaticIsUnsupportedWithNothingAttached) {
   EXPECT_NE(a.at("reason").get<std::string>().find("stripped"), std::string::npos) << a.dump();
   EXPECT_TRUE(a.at("functions").empty()) << a.dump();
   EXPECT_TRUE(a.at("objects").empty()) << a.dump();
+  EXPECT_EQ(a.at("mmap_tracing"), "tracepoints") << a.dump();
   // It leaked, and nothing was probed: no heap event at all (its brk
-  // growth still shows as kind mmap: the syscall tracepoints are global).
+  // growth still shows as kind mmap, through the raw syscall tracepoints).
   const Json &kinds = session.snapshot().at("kinds");
   EXPECT_FALSE(kinds.contains("heap")) << session.snapshot().dump();
   for (const Json &site : session.snapshot().at("sites"))

@@ -300,6 +300,18 @@ std::vector<ProbeLocation> attached_probes(const Json &status) {
   return {unique.begin(), unique.end()};
 }
 
+bool is_syscall_probe(const ProbeLocation &probe) {
+  static const std::set<std::string> kNames = {"mmap", "munmap", "mremap", "brk", "_dl_debug_state"};
+  return kNames.count(probe.symbols) != 0;
+}
+
+std::vector<ProbeLocation> attached_heap_probes(const Json &status) {
+  std::vector<ProbeLocation> heap;
+  for (const ProbeLocation &p : attached_probes(status))
+    if (!is_syscall_probe(p)) heap.push_back(p);
+  return heap;
+}
+
 std::optional<uint64_t> mapped_address(pid_t pid, const std::string &object, uint64_t file_offset) {
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   if (!maps) fail("cannot read /proc/" + std::to_string(pid) + "/maps");

@@ -179,6 +179,12 @@ struct ProbeLocation {
 };
 // The attached probes in a status document, one per (object, offset).
 std::vector<ProbeLocation> attached_probes(const Json &status);
+// A probe on a libc system-call wrapper (mmap, munmap, mremap, brk) or on
+// ld.so's _dl_debug_state: placed in every mode, light included
+// (docs/architecture.md, decision 29), and kept when the heap probes go.
+bool is_syscall_probe(const ProbeLocation &probe);
+// The attached probes without those: the allocator's and CUDA's.
+std::vector<ProbeLocation> attached_heap_probes(const Json &status);
 
 // The virtual address in `pid` where `object`'s byte at `file_offset` is
 // mapped (preferring an executable mapping), or nullopt if `pid` does not

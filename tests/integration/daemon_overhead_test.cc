@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -75,7 +76,14 @@ governor:
   Json entry = daemon.wait_for_process(grower.pid(), kApiTimeout);
   EXPECT_EQ(entry.at("mode"), "light") << entry.dump();
   EXPECT_EQ(entry.at("configured_mode"), "auto");
-  EXPECT_TRUE(attached_probes(daemon.get_json("/api/v1/status")).empty()) << "light: no uprobe";
+  {
+    // Light: no allocator probe, only libc's syscall wrappers and ld.so's
+    // hook (decision 29), and no host-wide syscall tracepoint.
+    const Json light = daemon.get_json("/api/v1/status");
+    EXPECT_TRUE(attached_heap_probes(light).empty()) << light.dump();
+    EXPECT_FALSE(attached_probes(light).empty()) << light.dump();
+    EXPECT_FALSE(light.at("syscall_tracepoints_attached").get<bool>()) << light.dump();
+  }
 
   grower.write_line("go");
   ASSERT_EQ(grower.read_line(10s).value_or(""), "going");
@@ -84,7 +92,7 @@ governor:
                                        "first escalation");
   std::printf("[ metric   ] growth start -> escalation: %lld ms\n",
               static_cast<long long>(std::chrono::duration_cast<milliseconds>(steady_clock::now() - go).count()));
-  const std::vector<ProbeLocation> probes = attached_probes(status);
+  const std::vector<ProbeLocation> probes = attached_heap_probes(status);
   ASSERT_FALSE(probes.empty()) << status.dump();
   EXPECT_GT(scan_breakpoints(grower.pid(), probes).breakpoints, 0);
   entry = *daemon.find_process(grower.pid());
@@ -156,9 +164,9 @@ governor:
   Process hot({grower_bin, "hot"});
   ASSERT_EQ(read_ready(hot), hot.pid());
   daemon.wait_for_process(hot.pid(), kApiTimeout);
-  // Attached at exec, the probes come once the loader has mapped libc.
-  const std::vector<ProbeLocation> probes = attached_probes(daemon.wait_for_status(
-      [](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "probes attached"));
+  // Attached at exec, the heap probes come once the loader has mapped libc.
+  const std::vector<ProbeLocation> probes = attached_heap_probes(daemon.wait_for_status(
+      [](const Json &s) { return !attached_heap_probes(s).empty(); }, kApiTimeout, "probes attached"));
   EXPECT_GT(scan_breakpoints(hot.pid(), probes).breakpoints, 0);
   hot.write_line("go");
   daemon.wait_for_status([](const Json &s) { return s.at("governor_suspensions").get<uint64_t>() >= 1; }, 10s,
@@ -194,11 +202,12 @@ governor:
   Process target({grower_bin, "grow"});
   ASSERT_EQ(read_ready(target), target.pid());
   daemon.wait_for_process(target.pid(), kApiTimeout);
-  // Attached at exec, the probes come once the loader has mapped libc.
+  // Attached at exec, the heap probes come once the loader has mapped libc.
+  // Every probe counts here, the syscall wrappers' and ld.so's included.
   const std::vector<ProbeLocation> probes = attached_probes(daemon.wait_for_status(
-      [](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "probes attached"));
+      [](const Json &s) { return !attached_heap_probes(s).empty(); }, kApiTimeout, "probes attached"));
   const int armed = scan_breakpoints(target.pid(), probes).breakpoints;
-  ASSERT_GT(armed, 0);
+  ASSERT_GT(armed, static_cast<int>(attached_heap_probes(daemon.get_json("/api/v1/status")).size()));
 
   const auto t0 = steady_clock::now();
   ASSERT_EQ(kill(daemon.pid(), SIGUSR2), 0);
@@ -222,6 +231,95 @@ governor:
   daemon.wait_for_status([](const Json &s) { return s.at("kill_switch_engaged").get<bool>(); }, 2s,
                          "engaged by config");
   target.write_line("exit");
+}
+
+// Light mode sees anonymous mmap, mremap, munmap and brk through probes on
+// libc's wrappers, in the target only: exact bytes per site, no host-wide
+// syscall tracepoint, no breakpoint in a control mapping the same libc
+// (decision 29). A process in full mode with an interposed mmap (tcmalloc)
+// brings the tracepoints, and they go again with it.
+TEST_F(LeakwatchOverhead, LightTracesMmapThroughLibcWrappersNotHostWideTracepoints) {
+  TempDir bin;
+  const std::string leaker_bin = private_target_copy(bin.path(), "leaker");
+  const std::string tc_bin = private_target_copy(bin.path(), "grower");
+  DaemonProcess daemon({.config_body = R"(targets:
+  - name: light
+    match: )" + comm_selector(file_name_of(leaker_bin)) + R"(
+    mode: light
+  - name: interposed
+    match: )" + comm_selector(file_name_of(tc_bin)) + R"(
+    mode: full
+governor:
+  max_hits_per_second: 0
+)"});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process leaker({leaker_bin});
+  Process control({target_path("realloc_edge")});
+  ASSERT_EQ(read_ready(leaker), leaker.pid());
+  ASSERT_EQ(read_ready(control), control.pid());
+  Json entry = daemon.wait_for_process(leaker.pid(), kApiTimeout);
+  EXPECT_EQ(entry.at("mode"), "light");
+  EXPECT_EQ(entry.at("allocator").at("mmap_tracing"), "wrappers") << entry.dump();
+  const Json status = daemon.wait_for_status(
+      [](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "wrapper probes attached");
+  EXPECT_FALSE(status.at("syscall_tracepoints_attached").get<bool>()) << status.dump();
+  EXPECT_NE(daemon.get("/metrics").body.find("leakwatch_syscall_tracepoints_attached 0"), std::string::npos);
+  const std::vector<ProbeLocation> probes = attached_probes(status);
+  std::set<std::string> names;
+  for (const ProbeLocation &p : probes) {
+    EXPECT_TRUE(is_syscall_probe(p)) << p.symbols << " in light mode\n" << status.dump();
+    names.insert(p.symbols);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"mmap", "munmap", "mremap", "brk", "_dl_debug_state"}));
+  const BreakpointScan traced = scan_breakpoints(leaker.pid(), probes);
+  EXPECT_EQ(traced.breakpoints, traced.mapped) << traced.detail;
+  EXPECT_GT(traced.mapped, 0) << traced.detail;
+  const BreakpointScan untouched = scan_breakpoints(control.pid(), probes);
+  EXPECT_EQ(untouched.mapped, traced.mapped) << untouched.detail;
+  EXPECT_EQ(untouched.breakpoints, 0) << "the control must not be probed\n" << untouched.detail;
+
+  // Exact bytes at every mmap site: mmap, a partial munmap, mremap. sbrk's
+  // bytes are there, but under `brk`: glibc's sbrk uses %rbp as a general
+  // register, so the frame-pointer walk from brk stops there (the same
+  // registers the tracepoints saw; mode full probes sbrk itself).
+  const Json truth = go_and_read_truth(leaker);
+  const Json sites = daemon.sites_at_or_after(leaker.pid(), unix_now() + 0.5, kApiTimeout);
+  const auto leaves = live_by_leaf(sites);
+  ASSERT_TRUE(leaves.count("brk")) << describe_sites(sites);
+  EXPECT_GE(leaves.at("brk").live_bytes, truth.at("sites").at("leak_sbrk").get<int64_t>());
+  EXPECT_EQ(leaves.at("brk").kinds, std::set<std::string>{"mmap"});
+  for (const Json &fn : truth.at("mmap_sites")) {
+    const std::string name = fn.get<std::string>();
+    if (name == "leak_sbrk") continue;
+    const auto it = leaves.find(name);
+    ASSERT_NE(it, leaves.end()) << name << " not reported\n" << describe_sites(sites);
+    EXPECT_EQ(it->second.live_bytes, truth.at("sites").at(name).get<int64_t>()) << name << "\n" << describe_sites(sites);
+    EXPECT_EQ(it->second.kinds, std::set<std::string>{"mmap"}) << name;
+  }
+  EXPECT_EQ(heap_allocations_at(sites, "leak_malloc"), 0) << "light: no heap record";
+
+  // tcmalloc interposes mmap: in mode full the raw tracepoints come...
+  const std::string tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4";
+  if (access(tcmalloc.c_str(), F_OK) == 0) {
+    Process interposed({tc_bin, "grow"}, {.env = {"LD_PRELOAD=" + tcmalloc}});
+    ASSERT_EQ(read_ready(interposed), interposed.pid());
+    daemon.wait_for_status([](const Json &s) { return s.at("syscall_tracepoints_attached").get<bool>(); },
+                           kApiTimeout, "tracepoints attached for the interposed mmap");
+    entry = *daemon.find_process(interposed.pid());
+    EXPECT_EQ(entry.at("allocator").at("mmap_tracing"), "tracepoints") << entry.dump();
+    // ...and go with it.
+    interposed.write_line("go");
+    ASSERT_EQ(interposed.read_line(10s).value_or(""), "going");
+    interposed.write_line("exit");
+    ASSERT_TRUE(interposed.wait_exit(10s).has_value());
+    daemon.wait_for_status([](const Json &s) { return !s.at("syscall_tracepoints_attached").get<bool>(); },
+                           kApiTimeout, "tracepoints detached after the process left");
+  } else {
+    std::printf("[ skipped  ] tcmalloc part: libgoogle-perftools4 not installed (scripts/install-deps.sh --with-test-tools)\n");
+  }
+  leaker.write_line("exit");
+  EXPECT_TRUE(leaker.wait_exit(10s).has_value());
+  control.write_line("exit");
 }
 
 }  // namespace

@@ -188,6 +188,88 @@ TEST(ReturnProbePlacement, ThisMachinesLibstdcxxAndLibcudart) {
   EXPECT_GE(checked, 3);  // libstdc++ is always there
 }
 
+// ---- system-call wrapper sites (decision 29) ----
+
+TEST(SyscallSites, MunmapLandsOnTheResultCheck) {
+  // glibc 2.36 munmap: mov $0xb,%eax; syscall; cmp $-4095,%rax; jae err; ret;
+  // err: neg %eax ... ret.
+  const uint8_t code[] = {0xb8, 0x0b, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0,
+                          0xff, 0xff, 0x73, 0x01, 0xc3, 0xf7, 0xd8, 0xc3};
+  std::string why;
+  std::vector<SyscallSite> sites = find_syscall_sites_bytes(code, sizeof(code), 0x1000, 11, &why);
+  ASSERT_EQ(sites.size(), 1u) << why;
+  EXPECT_EQ(sites[0].vaddr, 0x100du);  // the jae, after the flags-only cmp
+  EXPECT_TRUE(sites[0].emulated);
+  // Another system call number is not this wrapper's: no site.
+  EXPECT_TRUE(find_syscall_sites_bytes(code, sizeof(code), 0x1000, 9, &why).empty());
+  EXPECT_NE(why.find("no `mov $9, %eax; syscall`"), std::string::npos) << why;
+}
+
+TEST(SyscallSites, BrkStaysAfterTheSyscallSingleStepped) {
+  // glibc 2.36 brk: mov $0xc,%eax; syscall; mov __curbrk(%rip),%rdx; ...
+  const uint8_t code[] = {0xb8, 0x0c, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x8b, 0x15,
+                          0xe2, 0x51, 0x0d, 0x00, 0x48, 0x89, 0x02, 0xc3};
+  std::vector<SyscallSite> sites = find_syscall_sites_bytes(code, sizeof(code), 0x2000, 12);
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].vaddr, 0x2007u);
+  EXPECT_FALSE(sites[0].emulated);
+  EXPECT_NE(sites[0].reason.find("single-stepped"), std::string::npos) << sites[0].reason;
+}
+
+TEST(SyscallSites, RefusesWhatTheRuleDoesNotCover) {
+  std::string why;
+  // A branch to the instruction after the syscall (jmp back to the cmp):
+  // the probe would fire without a call.
+  const uint8_t into_site[] = {0xb8, 0x0b, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x85,
+                               0xc0, 0x78, 0x01, 0xc3, 0xeb, 0xf8};
+  EXPECT_TRUE(find_syscall_sites_bytes(into_site, sizeof(into_site), 0x10, 11, &why).empty());
+  EXPECT_EQ(why, "a branch in the function targets the instruction after syscall");
+  // The number is loaded elsewhere (mov %edi,%eax; syscall): not recognized.
+  const uint8_t generic[] = {0x89, 0xf8, 0x0f, 0x05, 0xc3};
+  EXPECT_TRUE(find_syscall_sites_bytes(generic, sizeof(generic), 0x10, 11).empty());
+  // An indirect jump anywhere in the function.
+  const uint8_t indirect[] = {0xb8, 0x0b, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xc3, 0xff, 0xe0};
+  EXPECT_TRUE(find_syscall_sites_bytes(indirect, sizeof(indirect), 0x10, 11, &why).empty());
+  EXPECT_EQ(why, "indirect jump in the function");
+  // Truncated code, and no code.
+  const uint8_t truncated[] = {0xb8, 0x0b, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x3d};
+  EXPECT_TRUE(find_syscall_sites_bytes(truncated, sizeof(truncated), 0x10, 11, &why).empty());
+  EXPECT_EQ(why, "function does not decode whole");
+  EXPECT_TRUE(find_syscall_sites_bytes(nullptr, 0, 0x10, 11, &why).empty());
+  // syscall as the last instruction: nothing after it to probe.
+  const uint8_t last[] = {0xb8, 0x0b, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  EXPECT_TRUE(find_syscall_sites_bytes(last, sizeof(last), 0x10, 11).empty());
+}
+
+// The libc on this machine: every wrapper has exactly one site, mmap,
+// munmap and mremap on an emulated jcc; and __curbrk is found.
+TEST(SyscallSites, ThisMachinesLibc) {
+  auto elf = ElfFile::open_path("/lib/x86_64-linux-gnu/libc.so.6");
+  ASSERT_TRUE(elf.ok()) << elf.error().message;
+  struct {
+    const char* name;
+    int nr;
+    bool emulated;
+  } wrappers[] = {{"mmap", 9, true}, {"munmap", 11, true}, {"mremap", 25, true}, {"brk", 12, false}};
+  for (const auto& w : wrappers) {
+    auto sym = (*elf)->find_function(w.name);
+    ASSERT_TRUE(sym) << w.name;
+    std::vector<SyscallSite> sites = find_syscall_sites(**elf, *sym, w.nr);
+    ASSERT_EQ(sites.size(), 1u) << w.name;
+    EXPECT_EQ(sites[0].emulated, w.emulated) << w.name << ": " << sites[0].reason;
+    EXPECT_GT(sites[0].vaddr, sym->vaddr);
+    EXPECT_LT(sites[0].vaddr, sym->vaddr + sym->size);
+    RecordProperty(w.name, sites[0].reason);
+  }
+  auto curbrk = (*elf)->find_data_object("__curbrk");
+  ASSERT_TRUE(curbrk);
+  EXPECT_NE(curbrk->vaddr, 0u);
+  // Data objects not in the allowlist are not indexed.
+  EXPECT_FALSE((*elf)->find_data_object("environ"));
+  // And functions are not data objects.
+  EXPECT_FALSE((*elf)->find_data_object("malloc"));
+}
+
 TEST(StackId, StableAndSensitiveToEveryField) {
   Frame a;
   a.module = "/usr/lib/libc.so.6";
