@@ -1,12 +1,15 @@
 // Probe-cost benchmark target: a tight loop of malloc+free pairs.
 //
-// Usage: malloc_free_loop [--posix-memalign | --getppid] PAIRS [ROUNDS]
+// Usage: malloc_free_loop [--posix-memalign | --getppid | --mmap] PAIRS [ROUNDS]
 //
 // With --posix-memalign each pair is posix_memalign(&p, 64, size)+free
 // instead of malloc(size)+free (bench/memalign_run.sh: where a return-probed
 // function's probes can sit). With --getppid each "pair" is one getppid
 // system call instead, no allocation (bench/syscall_run.sh: what light
-// mode's syscall tracepoints cost a syscall-heavy process).
+// mode's syscall tracepoints cost a syscall-heavy process). With --mmap each
+// pair is an anonymous one-page mmap, a write to it, and its munmap
+// (bench/syscall_run.sh --mmap: what light mode's probes on libc's
+// wrappers cost a process that maps and unmaps a lot).
 //
 // Protocol (so a tracer can attach to an already-running process):
 //   1. prints `ready <pid>` and waits on stdin;
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,12 +54,27 @@ static uint64_t parse_count(const char* s) {
 
 static int use_posix_memalign;
 static int use_getppid;
+static int use_mmap;
 
 static double run_round(uint64_t pairs) {
   uint64_t start = now_ns();
   for (uint64_t i = 0; i < pairs; i++) {
     // 97 is odd, so i*97 mod 256 visits every offset: sizes 64..319.
     size_t size = 64 + ((i * 97) & 255);
+    if (use_mmap) {
+      char* m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+      }
+      m[0] = (char)i;
+      __asm__ volatile("" : : "r"(m) : "memory");
+      if (munmap(m, 4096) != 0) {
+        perror("munmap");
+        exit(1);
+      }
+      continue;
+    }
     if (use_getppid) {
       // syscall(): glibc may not cache getppid, but be explicit about it.
       long r = syscall(SYS_getppid);
@@ -93,15 +112,17 @@ static int cmp_double(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && (strcmp(argv[1], "--posix-memalign") == 0 || strcmp(argv[1], "--getppid") == 0)) {
+  if (argc >= 2 && (strcmp(argv[1], "--posix-memalign") == 0 || strcmp(argv[1], "--getppid") == 0 ||
+                    strcmp(argv[1], "--mmap") == 0)) {
     use_posix_memalign = strcmp(argv[1], "--posix-memalign") == 0;
-    use_getppid = !use_posix_memalign;
+    use_getppid = strcmp(argv[1], "--getppid") == 0;
+    use_mmap = strcmp(argv[1], "--mmap") == 0;
     argv[1] = argv[0];
     argv++;
     argc--;
   }
   if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: %s [--posix-memalign | --getppid] PAIRS [ROUNDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--posix-memalign | --getppid | --mmap] PAIRS [ROUNDS]\n", argv[0]);
     return 2;
   }
   uint64_t default_pairs = parse_count(argv[1]);

@@ -104,6 +104,12 @@ const volatile bool collect_stacks = true;
 /* Daemon mode: report every exec, so new processes are matched against the
  * selectors within the poll interval, without scanning /proc. */
 const volatile bool report_all_execs = false;
+/* Allocation and free events wake the consumer only once this much data is
+ * waiting (docs/architecture.md, decision 30): a wakeup is an irq_work
+ * and a cross-CPU wakeup, tens of us per event in a VM, and the consumer
+ * polls every 100 ms anyway. Lifecycle events always wake it. 0 = wake on
+ * every event. */
+const volatile __u64 wakeup_bytes = 0;
 
 static __always_inline void count(__u32 which)
 {
@@ -159,7 +165,11 @@ static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __
   e->size = size;
   e->alloc_ns = alloc_ns;
   e->stack_hash = stack_hash;
-  bpf_ringbuf_submit(e, 0);
+  __u64 wake = 0;
+  if (wakeup_bytes && (type == LW_EV_ALLOC || type == LW_EV_FREE))
+    wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+                                                                           : BPF_RB_NO_WAKEUP;
+  bpf_ringbuf_submit(e, wake);
   count(LW_CNT_EVENTS_DELIVERED);
 }
 

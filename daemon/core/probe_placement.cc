@@ -3,6 +3,9 @@
 #include <capstone/capstone.h>
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace lw {
 
@@ -74,6 +77,37 @@ bool in_group(const cs_insn& in, uint8_t group) {
   return false;
 }
 
+// Decodes the whole function into `d`: "" on success, else why not.
+std::string decode_whole(const uint8_t* code, size_t len, uint64_t vaddr, Disassembly& d) {
+  if (cs_open(CS_ARCH_X86, CS_MODE_64, &d.handle) != CS_ERR_OK ||
+      cs_option(d.handle, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK)
+    return "no instruction decoder";
+  d.count = cs_disasm(d.handle, code, len, vaddr, 0, &d.insns);
+  size_t decoded = 0;
+  for (size_t i = 0; i < d.count; ++i) decoded += d.insns[i].size;
+  if (d.count == 0 || decoded != len) return "function does not decode whole";
+  return "";
+}
+
+// The targets of the function's direct jumps and calls, or nullopt when it
+// has an indirect jump (a jump table could land anywhere). An indirect call
+// returns to the next instruction, so it is no target.
+std::optional<std::vector<uint64_t>> direct_branch_targets(const Disassembly& d) {
+  std::vector<uint64_t> targets;
+  for (size_t i = 0; i < d.count; ++i) {
+    const cs_insn& in = d.insns[i];
+    const bool jump = in_group(in, CS_GRP_JUMP), call = in_group(in, CS_GRP_CALL);
+    if (!jump && !call) continue;
+    const cs_x86& x = in.detail->x86;
+    if (x.op_count != 1 || x.operands[0].type != X86_OP_IMM) {
+      if (jump) return std::nullopt;
+      continue;
+    }
+    targets.push_back(static_cast<uint64_t>(x.operands[0].imm));
+  }
+  return targets;
+}
+
 }  // namespace
 
 ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr) {
@@ -84,16 +118,8 @@ ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_
     return at_entry;
   }
   Disassembly d;
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &d.handle) != CS_ERR_OK ||
-      cs_option(d.handle, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK) {
-    at_entry.reason = "entry: no instruction decoder";
-    return at_entry;
-  }
-  d.count = cs_disasm(d.handle, code, len, vaddr, 0, &d.insns);
-  size_t decoded = 0;
-  for (size_t i = 0; i < d.count; ++i) decoded += d.insns[i].size;
-  if (d.count == 0 || decoded != len) {
-    at_entry.reason = "entry: function does not decode whole";
+  if (std::string why = decode_whole(code, len, vaddr, d); !why.empty()) {
+    at_entry.reason = "entry: " + why;
     return at_entry;
   }
   size_t land = 0;
@@ -108,24 +134,16 @@ ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_
     at_entry.reason = "entry: instruction after the skipped ones is not emulated";
     return at_entry;
   }
-  for (size_t i = 0; i < d.count; ++i) {
-    const cs_insn& in = d.insns[i];
-    const bool jump = in_group(in, CS_GRP_JUMP), call = in_group(in, CS_GRP_CALL);
-    if (!jump && !call) continue;
-    const cs_x86& x = in.detail->x86;
-    if (x.op_count != 1 || x.operands[0].type != X86_OP_IMM) {
-      if (jump) {
-        at_entry.reason = "entry: indirect jump in the function";
-        return at_entry;
-      }
-      continue;  // an indirect call returns to the next instruction
-    }
-    const uint64_t target = static_cast<uint64_t>(x.operands[0].imm);
+  std::optional<std::vector<uint64_t>> targets = direct_branch_targets(d);
+  if (!targets) {
+    at_entry.reason = "entry: indirect jump in the function";
+    return at_entry;
+  }
+  for (uint64_t target : *targets)
     if (target >= vaddr && target <= landing.address) {
       at_entry.reason = "entry: a branch in the function targets the skipped range";
       return at_entry;
     }
-  }
   return ProbePlacement{landing.address, landing.address - vaddr, true,
                         "after " + std::string(d.insns[land - 1].mnemonic) +
                             " (return probe: [sp] unchanged)"};
@@ -149,35 +167,14 @@ std::vector<SyscallSite> find_syscall_sites_bytes(const uint8_t* code, size_t le
     return {};
   }
   Disassembly d;
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &d.handle) != CS_ERR_OK ||
-      cs_option(d.handle, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK) {
-    reason = "no instruction decoder";
+  if (reason = decode_whole(code, len, vaddr, d); !reason.empty()) return {};
+  std::optional<std::vector<uint64_t>> targets = direct_branch_targets(d);
+  if (!targets) {
+    reason = "indirect jump in the function";
     return {};
-  }
-  d.count = cs_disasm(d.handle, code, len, vaddr, 0, &d.insns);
-  size_t decoded = 0;
-  for (size_t i = 0; i < d.count; ++i) decoded += d.insns[i].size;
-  if (d.count == 0 || decoded != len) {
-    reason = "function does not decode whole";
-    return {};
-  }
-  std::vector<uint64_t> targets;
-  for (size_t i = 0; i < d.count; ++i) {
-    const cs_insn& in = d.insns[i];
-    const bool jump = in_group(in, CS_GRP_JUMP), call = in_group(in, CS_GRP_CALL);
-    if (!jump && !call) continue;
-    const cs_x86& x = in.detail->x86;
-    if (x.op_count != 1 || x.operands[0].type != X86_OP_IMM) {
-      if (jump) {
-        reason = "indirect jump in the function";
-        return {};
-      }
-      continue;
-    }
-    targets.push_back(static_cast<uint64_t>(x.operands[0].imm));
   }
   auto targeted = [&](uint64_t from, uint64_t to) {  // a branch lands in [from, to]
-    for (uint64_t t : targets)
+    for (uint64_t t : *targets)
       if (t >= from && t <= to) return true;
     return false;
   };
@@ -215,11 +212,18 @@ std::vector<SyscallSite> find_syscall_sites_bytes(const uint8_t* code, size_t le
   return sites;
 }
 
-std::vector<SyscallSite> find_syscall_sites(const ElfFile& elf, const ElfSymbol& sym, int nr) {
-  if (sym.size == 0 || sym.size > kMaxReturnProbedFunction) return {};
+std::vector<SyscallSite> find_syscall_sites(const ElfFile& elf, const ElfSymbol& sym, int nr,
+                                           std::string* why) {
+  if (sym.size == 0 || sym.size > kMaxReturnProbedFunction) {
+    if (why) *why = sym.size == 0 ? "function size unknown" : "function too large to decode";
+    return {};
+  }
   std::vector<uint8_t> code = elf.read_at_vaddr(sym.vaddr, sym.size);
-  if (code.size() != sym.size) return {};
-  return find_syscall_sites_bytes(code.data(), code.size(), sym.vaddr, nr);
+  if (code.size() != sym.size) {
+    if (why) *why = "code not readable";
+    return {};
+  }
+  return find_syscall_sites_bytes(code.data(), code.size(), sym.vaddr, nr, why);
 }
 
 ProbePlacement place_entry_only_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr) {

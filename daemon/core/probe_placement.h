@@ -79,7 +79,8 @@ struct SyscallSite {
   bool emulated = false;  // the probed instruction is one the kernel emulates
   std::string reason;     // "after syscall, on the error branch (emulated)"
 };
-std::vector<SyscallSite> find_syscall_sites(const ElfFile& elf, const ElfSymbol& sym, int nr);
+std::vector<SyscallSite> find_syscall_sites(const ElfFile& elf, const ElfSymbol& sym, int nr,
+                                           std::string* why = nullptr);
 // Same from the whole function's code at `vaddr` (unit tests). `why` gets
 // the reason when no site is found.
 std::vector<SyscallSite> find_syscall_sites_bytes(const uint8_t* code, size_t len, uint64_t vaddr,

@@ -155,6 +155,7 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   leakwatch_bpf* sk = s->skel_;
   sk->rodata->collect_stacks = options.collect_stacks;
   sk->rodata->report_all_execs = options.report_all_execs;
+  sk->rodata->wakeup_bytes = options.batch_wakeups ? options.ringbuf_bytes / 8 : 0;
   bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
   bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
   bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
@@ -181,12 +182,8 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   if (!sk->links.lw_exit) return errno_error("attaching tp_btf/sched_process_exit");
   sk->links.lw_fork = bpf_program__attach(sk->progs.lw_fork);
   if (!sk->links.lw_fork) return errno_error("attaching tp_btf/sched_process_fork");
-  if (options.trace_syscalls) {
-    sk->links.lw_sys_enter = bpf_program__attach(sk->progs.lw_sys_enter);
-    if (!sk->links.lw_sys_enter) return errno_error("attaching raw_tp/sys_enter");
-    sk->links.lw_sys_exit = bpf_program__attach(sk->progs.lw_sys_exit);
-    if (!sk->links.lw_sys_exit) return errno_error("attaching raw_tp/sys_exit");
-  }
+  // The raw syscall tracepoints are loaded but attached only when a traced
+  // process needs them (Tracer::update_raw_syscalls, decision 29).
 
   s->ringbuf_ = ring_buffer__new(bpf_map__fd(sk->maps.events), &BpfSession::on_record, s.get(),
                                  nullptr);
@@ -236,7 +233,13 @@ int BpfSession::on_record(void* ctx, void* data, size_t len) {
 Result<int> BpfSession::poll(int timeout_ms) {
   int n = ring_buffer__poll(ringbuf_, timeout_ms);
   if (n < 0 && n != -EINTR) return errno_error("polling ring buffer", -n);
-  return n < 0 ? 0 : n;
+  n = n < 0 ? 0 : n;
+  // Alloc/free events below the wakeup threshold raise no epoll event
+  // (decision 30): ring_buffer__poll only reads rings epoll reported, so
+  // read whatever else is waiting too.
+  int more = ring_buffer__consume(ringbuf_);
+  if (more < 0 && more != -EINTR) return errno_error("consuming ring buffer", -more);
+  return n + (more > 0 ? more : 0);
 }
 
 Result<int> BpfSession::drain() {

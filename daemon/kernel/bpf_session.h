@@ -35,6 +35,9 @@ struct BpfOptions {
   uint32_t max_targets = 4096;
   bool collect_stacks = true;
   bool trace_syscalls = true;  // mmap/munmap/mremap/brk tracepoints
+  // Allocation/free events wake the consumer only past 1/8 of the ring
+  // (the consumer must poll with a timeout; every caller polls <= 100 ms).
+  bool batch_wakeups = true;
   bool report_all_execs = false;  // daemon: discover new processes at exec
 };
 
@@ -115,8 +118,8 @@ class BpfSession {
   // those of one kind (enum lw_kind) when `kind` >= 0 (re-baselining).
   Status purge_live(pid_t tgid, int kind = -1);
 
-  // Detaches (false) or re-attaches (true) the host-wide syscall
-  // tracepoints (the kill switch).
+  // Attaches (true) or detaches (false) the host-wide raw syscall
+  // tracepoints; off after open(). The Tracer decides (decision 29).
   Status set_syscall_tracing(bool on);
   bool syscall_tracing() const;
   // The user stack stored under `stack_hash` (leaf first), or empty.

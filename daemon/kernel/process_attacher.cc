@@ -121,6 +121,16 @@ constexpr WrapperSpec kWrappers[] = {
     {{"mremap", "__mremap", nullptr}, LW_FUNC_SYS_MREMAP, 25, false},
 };
 
+// The record of an object about to be probed, as the target maps it.
+AttachedObject new_object(const MapEntry& m, const ElfFile& elf) {
+  AttachedObject obj;
+  obj.path = m.path;
+  obj.dev = makedev(m.dev_major, m.dev_minor);
+  obj.inode = m.inode;
+  obj.build_id = elf.build_id();
+  return obj;
+}
+
 const char* syscall_tracing_name(SyscallTracing s) {
   switch (s) {
     case SyscallTracing::kWrappers: return "wrappers";
@@ -428,12 +438,7 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
       if (name && (sym = elf.find_function(name))) break;
     std::string why = "not defined";
     std::vector<SyscallSite> sites;
-    if (sym) {
-      std::vector<uint8_t> code =
-          sym->size > 0 && sym->size <= (64u << 10) ? elf.read_at_vaddr(sym->vaddr, sym->size)
-                                                    : std::vector<uint8_t>();
-      sites = find_syscall_sites_bytes(code.data(), code.size(), sym->vaddr, w.nr, &why);
-    }
+    if (sym) sites = find_syscall_sites(elf, *sym, w.nr, &why);
     std::optional<ElfSymbol> curbrk;
     if (w.func == LW_FUNC_SYS_BRK && !sites.empty()) {
       curbrk = elf.find_data_object("__curbrk");
@@ -476,11 +481,7 @@ Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, cons
   Result<int> fd_or = open_mapped_file(pid_, m);
   if (!fd_or) return fd_or.error();
   Fd fd(*fd_or);
-  AttachedObject obj;
-  obj.path = m.path;
-  obj.dev = makedev(m.dev_major, m.dev_minor);
-  obj.inode = m.inode;
-  obj.build_id = elf.build_id();
+  AttachedObject obj = new_object(m, elf);
   obj.role = role;
   obj.probes = std::move(reports);
   Result<std::vector<Link>> links =
@@ -501,11 +502,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
   if (!fd_or) return fd_or.error();
   Fd fd(*fd_or);
 
-  AttachedObject obj;
-  obj.path = m.path;
-  obj.dev = makedev(m.dev_major, m.dev_minor);
-  obj.inode = m.inode;
-  obj.build_id = elf.build_id();
+  AttachedObject obj = new_object(m, elf);
   const std::string fd_path = "/proc/self/fd/" + std::to_string(fd.get());
 
   std::vector<UprobeSpec> entries, returns;
