@@ -41,7 +41,7 @@ namespace {
 // Larger functions are not decoded (the fallback is the symbol): every
 // function this is for is a few hundred bytes.
 constexpr size_t kMaxReturnProbedFunction = 64 * 1024;
-constexpr int kMaxSkipped = 2;
+constexpr int kMaxSkipped = 4;
 
 struct Disassembly {
   csh handle = 0;
@@ -57,17 +57,48 @@ bool is_stack_reg(unsigned reg) {
   return reg == X86_REG_RSP || reg == X86_REG_ESP || reg == X86_REG_SP || reg == X86_REG_SPL;
 }
 
-// endbr64, or cmp/test with no %rsp anywhere in its operands.
-bool skippable(const cs_insn& in) {
+// The registers a skipped instruction must leave as at entry: the stack
+// pointer (a uretprobe hijacks [sp]) and the argument registers the entry
+// programs read (rdi, rsi, rdx: bpf/leakwatch.bpf.c, lw_entry), in every
+// width.
+bool protected_reg(unsigned r) {
+  switch (r) {
+    case X86_REG_RSP: case X86_REG_ESP: case X86_REG_SP: case X86_REG_SPL:
+    case X86_REG_RDI: case X86_REG_EDI: case X86_REG_DI: case X86_REG_DIL:
+    case X86_REG_RSI: case X86_REG_ESI: case X86_REG_SI: case X86_REG_SIL:
+    case X86_REG_RDX: case X86_REG_EDX: case X86_REG_DX: case X86_REG_DL: case X86_REG_DH:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// endbr64; or a cmp, test, mov, movzx, movsx(d) or lea that has no %rsp in
+// its operands, writes no memory and no protected register (flags and
+// other registers only): glibc's `cmpb $0,global(%rip)`, tcmalloc's
+// `mov global(%rip),%rax; mov %rdi,%r8; test %rax,%rax`.
+bool skippable(csh handle, const cs_insn& in) {
   if (in.id == X86_INS_ENDBR64) return true;
-  if (in.id != X86_INS_CMP && in.id != X86_INS_TEST) return false;
+  switch (in.id) {
+    case X86_INS_CMP: case X86_INS_TEST: case X86_INS_MOV: case X86_INS_MOVZX:
+    case X86_INS_MOVSX: case X86_INS_MOVSXD: case X86_INS_LEA:
+      break;
+    default:
+      return false;
+  }
   const cs_x86& x = in.detail->x86;
   for (uint8_t i = 0; i < x.op_count; ++i) {
     const cs_x86_op& op = x.operands[i];
     if (op.type == X86_OP_REG && is_stack_reg(op.reg)) return false;
-    if (op.type == X86_OP_MEM && (is_stack_reg(op.mem.base) || is_stack_reg(op.mem.index)))
+    if (op.type == X86_OP_MEM && (is_stack_reg(op.mem.base) || is_stack_reg(op.mem.index) ||
+                                  (op.access & CS_AC_WRITE)))
       return false;
   }
+  cs_regs read, written;
+  uint8_t n_read = 0, n_written = 0;
+  if (cs_regs_access(handle, &in, read, &n_read, written, &n_written) != CS_ERR_OK) return false;
+  for (uint8_t i = 0; i < n_written; ++i)
+    if (protected_reg(written[i])) return false;
   return true;
 }
 
@@ -123,7 +154,8 @@ ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_
     return at_entry;
   }
   size_t land = 0;
-  while (land < d.count && land < static_cast<size_t>(kMaxSkipped) && skippable(d.insns[land]))
+  while (land < d.count && land < static_cast<size_t>(kMaxSkipped) &&
+         skippable(d.handle, d.insns[land]))
     ++land;
   if (land == 0 || land == d.count) {
     at_entry.reason = "entry: prologue not recognized";
@@ -146,7 +178,7 @@ ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_
     }
   return ProbePlacement{landing.address, landing.address - vaddr, true,
                         "after " + std::string(d.insns[land - 1].mnemonic) +
-                            " (return probe: [sp] unchanged)"};
+                            " (%rsp, [sp] and the argument registers unchanged)"};
 }
 
 ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym) {
@@ -248,7 +280,12 @@ ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym) 
   std::vector<uint8_t> code = elf.read_at_vaddr(sym.vaddr, 16);
   if (sym.size != 0 && code.size() > sym.size) code.resize(sym.size);
   if (code.empty()) return ProbePlacement{sym.vaddr, 0, false, "entry: code not readable"};
-  return place_entry_only_probe_bytes(code.data(), code.size(), sym.vaddr);
+  ProbePlacement special = place_entry_only_probe_bytes(code.data(), code.size(), sym.vaddr);
+  if (special.emulated) return special;
+  // No NULL check to skip: the return probes' rule, which keeps the
+  // argument registers as well (tcmalloc's free: mov, test, jne).
+  ProbePlacement general = place_return_probe(elf, sym);
+  return general.vaddr != sym.vaddr ? general : special;
 }
 
 }  // namespace lw

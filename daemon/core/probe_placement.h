@@ -20,15 +20,19 @@
 // instruction reached on every call before %rsp or [sp] changes
 // (architecture decision 19). The rule, checked with a full decode of the
 // function (capstone):
-//  - only endbr64 and cmp/test that involve no %rsp may be skipped, at most
-//    two: they write nothing but flags, so %rsp, [sp] and the argument
-//    registers are as at entry;
+//  - at most four instructions may be skipped, each endbr64, or a cmp,
+//    test, mov, movzx, movsx(d) or lea with no %rsp in its operands that
+//    writes no memory and none of %rsp, %rdi, %rsi, %rdx (in any width):
+//    %rsp, [sp] and the argument registers the programs read are then as
+//    at entry (glibc's `cmpb $0,global(%rip)`; tcmalloc's
+//    `mov global(%rip),%rax; mov %rdi,%r8; test %rax,%rax`);
 //  - the landing instruction is one the kernel emulates (push r64, jcc, jmp);
 //  - the whole function decodes, has no indirect jump (a jump table could
 //    land anywhere), and no direct branch or call inside it targets the
 //    range from the symbol to the landing address (that would run the probe
 //    twice for one call, or skip it);
 //  - otherwise the probes stay at the symbol.
+// An entry-only probe with no NULL check to skip uses the same rule.
 #pragma once
 
 #include <cstdint>

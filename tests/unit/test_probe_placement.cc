@@ -103,9 +103,20 @@ TEST(ReturnProbePlacement, RefusesWhatTheRuleDoesNotCover) {
   const uint8_t indirect[] = {0x80, 0x3d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x53, 0xff, 0xe0, 0x5b, 0xc3};
   EXPECT_EQ(place_return_probe_bytes(indirect, sizeof(indirect), 0x10).reason,
             "entry: indirect jump in the function");
-  // A skipped instruction that writes a register (mov %rdi,%rax): not skippable.
-  const uint8_t writes[] = {0x48, 0x89, 0xf8, 0x53, 0x5b, 0xc3};
+  // A skipped instruction that writes an argument register (mov %rax,%rdi;
+  // mov %eax,%esi; lea 8(%rax),%rdx): not skippable.
+  const uint8_t writes[] = {0x48, 0x89, 0xc7, 0x53, 0x5b, 0xc3};
   EXPECT_EQ(place_return_probe_bytes(writes, sizeof(writes), 0x10).vaddr, 0x10u);
+  const uint8_t writes_esi[] = {0x89, 0xc6, 0x53, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(writes_esi, sizeof(writes_esi), 0x10).vaddr, 0x10u);
+  const uint8_t lea_rdx[] = {0x48, 0x8d, 0x50, 0x08, 0x53, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(lea_rdx, sizeof(lea_rdx), 0x10).vaddr, 0x10u);
+  // One that writes memory (mov %rdi,(%rax)): not skippable.
+  const uint8_t stores[] = {0x48, 0x89, 0x38, 0x53, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(stores, sizeof(stores), 0x10).vaddr, 0x10u);
+  // One that loads from the stack (mov (%rsp),%rax): not skippable.
+  const uint8_t stack_load[] = {0x48, 0x8b, 0x04, 0x24, 0x53, 0x5b, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(stack_load, sizeof(stack_load), 0x10).vaddr, 0x10u);
   // cmp involving %rsp: not skippable.
   const uint8_t rsp_cmp[] = {0x48, 0x39, 0xe7, 0x53, 0x5b, 0xc3};
   EXPECT_EQ(place_return_probe_bytes(rsp_cmp, sizeof(rsp_cmp), 0x10).vaddr, 0x10u);
@@ -122,10 +133,55 @@ TEST(ReturnProbePlacement, RefusesWhatTheRuleDoesNotCover) {
   ProbePlacement p = place_return_probe_bytes(push, sizeof(push), 0x10);
   EXPECT_EQ(p.vaddr, 0x10u);
   EXPECT_TRUE(p.emulated);
-  // Three skippable instructions: only two may be skipped, and the third is
-  // not emulated.
-  const uint8_t three[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x85, 0xff, 0x48, 0x85, 0xf6, 0x53, 0xc3};
-  EXPECT_EQ(place_return_probe_bytes(three, sizeof(three), 0x10).vaddr, 0x10u);
+  // Five skippable instructions: only four may be skipped, and the fifth
+  // is not emulated.
+  const uint8_t five[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x85, 0xff, 0x48, 0x85, 0xf6,
+                          0x48, 0x85, 0xd2, 0x48, 0x85, 0xc0, 0x53, 0xc3};
+  EXPECT_EQ(place_return_probe_bytes(five, sizeof(five), 0x10).vaddr, 0x10u);
+}
+
+TEST(ReturnProbePlacement, TcmallocPrologueLandsOnItsJne) {
+  // libtcmalloc 2.10's malloc: mov 0x0(%rip),%rax; mov %rdi,%r8;
+  // test %rax,%rax; jne +2; xor %eax,%eax; ret; ret. %rax and %r8 are not
+  // read by the programs; the jne is emulated.
+  const uint8_t code[] = {0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00, 0x49, 0x89, 0xf8, 0x48,
+                          0x85, 0xc0, 0x75, 0x03, 0x31, 0xc0, 0xc3, 0xc3};
+  ProbePlacement p = place_return_probe_bytes(code, sizeof(code), 0x1000);
+  EXPECT_EQ(p.vaddr, 0x100du) << p.reason;
+  EXPECT_TRUE(p.emulated);
+  EXPECT_EQ(p.reason, "after test (%rsp, [sp] and the argument registers unchanged)");
+}
+
+// The other allocators' malloc and free on this machine, where installed
+// (scripts/install-deps.sh --with-test-tools): wherever a probe moves it
+// lands on an emulated instruction; tcmalloc's both move.
+TEST(ReturnProbePlacement, ThisMachinesOtherAllocators) {
+  const std::string dir = "/usr/lib/x86_64-linux-gnu/";
+  for (const char *lib : {"libtcmalloc.so.4", "libjemalloc.so.2", "libmimalloc.so.2"}) {
+    if (access((dir + lib).c_str(), R_OK) != 0) {
+      std::printf("[ skipped  ] %s not installed (scripts/install-deps.sh --with-test-tools)\n", lib);
+      continue;
+    }
+    auto elf = ElfFile::open_path(dir + lib);
+    ASSERT_TRUE(elf.ok()) << elf.error().message;
+    auto malloc_sym = (*elf)->find_function("malloc");
+    auto free_sym = (*elf)->find_function("free");
+    ASSERT_TRUE(malloc_sym && free_sym) << lib;
+    const ProbePlacement m = place_return_probe(**elf, *malloc_sym);
+    const ProbePlacement f = place_entry_only_probe(**elf, *free_sym);
+    for (const ProbePlacement *p : {&m, &f}) {
+      std::vector<uint8_t> at = (*elf)->read_at_vaddr(p->vaddr, 16);
+      if (p->skipped > 0) {
+        EXPECT_TRUE(kernel_emulates(at.data(), at.size())) << lib << ": " << p->reason;
+      }
+    }
+    RecordProperty(std::string(lib) + " malloc", m.reason);
+    RecordProperty(std::string(lib) + " free", f.reason);
+    if (std::string(lib) == "libtcmalloc.so.4") {
+      EXPECT_TRUE(m.emulated) << m.reason;
+      EXPECT_TRUE(f.emulated) << f.reason;
+    }
+  }
 }
 
 // The libc on this machine: the memalign family moves, and everything that
