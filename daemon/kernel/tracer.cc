@@ -415,9 +415,12 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.stacks.clear();
   proc.comm = process_comm(proc.pid);
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+  // The exec cleared the kernel flags, and the new image's wrappers are
+  // decided again below: until then the raw tracepoints (if attached) must
+  // not skip this process.
+  proc.syscall_sites = false;
   if (!session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes))
     return;
-  proc.syscall_sites = false;  // the exec cleared the kernel flags
   if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
       !attach_objects(proc, proc.options.heap))
     ++stats_.attach_errors;
