@@ -133,7 +133,7 @@ Status Tracer::set_heap_tracing(pid_t pid, bool on) {
   return ok_status();
 }
 
-void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& cuda_pids) {
+void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& all_probe_pids) {
   std::vector<Link> links;
   const double now = unix_seconds_now();
   for (pid_t pid : pids) {
@@ -148,7 +148,7 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
   }
   // The kill switch: every other probe too, CUDA's, the mmap wrappers' and
   // ld.so's (accounting is already off).
-  for (pid_t pid : cuda_pids) {
+  for (pid_t pid : all_probe_pids) {
     TracedProcess* p = process(pid);
     if (!p) continue;
     p->attacher->set_cuda(false);

@@ -129,9 +129,9 @@ class Tracer {
   // Detaching freezes the heap figures and stamps heap_stale_since.
   Status set_heap_tracing(pid_t pid, bool on);
   // Detaches the heap probes of every pid given (set_heap_tracing(pid,
-  // false) for many) and, for `cuda_pids` (the kill switch), every other
+  // false) for many) and, for `all_probe_pids` (the kill switch), every other
   // probe too (CUDA, mmap wrappers, ld.so), closing all links at once.
-  void detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& cuda_pids = {});
+  void detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& all_probe_pids = {});
   // Stops (false) or resumes (true) all of `pid`'s accounting, heap and
   // mmap, by its kernel target flags (the kill switch; the probes
   // themselves are detached with set_heap_tracing).
