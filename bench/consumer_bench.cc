@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/event.h"
-#include "daemon/core/heap_tracker.h"
+#include "core/event.h"
+#include "core/heap_tracker.h"
 
 namespace {
 

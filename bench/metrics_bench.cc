@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/core/event.h"
-#include "daemon/core/heap_tracker.h"
+#include "core/event.h"
+#include "core/heap_tracker.h"
 #include "exporter/metrics.h"
 
 namespace {

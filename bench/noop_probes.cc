@@ -47,8 +47,8 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/core/elf_file.h"
-#include "daemon/core/probe_placement.h"
+#include "core/elf_file.h"
+#include "core/probe_placement.h"
 #include "noop_probes.skel.h"
 
 namespace {

@@ -44,7 +44,7 @@ enum lw_func {
   LW_FUNC_FREE = 7,          /* (ptr): free, cfree */
   LW_FUNC_SBRK = 8,          /* (increment) -> old break; kind mmap */
   /* Allocator-specific entry points (jemalloc, tcmalloc, mimalloc: see
-   * daemon/core/allocator_probes.cc for which symbol maps to which). Most
+   * core/allocator_probes.cc for which symbol maps to which). Most
    * of them reuse 0..7: mallocx(size, flags) is MALLOC, rallocx REALLOC,
    * sdallocx/dallocx/tc_free_sized/mi_free_size FREE, mi_mallocn CALLOC,
    * mi_malloc_aligned(size, align) MALLOC. Only new argument layouts or
@@ -122,45 +122,9 @@ enum lw_ctx_class {
   LW_CTX_MAX = 5,
 };
 
-/* Per-CPU counters, indexed by this enum. Every path that gives up on an
- * event or fails to update a map increments one of these.
- * Invariant, once the ring buffer is drained and targets are quiet:
- *   EVENTS_SEEN == EVENTS_DELIVERED + EVENTS_DROPPED_RINGBUF */
-enum lw_counter {
-  LW_CNT_EVENTS_SEEN = 0,          /* events the BPF side tried to emit */
-  LW_CNT_EVENTS_DELIVERED = 1,     /* submitted to the ring buffer */
-  LW_CNT_EVENTS_DROPPED_RINGBUF = 2, /* ring buffer full */
-  LW_CNT_LIVE_INSERT_FAILED = 3,   /* live map full: allocation not tracked */
-  LW_CNT_STACK_FAILED = 4,         /* bpf_get_stack failed: stack unknown */
-  LW_CNT_STACK_MAP_FULL = 5,       /* stack not stored: stack unknown */
-  LW_CNT_CTX_INSERT_FAILED = 6,    /* entry context map full: call not seen */
-  LW_CNT_FREE_UNKNOWN = 7,         /* free of an address not in the live map */
-  LW_CNT_MISSED_FREE = 8,          /* alloc returned a still-live address */
-  LW_CNT_ALLOC_FAILED = 9,         /* allocator returned failure: not counted */
-  LW_CNT_NESTED_SKIPPED = 10,      /* nested allocator call not counted again */
-  LW_CNT_RETURN_NO_CTX = 11,       /* return probe without a matching entry */
-  LW_CNT_MUNMAP_UNKNOWN = 12,      /* munmap/mremap of an untracked range */
-  LW_CNT_MUNMAP_PARTIAL = 13,      /* munmap trimmed a tracked region */
-  LW_CNT_SCRATCH_FAILED = 14,      /* per-CPU scratch lookup failed */
-  LW_CNT_CTX_STALE = 15,           /* stale entry context replaced */
-  /* 16..23: overhead (sampling, governor). */
-  LW_CNT_SAMPLE_SKIPPED = 16,      /* allocation not sampled: not recorded */
-  LW_CNT_FREE_UNSAMPLED = 17,      /* free not in the live map of a sampled target:
-                                    * an unsampled block (expected), not an error */
-  /* 24..27: CUDA. */
-  LW_CNT_CUDA_CALL_FAILED = 24,    /* CUDA allocation returned an error: not counted */
-  LW_CNT_CUDA_NESTED_SKIPPED = 25, /* driver call inside a runtime call: counted once */
-  LW_CNT_CUDA_CTX_RETIRED = 26,    /* records released by cuCtxDestroy */
-  LW_CNT_CUDA_STATE_FAILED = 27,   /* CUDA side map full: context/VMM state lost */
-  /* 28..31: allocators. Unused slots read 0. */
-  LW_CNT_RESIZE_UNKNOWN = 28,      /* in-place resize (xallocx, mi_expand) of an untracked block */
-  /* 29..31: unwinding (longjmp, exceptions; see lw_ctx_orphaned()). */
-  LW_CNT_CTX_ORPHANED = 29,        /* entry context of a call left without returning
-                                      (longjmp, exception, thread exit mid-call): reclaimed */
-  LW_CNT_RET_PROBE_OMITTED = 30,   /* allocator call entered past the kernel's uretprobe
-                                      nesting limit: its return is never seen, not counted */
-  LW_CNT_MAX = 32,
-};
+/* Per-CPU counters, indexed by enum lw_counter, generated from the one
+ * list in lw_counters.h (name, value, metric family, help). */
+#include "lw_counters.h"
 
 /* Live map key. (tgid, kind, addr): 16 bytes, no padding. */
 struct lw_live_key {

@@ -6,9 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/core/label_sanitize.h"
+#include "core/label_sanitize.h"
 #include "exporter/metrics.h"
 #include "exporter/profile.h"
+#include "view/json.h"
 
 namespace lw {
 
@@ -18,7 +19,7 @@ using nlohmann::json;
 
 constexpr double kStaleSnapshotSeconds = 10;
 
-json identity_json(const TrackedProcess& t) {
+json identity_json(const ProcessInfo& t) {
   const ProcessIdentity& id = t.identity;
   json j = {{"pid", id.pid},
             {"start_time", id.start_time},
@@ -27,7 +28,7 @@ json identity_json(const TrackedProcess& t) {
             {"target", t.target},
             {"mode", t.heap_attached ? "full" : "light"},
             {"configured_mode", mode_name(t.mode)},
-            {"tracing_suspended", t.governor.suspended()}};
+            {"tracing_suspended", t.tracing_suspended}};
   auto opt = [&](const char* key, const std::optional<std::string>& v) {
     j[key] = v ? json(*v) : json(nullptr);
   };

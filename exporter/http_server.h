@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "daemon/core/result.h"
-#include "daemon/kernel/daemon.h"
+#include "core/result.h"
+#include "view/daemon_view.h"
 #include "exporter/web_config.h"
 
 namespace httplib {

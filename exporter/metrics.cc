@@ -14,8 +14,10 @@
 #include <sstream>
 
 
-#include "daemon/core/label_sanitize.h"
-#include "daemon/core/stack_id.h"
+#include "core/counters.h"
+#include "core/elf_file.h"
+#include "core/label_sanitize.h"
+#include "core/stack_id.h"
 
 namespace lw {
 
@@ -95,7 +97,7 @@ Labels clean(Labels l) {
   return l;
 }
 
-Labels process_labels(const TrackedProcess& t) {
+Labels process_labels(const ProcessInfo& t) {
   const ProcessIdentity& id = t.identity;
   Labels l = {{"pid", std::to_string(id.pid)},
               {"start_time", std::to_string(id.start_time)},
@@ -180,6 +182,31 @@ SelfStats read_self() {
 
 }  // namespace
 
+const char* counter_family_help(std::string_view family) {
+  // Every family a kernel counter may be exported in (bpf/lw_counters.h).
+  static constexpr std::pair<std::string_view, const char*> kFamilies[] = {
+      {"leakwatch_events_seen_total", "Events the kernel side tried to emit (seen = delivered + dropped)."},
+      {"leakwatch_events_delivered_total", "Events written to the ring buffer."},
+      {"leakwatch_events_dropped_total", "Events lost before reaching the daemon, by reason."},
+      {LW_FAM_FAILURES, "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md."},
+      {"leakwatch_cuda_nested_calls_total",
+       "CUDA driver allocations made inside a runtime call, counted once (at the runtime)."},
+      {"leakwatch_cuda_context_released_total", "CUDA records released implicitly by cuCtxDestroy."},
+      {"leakwatch_unmatched_frees_total",
+       "Frees of addresses not in the live map (allocated before attach, or lost)."},
+      {"leakwatch_missed_frees_total",
+       "Allocations returned at a still-live address: the old record's free was missed."},
+      {"leakwatch_nested_calls_total", "Allocator calls inside another accounted call, not counted twice."},
+      {"leakwatch_sampling_skipped_allocations_total",
+       "Allocations not recorded because byte sampling skipped them."},
+      {"leakwatch_unsampled_frees_total",
+       "Frees in sampled processes of blocks not in the live map (unsampled blocks)."},
+  };
+  for (const auto& [name, help] : kFamilies)
+    if (name == family) return help;
+  return nullptr;
+}
+
 std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                                                 const MetricsOptions& options,
                                                 RenderStats* stats) {
@@ -195,50 +222,21 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_build_info", "leakwatch version; always 1.", G),
           {{"version", LEAKWATCH_VERSION}}, 1);
   const Counters& k = snap.kernel_counters;
-  fam.add(fam.family("leakwatch_events_seen_total",
-                     "Events the kernel side tried to emit (seen = delivered + dropped).", C),
-          {}, static_cast<double>(k[LW_CNT_EVENTS_SEEN]));
-  fam.add(fam.family("leakwatch_events_delivered_total", "Events written to the ring buffer.", C),
-          {}, static_cast<double>(k[LW_CNT_EVENTS_DELIVERED]));
-  MetricFamily& dropped = fam.family(
-      "leakwatch_events_dropped_total", "Events lost before reaching the daemon, by reason.", C);
-  fam.add(dropped, {{"reason", "ringbuf_full"}}, static_cast<double>(k[LW_CNT_EVENTS_DROPPED_RINGBUF]));
-  fam.add(dropped, {{"reason", "decode_error"}}, static_cast<double>(snap.tracer_stats.decode_errors));
-  MetricFamily& failures = fam.family(
-      "leakwatch_bpf_failures_total",
-      "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md.", C);
-  for (size_t i = LW_CNT_LIVE_INSERT_FAILED; i < LW_CNT_MAX; ++i) {
-    if (i == LW_CNT_FREE_UNKNOWN || i == LW_CNT_MISSED_FREE || i == LW_CNT_NESTED_SKIPPED) continue;
-    // Exported as their own families (below), not as failures.
-    if (i == LW_CNT_CUDA_NESTED_SKIPPED || i == LW_CNT_CUDA_CTX_RETIRED ||
-        i == LW_CNT_SAMPLE_SKIPPED || i == LW_CNT_FREE_UNSAMPLED)
-      continue;
-    const char* name = counter_name(i);
-    if (name == nullptr) continue;  // a slot no one has assigned
-    fam.add(failures, {{"reason", name}}, static_cast<double>(k[i]));
+  // The kernel counters, each in the family the one list (bpf/lw_counters.h)
+  // names for it, with its `reason` label where it has one.
+  for (size_t i = 0; i < LW_CNT_MAX; ++i) {
+    const CounterInfo* c = counter_info(i);
+    if (c == nullptr) continue;  // a slot no one has assigned
+    const char* help = counter_family_help(c->family);
+    if (help == nullptr) continue;  // unreachable: Counters.EveryCounterHasAKnownFamily
+    MetricFamily& f = fam.family(c->family, help, C);
+    if (c->reason)
+      fam.add(f, {{"reason", c->reason}}, static_cast<double>(k[i]));
+    else
+      fam.add(f, {}, static_cast<double>(k[i]));
+    if (i == LW_CNT_EVENTS_DROPPED_RINGBUF)
+      fam.add(f, {{"reason", "decode_error"}}, static_cast<double>(snap.tracer_stats.decode_errors));
   }
-  fam.add(fam.family("leakwatch_cuda_nested_calls_total",
-                     "CUDA driver allocations made inside a runtime call, counted once (at the runtime).", C),
-          {}, static_cast<double>(k[LW_CNT_CUDA_NESTED_SKIPPED]));
-  fam.add(fam.family("leakwatch_cuda_context_released_total",
-                     "CUDA records released implicitly by cuCtxDestroy.", C),
-          {}, static_cast<double>(k[LW_CNT_CUDA_CTX_RETIRED]));
-  fam.add(fam.family("leakwatch_unmatched_frees_total",
-                     "Frees of addresses not in the live map (allocated before attach, or lost).", C),
-          {}, static_cast<double>(k[LW_CNT_FREE_UNKNOWN]));
-  fam.add(fam.family("leakwatch_missed_frees_total",
-                     "Allocations returned at a still-live address: the old record's free was missed.", C),
-          {}, static_cast<double>(k[LW_CNT_MISSED_FREE]));
-  fam.add(fam.family("leakwatch_nested_calls_total",
-                     "Allocator calls inside another accounted call, not counted twice.", C),
-          {}, static_cast<double>(k[LW_CNT_NESTED_SKIPPED]));
-  // overhead: byte sampling.
-  fam.add(fam.family("leakwatch_sampling_skipped_allocations_total",
-                     "Allocations not recorded because byte sampling skipped them.", C),
-          {}, static_cast<double>(k[LW_CNT_SAMPLE_SKIPPED]));
-  fam.add(fam.family("leakwatch_unsampled_frees_total",
-                     "Frees in sampled processes of blocks not in the live map (unsampled blocks).", C),
-          {}, static_cast<double>(k[LW_CNT_FREE_UNSAMPLED]));
   // overhead: escalation, governor, kill switch.
   MetricFamily& escalations = fam.family(
       "leakwatch_escalations_total", "auto processes stepped up (light -> full) or down (full -> light).", C);
@@ -401,7 +399,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     fam.add(p_stale, base, ps.heap_stale_since);
     fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
     fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
-    fam.add(p_suspended, base, e.process.governor.suspended() ? 1 : 0);
+    fam.add(p_suspended, base, e.process.tracing_suspended ? 1 : 0);
     fam.add(p_allocator,
             with(base, {{"allocator", ps.allocator.family},
                         {"object", sanitize_label_value(ps.allocator.object)},

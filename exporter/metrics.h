@@ -9,11 +9,12 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <prometheus/metric_family.h>
 
-#include "daemon/kernel/daemon.h"
+#include "view/daemon_view.h"
 
 namespace lw {
 
@@ -29,6 +30,11 @@ struct RenderStats {
 std::vector<prometheus::MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                                                             const MetricsOptions& options,
                                                             RenderStats* stats);
+
+// The help text of a family a kernel counter is exported in (the families
+// named in bpf/lw_counters.h), nullptr for a family the exporter does not
+// know: a counter added to the list with a new family must be given one.
+const char* counter_family_help(std::string_view family);
 
 // The text exposition format (version 0.0.4).
 std::string render_metrics(const DaemonSnapshot& snap, const MetricsOptions& options,

@@ -50,16 +50,8 @@ PprofInput profile_input(const ProcessSnapshot& snap, double started_unix_s) {
     other.alloc_objects = all.allocations - k.allocations;
     in.sites.push_back(std::move(other));
   }
+  in.mappings = snap.mappings;
   return in;
-}
-
-std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps) {
-  std::vector<PprofMapping> out;
-  for (const MapEntry& m : maps.entries) {
-    if (!m.is_file() || !m.executable) continue;
-    out.push_back({m.start, m.end, m.offset, m.path, ""});
-  }
-  return out;
 }
 
 }  // namespace lw

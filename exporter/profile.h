@@ -7,15 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/pprof.h"
-#include "daemon/core/proc_maps.h"
-#include "daemon/kernel/snapshot.h"
+#include "core/pprof.h"
+#include "view/process_view.h"
 
 namespace lw {
 
 PprofInput profile_input(const ProcessSnapshot& snap, double started_unix_s);
-
-// The file mappings of a process as pprof mappings.
-std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps);
 
 }  // namespace lw

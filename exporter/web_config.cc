@@ -23,8 +23,8 @@
 #include <set>
 #include <sstream>
 
-#include "daemon/core/fd.h"
-#include "daemon/core/yaml_support.h"
+#include "core/fd.h"
+#include "core/yaml_support.h"
 
 namespace lw {
 namespace {

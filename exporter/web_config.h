@@ -35,8 +35,8 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/core/config.h"
-#include "daemon/core/result.h"
+#include "core/config.h"
+#include "core/result.h"
 
 // OpenSSL's SSL_CTX, declared here so that this header does not pull in
 // <openssl/ssl.h>.
@@ -62,7 +62,7 @@ struct WebConfig {
 
 // Parses `text` as the web config at `path` (which labels errors and anchors
 // relative certificate paths) and checks that the certificate and key load.
-// Errors (code EINVAL) as parse_config's in daemon/core/config.h.
+// Errors (code EINVAL) as parse_config's in core/config.h.
 Result<WebConfig> parse_web_config(std::string_view text, const std::string& path,
                                    std::vector<ConfigError>* errors);
 

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "daemon/core/elf_file.h"
-#include "daemon/core/symbolizer.h"
+#include "core/elf_file.h"
+#include "core/symbolizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fd = memfd_create("lw_fuzz_elf", MFD_CLOEXEC);

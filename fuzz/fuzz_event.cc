@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "daemon/core/event.h"
-#include "daemon/core/heap_tracker.h"
+#include "core/event.h"
+#include "core/heap_tracker.h"
 
 namespace {
 

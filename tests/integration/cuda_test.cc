@@ -17,8 +17,8 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/core/heap_tracker.h"
-#include "daemon/kernel/analyzer.h"
+#include "core/heap_tracker.h"
+#include "core/analyzer.h"
 #include "daemon_harness.h"
 #include "harness.h"
 #include "prometheus_harness.h"

@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
-#include "daemon/kernel/snapshot.h"
-#include "daemon/kernel/tracer.h"
+#include "engine/snapshot.h"
+#include "engine/tracer.h"
 #include "tests/integration/harness.h"
 
 namespace lw {

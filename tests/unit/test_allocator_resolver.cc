@@ -1,8 +1,8 @@
-// The per-process allocator decision (daemon/core/allocator_resolver.h):
+// The per-process allocator decision (core/allocator_resolver.h):
 // preload parsing from hostile input, the dynamic linker's search order,
 // and which object's functions get the probes, on this machine's real
 // libraries.
-#include "daemon/core/allocator_resolver.h"
+#include "core/allocator_resolver.h"
 
 #include <unistd.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/config.h"
+#include "core/config.h"
 
 namespace lw {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/core/cuda_devices.h"
+#include "core/cuda_devices.h"
 
 #include <gtest/gtest.h>
 

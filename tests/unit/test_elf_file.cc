@@ -1,4 +1,4 @@
-#include "daemon/core/elf_file.h"
+#include "core/elf_file.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/proc_maps.h"
+#include "core/proc_maps.h"
 
 // In .symtab only (the test binary is not linked with -rdynamic).
 extern "C" __attribute__((noinline)) int lw_elf_test_symtab_function(int x) {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/elf_file.h"
-#include "daemon/core/symbolizer.h"
+#include "core/elf_file.h"
+#include "core/symbolizer.h"
 
 namespace lw {
 namespace {

@@ -1,6 +1,6 @@
 // open_in_root / open_untrusted_file: a container's files are opened without
 // following links out of its root, regular files only, never blocking.
-#include "daemon/core/fd.h"
+#include "core/fd.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <iterator>
 #include <string>
 
-#include "daemon/core/elf_file.h"
+#include "core/elf_file.h"
 
 namespace lw {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/core/heap_tracker.h"
+#include "core/heap_tracker.h"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <random>
 #include <unordered_map>
 
-#include "daemon/core/event.h"
-#include "daemon/core/flat_map.h"
+#include "core/event.h"
+#include "core/flat_map.h"
 
 namespace lw {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/core/label_sanitize.h"
+#include "core/label_sanitize.h"
 
 namespace lw {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/core/leak_analysis.h"
+#include "core/leak_analysis.h"
 
 #include <gtest/gtest.h>
 

@@ -3,14 +3,14 @@
 // shedding does to a HeapTracker (records gone and memory given back,
 // per-site figures frozen, events and resyncs of the kind ignored until a
 // re-baseline), and the governor's forced suspension.
-#include "daemon/core/memory_budget.h"
+#include "core/memory_budget.h"
 
 #include <gtest/gtest.h>
 
-#include "daemon/core/event.h"
-#include "daemon/core/flat_map.h"
-#include "daemon/core/heap_tracker.h"
-#include "daemon/core/overhead_policy.h"
+#include "core/event.h"
+#include "core/flat_map.h"
+#include "core/heap_tracker.h"
+#include "core/overhead_policy.h"
 
 namespace lw {
 namespace {

@@ -8,12 +8,14 @@
 #include <string>
 
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <prometheus/text_serializer.h>
 
 #include "exporter/http_server.h"
 #include "exporter/profile.h"
+#include "core/counters.h"
 
 namespace lw {
 namespace {
@@ -228,3 +230,24 @@ TEST(Profile, OtherSampleKeepsTotals) {
 
 }  // namespace
 }  // namespace lw
+
+// The one counter list (bpf/lw_counters.h): every counter is exported in a
+// family the exporter knows, and the names are unique.
+TEST(Counters, EveryCounterHasAKnownFamily) {
+  std::set<std::string> names;
+  size_t assigned = 0;
+  for (size_t i = 0; i < LW_CNT_MAX; ++i) {
+    const lw::CounterInfo* c = lw::counter_info(i);
+    if (c == nullptr) continue;
+    ++assigned;
+    ASSERT_NE(c->name, nullptr);
+    EXPECT_NE(lw::counter_family_help(c->family), nullptr)
+        << "counter " << c->name << " names family " << c->family
+        << ", which exporter/metrics.cc does not export: add it to counter_family_help()";
+    EXPECT_TRUE(names.insert(c->name).second) << "duplicate counter name " << c->name;
+    EXPECT_STREQ(lw::counter_name(i), c->name);
+  }
+  EXPECT_EQ(assigned, 25u);
+  EXPECT_EQ(lw::counter_info(18), nullptr);  // unassigned slots stay unexported
+  EXPECT_EQ(lw::counter_family_help("leakwatch_no_such_family_total"), nullptr);
+}

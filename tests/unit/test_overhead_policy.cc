@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "daemon/core/overhead_policy.h"
+#include "core/overhead_policy.h"
 
 namespace lw {
 namespace {
@@ -83,7 +83,7 @@ TEST(OverheadPolicy, GovernorSuspendsOverBudgetAndBacksOff) {
 }  // namespace lw
 
 // The overhead keys of the config (docs/config.md).
-#include "daemon/core/config.h"
+#include "core/config.h"
 
 namespace lw {
 namespace {

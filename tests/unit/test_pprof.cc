@@ -1,4 +1,4 @@
-#include "daemon/core/pprof.h"
+#include "core/pprof.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "daemon/core/probe_placement.h"
+#include "core/probe_placement.h"
 
 #include <unistd.h>
 
@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/core/elf_file.h"
-#include "daemon/core/stack_id.h"
+#include "core/elf_file.h"
+#include "core/stack_id.h"
 
 namespace lw {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/core/proc_maps.h"
+#include "core/proc_maps.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>

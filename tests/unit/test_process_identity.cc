@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/process_identity.h"
+#include "core/process_identity.h"
 
 namespace lw {
 namespace {

@@ -1,6 +1,6 @@
 // Byte-weighted Poisson sampling: the BPF side's decision (bpf/lw_sampling.h,
 // run here through sample_decision()) and the daemon's estimator
-// (daemon/core/sampling.h, HeapTracker with a sample mean).
+// (core/sampling.h, HeapTracker with a sample mean).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "daemon/core/heap_tracker.h"
-#include "daemon/core/sampling.h"
+#include "core/heap_tracker.h"
+#include "core/sampling.h"
 
 namespace lw {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/core/symbolizer.h"
+#include "core/symbolizer.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/elf_file.h"
-#include "daemon/core/proc_maps.h"
+#include "core/elf_file.h"
+#include "core/proc_maps.h"
 
 namespace {
 

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <sys/resource.h>
+
+#include <cerrno>
+
+#include "core/result.h"
+
+// Exit codes of the leakwatch binary (documented in docs/cli.md).
+namespace lw::exit_code {
+constexpr int kOk = 0;
+constexpr int kError = 1;           // runtime failure, message on stderr
+constexpr int kUsage = 2;           // bad command line
+constexpr int kNoSuchProcess = 3;
+constexpr int kPermissionDenied = 4;
+constexpr int kUnsupportedKernel = 5;  // no BTF, no uprobes, BPF not loadable
+}  // namespace lw::exit_code
+
+namespace lw {
+
+// The exit code for an error that ends a command.
+inline int exit_code_for(const Error& e) {
+  switch (e.code) {
+    case ESRCH: return exit_code::kNoSuchProcess;
+    case EPERM:
+    case EACCES: return exit_code::kPermissionDenied;
+    case ENOTSUP: return exit_code::kUnsupportedKernel;
+    default: return exit_code::kError;
+  }
+}
+
+// Each attached probe and the ring buffer hold an fd, and a daemon tracing
+// hundreds of processes needs more than the default 1024: raise the soft
+// limit to the hard one. Returns false if that failed.
+inline bool raise_fd_limit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return false;
+  if (rl.rlim_cur >= rl.rlim_max) return true;
+  rl.rlim_cur = rl.rlim_max;
+  return setrlimit(RLIMIT_NOFILE, &rl) == 0;
+}
+
+}  // namespace lw

@@ -1,0 +1,143 @@
+// The daemon's picture of one process's live memory: every live record and
+// per-site aggregates, kept in step with the kernel's live map by the event
+// stream, and rebuilt from that map (resync) after a counted loss.
+//
+// Records are identified by (kind, addr, alloc_ns): alloc_ns is the kernel's
+// timestamp of the allocation, carried by both ALLOC and FREE events. This
+// makes applying events idempotent across a resync: an ALLOC already known
+// is ignored, and a FREE retires only the exact record it names, never a
+// newer one at the same address.
+//
+// Thread-safety: not thread-safe; owned by the consumer thread. Snapshots
+// are taken by copying out (sites(), for_each_live()).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/event.h"
+#include "core/flat_map.h"
+
+namespace lw {
+
+struct SiteStats {
+  uint64_t stack_hash = 0;  // kernel-side hash; 0 = stack unknown
+  uint32_t kind = 0;        // enum lw_kind
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t freed_bytes = 0;
+  uint64_t frees = 0;
+};
+
+// The address is not stored: it is the map key's (HeapTracker::live_key),
+// which keeps a tracked allocation at 32 bytes per slot (key + record).
+struct LiveRecord {
+  uint64_t size = 0;
+  uint64_t alloc_ns = 0;
+  uint32_t kind = 0;
+  uint32_t site = 0;  // index into sites()
+};
+
+// One entry of the kernel's live map, as read back for a resync.
+struct KernelRecord {
+  uint32_t kind = 0;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t alloc_ns = 0;
+  uint64_t stack_hash = 0;
+};
+
+struct HeapCounters {
+  uint64_t missed_frees = 0;      // ALLOC over a still-live record
+  uint64_t duplicate_allocs = 0;  // ALLOC already applied (resync overlap)
+  uint64_t stale_frees = 0;       // FREE of a record not known (resync overlap)
+  uint64_t resyncs = 0;
+  uint64_t resync_added = 0;      // records found only in the kernel map
+  uint64_t resync_removed = 0;    // records found only here
+  uint64_t shed_records = 0;      // records dropped by shed_kind() (memory budget)
+  uint64_t frozen_events = 0;     // events of a shed kind, ignored while it is frozen
+};
+
+class HeapTracker {
+ public:
+  HeapTracker();
+
+  // Applies an ALLOC or FREE event; other types are ignored.
+  void apply(const Event& e);
+
+  // Replaces the live records with the kernel's. Records only in the kernel
+  // map count as allocations whose events were lost; records only here
+  // count as frees whose events were lost. Cumulative totals stay consistent:
+  // allocated_bytes - freed_bytes == live_bytes per site.
+  void resync(const std::vector<KernelRecord>& kernel);
+
+  // Forgets everything (exec: the image and its heap are gone).
+  void clear();
+  // Forgets the records and sites of one kind (re-baselining the heap at an
+  // escalation: only allocations after it count).
+  void clear_kind(uint32_t kind);
+
+  // The memory budget (docs/architecture.md, 28): drops the per-address
+  // records of `kind` to give their memory back, keeping the per-site
+  // figures as they are, frozen: events of the kind are ignored (counted in
+  // frozen_events) and a resync leaves the kind alone until clear_kind() or
+  // clear() re-baselines it.
+  void shed_kind(uint32_t kind);
+  bool frozen(uint32_t kind) const { return kind < LW_KIND_MAX && frozen_[kind]; }
+  // Per-address records held (what memory_bytes() grows with).
+  uint64_t record_count() const { return live_.size(); }
+  uint64_t record_count(uint32_t kind) const { return kind < LW_KIND_MAX ? records_[kind] : 0; }
+
+  // Byte sampling (core/sampling.h): heap records then count for the
+  // bytes and allocations they stand for, not their own size. Changing the
+  // mean clears the heap records, which were weighted at the old one.
+  void set_sample_mean(uint64_t mean_bytes);
+  uint64_t sample_mean() const { return sample_mean_; }
+  // What a live record counts for in the figures (its size, or its
+  // estimated weight when sampled).
+  uint64_t counted_bytes(const LiveRecord& r) const;
+  uint64_t counted_allocations(const LiveRecord& r) const;
+
+  const std::vector<SiteStats>& sites() const { return sites_; }
+  uint64_t live_bytes(uint32_t kind) const { return live_bytes_[kind]; }
+  uint64_t live_bytes_total() const;
+  // Estimated when sampling (sum of counted_allocations()).
+  uint64_t live_allocations_total() const;
+  const HeapCounters& counters() const { return counters_; }
+  size_t memory_bytes() const;
+
+  template <typename F>
+  void for_each_live(F&& fn) const {
+    live_.for_each([&](uint64_t, const LiveRecord& r) { fn(r); });
+  }
+  // The same with each record's address, recovered from its key.
+  template <typename F>
+  void for_each_live_at(F&& fn) const {
+    live_.for_each([&](uint64_t key, const LiveRecord& r) {
+      fn(key ^ (static_cast<uint64_t>(r.kind) << 58), r);
+    });
+  }
+
+ private:
+  static uint64_t live_key(uint32_t kind, uint64_t addr) {
+    // User addresses fit in 57 bits on x86-64; the kind takes the top bits.
+    return addr ^ (static_cast<uint64_t>(kind) << 58);
+  }
+  uint32_t site_index(uint64_t stack_hash, uint32_t kind);
+  void add_live(uint64_t addr, const LiveRecord& r);
+  void drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes);
+
+  FlatMap<LiveRecord> live_;
+  std::array<FlatMap<uint32_t>, LW_KIND_MAX> site_by_stack_;
+  std::vector<SiteStats> sites_;
+  std::array<uint64_t, LW_KIND_MAX> live_bytes_{};
+  std::array<uint64_t, LW_KIND_MAX> records_{};  // live_ entries by kind
+  std::array<bool, LW_KIND_MAX> frozen_{};
+  HeapCounters counters_;
+  uint64_t sample_mean_ = 0;
+};
+
+}  // namespace lw

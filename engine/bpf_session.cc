@@ -1,0 +1,386 @@
+#include "engine/bpf_session.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstddef>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <iterator>
+#include <thread>
+
+#include "core/capabilities.h"
+#include "leakwatch_bpf.skel.h"
+
+namespace lw {
+
+namespace {
+
+// libbpf prints verifier logs and attach warnings here. Keep warnings and
+// errors (they explain a failed load); drop debug chatter.
+int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  if (getenv("LEAKWATCH_LIBBPF_QUIET") != nullptr) return 0;
+  return vfprintf(stderr, fmt, args);
+}
+
+// Indexed by enum lw_counter. Slots not named here (other ranges, unused)
+// have no name: callers skip them.
+Error load_error(int err) {
+  if (access("/sys/bus/event_source/devices/uprobe/type", R_OK) != 0)
+    return Error{ENOTSUP, "kernel has no uprobe perf PMU (/sys/bus/event_source/devices/uprobe): "
+                          "leakwatch needs CONFIG_UPROBE_EVENTS"};
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    return Error{ENOTSUP, "kernel has no BTF (/sys/kernel/btf/vmlinux missing): leakwatch needs "
+                          "a kernel >= 5.8 built with CONFIG_DEBUG_INFO_BTF"};
+  if (err == EPERM || err == EACCES) {
+    // Tracing programs (uprobe, raw_tp, tp_btf) need CAP_PERFMON on top of CAP_BPF.
+    const std::string missing = missing_capabilities({CAP_BPF, CAP_PERFMON});
+    return Error{EPERM, missing.empty()
+                            ? "permission denied loading BPF: run as root or with CAP_BPF and CAP_PERFMON"
+                            : "permission denied loading BPF: missing " + missing +
+                                  " (loading tracing programs needs CAP_BPF and CAP_PERFMON)"};
+  }
+  return errno_error("loading BPF programs", err);
+}
+
+// Kernel ABI values newer than the system's linux/bpf.h (6.1): the
+// uprobe_multi link (kernel 6.6).
+constexpr uint32_t kAttachUprobeMulti = 48;      // BPF_TRACE_UPROBE_MULTI
+constexpr uint32_t kUprobeMultiReturn = 1;       // BPF_F_UPROBE_MULTI_RETURN
+
+// bpf_attr for BPF_LINK_CREATE with uprobe_multi, laid out as in the
+// kernel's uapi (checked against vmlinux.h's union bpf_attr).
+struct UprobeMultiAttr {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint32_t pad;
+};
+static_assert(offsetof(UprobeMultiAttr, path) == 16 && offsetof(UprobeMultiAttr, cnt) == 48 &&
+                  offsetof(UprobeMultiAttr, pid) == 56,
+              "uprobe_multi bpf_attr layout");
+
+// Whether the kernel accepts a kprobe-type program for uprobe_multi.
+bool kernel_has_uprobe_multi() {
+  const struct bpf_insn insns[] = {
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  LIBBPF_OPTS(bpf_prog_load_opts, opts,
+              .expected_attach_type = static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
+  int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "lw_probe_multi", "GPL", insns, 2, &opts);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+}  // namespace
+
+Link& Link::operator=(Link&& o) noexcept {
+  if (this != &o) {
+    if (link_) bpf_link__destroy(link_);
+    if (fd_ >= 0) close(fd_);
+    link_ = o.link_;
+    fd_ = o.fd_;
+    o.link_ = nullptr;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+Link::~Link() {
+  if (link_) bpf_link__destroy(link_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void destroy_links(std::vector<Link> links) {
+  constexpr size_t kMaxThreads = 32;
+  if (links.size() <= 1) return;  // the vector's destructor closes it
+  size_t threads = std::min(links.size(), kMaxThreads);
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&links, t, threads] {
+      for (size_t i = t; i < links.size(); i += threads) links[i] = Link();
+    });
+  }
+  for (std::thread& w : workers) w.join();
+}
+
+Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options) {
+  libbpf_set_print(libbpf_log);
+  // Check what the kernel lacks before libbpf's own, less specific errors.
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0 ||
+      access("/sys/bus/event_source/devices/uprobe/type", R_OK) != 0)
+    return load_error(ENOTSUP);
+  if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
+    return Error{EINVAL, "ring buffer size must be a power of two >= 4096"};
+
+  std::unique_ptr<BpfSession> s(new BpfSession());
+  s->skel_ = leakwatch_bpf__open();
+  if (!s->skel_) return load_error(errno);
+  leakwatch_bpf* sk = s->skel_;
+  sk->rodata->collect_stacks = options.collect_stacks;
+  sk->rodata->report_all_execs = options.report_all_execs;
+  sk->rodata->wakeup_bytes = options.batch_wakeups ? options.ringbuf_bytes / 8 : 0;
+  bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
+  bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
+  bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
+  bpf_map__set_max_entries(sk->maps.ctxs, options.ctx_max_entries);
+  bpf_map__set_max_entries(sk->maps.targets, options.max_targets);
+  s->uprobe_multi_ = kernel_has_uprobe_multi();
+  if (s->uprobe_multi_) {
+    bpf_program__set_expected_attach_type(sk->progs.lw_entry,
+                                          static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
+    bpf_program__set_expected_attach_type(sk->progs.lw_alloc_return,
+                                          static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
+  }
+  if (!options.trace_syscalls) {
+    bpf_program__set_autoload(sk->progs.lw_sys_enter, false);
+    bpf_program__set_autoload(sk->progs.lw_sys_exit, false);
+  }
+  if (int err = leakwatch_bpf__load(sk); err != 0) return load_error(-err);
+
+  // Lifecycle tracepoints are system-wide but filter on the targets map
+  // first thing. The skeleton owns these links and detaches them on destroy.
+  sk->links.lw_exec = bpf_program__attach(sk->progs.lw_exec);
+  if (!sk->links.lw_exec) return errno_error("attaching tp_btf/sched_process_exec");
+  sk->links.lw_exit = bpf_program__attach(sk->progs.lw_exit);
+  if (!sk->links.lw_exit) return errno_error("attaching tp_btf/sched_process_exit");
+  sk->links.lw_fork = bpf_program__attach(sk->progs.lw_fork);
+  if (!sk->links.lw_fork) return errno_error("attaching tp_btf/sched_process_fork");
+  // The raw syscall tracepoints are loaded but attached only when a traced
+  // process needs them (Tracer::update_raw_syscalls, decision 29).
+
+  s->ringbuf_ = ring_buffer__new(bpf_map__fd(sk->maps.events), &BpfSession::on_record, s.get(),
+                                 nullptr);
+  if (!s->ringbuf_) return errno_error("creating ring buffer consumer");
+  return s;
+}
+
+// ---- overhead: kill switch ----
+Status BpfSession::set_syscall_tracing(bool on) {
+  leakwatch_bpf* sk = skel_;
+  if (!on) {
+    // bpf_link__destroy of a raw tracepoint link returns at once (no
+    // uprobe grace period to wait out).
+    if (sk->links.lw_sys_enter) bpf_link__destroy(sk->links.lw_sys_enter);
+    if (sk->links.lw_sys_exit) bpf_link__destroy(sk->links.lw_sys_exit);
+    sk->links.lw_sys_enter = sk->links.lw_sys_exit = nullptr;
+    return ok_status();
+  }
+  if (!bpf_program__autoload(sk->progs.lw_sys_enter)) return ok_status();  // never loaded
+  if (!sk->links.lw_sys_enter) {
+    sk->links.lw_sys_enter = bpf_program__attach(sk->progs.lw_sys_enter);
+    if (!sk->links.lw_sys_enter) return errno_error("attaching raw_tp/sys_enter");
+  }
+  if (!sk->links.lw_sys_exit) {
+    sk->links.lw_sys_exit = bpf_program__attach(sk->progs.lw_sys_exit);
+    if (!sk->links.lw_sys_exit) return errno_error("attaching raw_tp/sys_exit");
+  }
+  return ok_status();
+}
+
+bool BpfSession::syscall_tracing() const {
+  return skel_->links.lw_sys_enter != nullptr;
+}
+// ---- end overhead ----
+
+BpfSession::~BpfSession() {
+  if (ringbuf_) ring_buffer__free(ringbuf_);
+  if (skel_) leakwatch_bpf__destroy(skel_);
+}
+
+int BpfSession::on_record(void* ctx, void* data, size_t len) {
+  auto* self = static_cast<BpfSession*>(ctx);
+  if (self->handler_) self->handler_(data, len);
+  return 0;
+}
+
+Result<int> BpfSession::poll(int timeout_ms) {
+  int n = ring_buffer__poll(ringbuf_, timeout_ms);
+  if (n < 0 && n != -EINTR) return errno_error("polling ring buffer", -n);
+  n = n < 0 ? 0 : n;
+  // Alloc/free events below the wakeup threshold raise no epoll event
+  // (decision 30): ring_buffer__poll only reads rings epoll reported, so
+  // read whatever else is waiting too.
+  int more = ring_buffer__consume(ringbuf_);
+  if (more < 0 && more != -EINTR) return errno_error("consuming ring buffer", -more);
+  return n + (more > 0 ? more : 0);
+}
+
+Result<int> BpfSession::drain() {
+  int n = ring_buffer__consume(ringbuf_);
+  if (n < 0) return errno_error("consuming ring buffer", -n);
+  return n;
+}
+
+Result<Link> BpfSession::attach_multi(bpf_program* prog, pid_t pid, const std::string& path,
+                                      const std::vector<UprobeSpec>& specs, bool retprobe) {
+  std::vector<uint64_t> offsets, cookies;
+  for (const UprobeSpec& u : specs) {
+    offsets.push_back(u.file_offset);
+    cookies.push_back(u.cookie());
+  }
+  UprobeMultiAttr attr = {};
+  attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
+  attr.attach_type = kAttachUprobeMulti;
+  attr.path = reinterpret_cast<uint64_t>(path.c_str());
+  attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  attr.cnt = static_cast<uint32_t>(specs.size());
+  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
+  attr.pid = static_cast<uint32_t>(pid);
+  int fd = static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
+  if (fd < 0) return errno_error("attaching uprobe_multi at " + path);
+  return Link::from_fd(fd);
+}
+
+Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::string& path,
+                                                     const std::vector<UprobeSpec>& specs,
+                                                     bool retprobe) {
+  bpf_program* prog = retprobe ? skel_->progs.lw_alloc_return : skel_->progs.lw_entry;
+  std::vector<Link> links;
+  if (specs.empty()) return links;
+  if (uprobe_multi_) {
+    Result<Link> l = attach_multi(prog, pid, path, specs, retprobe);
+    if (!l) return l.error();
+    links.push_back(std::move(*l));
+    return links;
+  }
+  for (const UprobeSpec& u : specs) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = u.cookie(), .retprobe = retprobe);
+    bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid, path.c_str(),
+                                                     static_cast<size_t>(u.file_offset), &opts);
+    if (!link)
+      return errno_error("attaching uprobe at " + path + "+" + std::to_string(u.file_offset));
+    links.emplace_back(link);
+  }
+  return links;
+}
+
+Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
+                              uint64_t sample_mean) {
+  auto key = static_cast<uint32_t>(tgid);
+  lw_target t{};
+  t.flags = flags;
+  t.start_ns = start_ns;
+  t.sample_mean = sample_mean;
+  // Keep the loss and hit counts across updates (exec re-arms flags only),
+  // and the BPF side's own marks (CUDA state to purge at exit).
+  if (auto old = get_target(tgid)) {
+    t.lost = old->lost;
+    t.hits = old->hits;
+    t.seen = old->seen;
+  }
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &t, BPF_ANY) != 0)
+    return errno_error("registering target " + std::to_string(tgid) +
+                       " (targets map full or out of memory)");
+  return ok_status();
+}
+
+Status BpfSession::remove_target(pid_t tgid) {
+  auto key = static_cast<uint32_t>(tgid);
+  if (bpf_map_delete_elem(bpf_map__fd(skel_->maps.targets), &key) != 0 && errno != ENOENT)
+    return errno_error("removing target " + std::to_string(tgid));
+  return ok_status();
+}
+
+std::optional<lw_target> BpfSession::get_target(pid_t tgid) const {
+  auto key = static_cast<uint32_t>(tgid);
+  lw_target t{};
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.targets), &key, &t) != 0) return std::nullopt;
+  return t;
+}
+
+namespace {
+
+// Visits every (key, value) of the live map in batches. The map changes
+// while we read; the tracker's resync is built to tolerate that.
+template <typename F>
+Status for_each_live_entry(int fd, F&& fn) {
+  constexpr uint32_t kBatch = 4096;
+  std::vector<lw_live_key> keys(kBatch);
+  std::vector<lw_live_val> vals(kBatch);
+  uint64_t in_token = 0, out_token = 0;
+  bool first = true;
+  for (;;) {
+    uint32_t count = kBatch;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    int err = bpf_map_lookup_batch(fd, first ? nullptr : &in_token, &out_token, keys.data(),
+                                   vals.data(), &count, &opts);
+    int e = err ? errno : 0;
+    for (uint32_t i = 0; i < count; ++i) fn(keys[i], vals[i]);
+    if (err) {
+      if (e == ENOENT) return ok_status();  // end of map
+      return errno_error("reading live map", e);
+    }
+    in_token = out_token;
+    first = false;
+  }
+}
+
+}  // namespace
+
+Result<std::vector<KernelRecord>> BpfSession::read_live(pid_t tgid, uint32_t skip_kinds) const {
+  std::vector<KernelRecord> out;
+  auto want = static_cast<uint32_t>(tgid);
+  Status st = for_each_live_entry(bpf_map__fd(skel_->maps.live),
+                                  [&](const lw_live_key& k, const lw_live_val& v) {
+                                    if (k.tgid == want &&
+                                        !(k.kind < 32 && (skip_kinds >> k.kind) & 1u))
+                                      out.push_back({k.kind, k.addr, v.size, v.alloc_ns,
+                                                     v.stack_hash});
+                                  });
+  if (!st) return st.error();
+  return out;
+}
+
+Status BpfSession::purge_live(pid_t tgid, int kind) {
+  std::vector<lw_live_key> doomed;
+  auto want = static_cast<uint32_t>(tgid);
+  int fd = bpf_map__fd(skel_->maps.live);
+  Status st = for_each_live_entry(fd, [&](const lw_live_key& k, const lw_live_val&) {
+    if (k.tgid == want && (kind < 0 || k.kind == static_cast<uint32_t>(kind))) doomed.push_back(k);
+  });
+  if (!st) return st;
+  for (const lw_live_key& k : doomed) bpf_map_delete_elem(fd, &k);  // ENOENT: freed meanwhile
+  return ok_status();
+}
+
+StoredStack BpfSession::read_stack(uint64_t stack_hash) const {
+  if (stack_hash == 0) return {};
+  lw_stack s{};
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, &s) != 0) return {};
+  uint32_t nr = s.nr > LW_MAX_STACK_DEPTH ? LW_MAX_STACK_DEPTH : s.nr;
+  return StoredStack{s.flags, std::vector<uint64_t>(s.ips, s.ips + nr)};
+}
+
+Counters BpfSession::read_counters() const {
+  Counters total{};
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return total;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  int fd = bpf_map__fd(skel_->maps.counters);
+  for (uint32_t i = 0; i < LW_CNT_MAX; ++i) {
+    if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) continue;
+    for (uint64_t v : per_cpu) total[i] += v;
+  }
+  return total;
+}
+
+}  // namespace lw

@@ -1,0 +1,153 @@
+// Owns the loaded BPF object (skeleton), its maps and the ring buffer.
+// RAII: destroying the session detaches every program and closes every fd,
+// so no probe outlives the daemon's process (the kernel also drops them when
+// the fds close on a crash).
+// Thread-safety: not thread-safe. One thread polls; map reads from other
+// threads go through the (thread-safe) bpf syscalls but share no state here.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/counters.h"
+#include "core/heap_tracker.h"
+#include "core/result.h"
+#include "leakwatch_abi.h"
+
+struct leakwatch_bpf;
+struct ring_buffer;
+struct bpf_link;
+struct bpf_program;
+
+namespace lw {
+
+struct BpfOptions {
+  uint32_t ringbuf_bytes = 8u << 20;  // power of two, >= 4096
+  uint32_t live_max_entries = 262144;
+  uint32_t stack_max_entries = 16384;
+  uint32_t ctx_max_entries = 65536;
+  uint32_t max_targets = 4096;
+  bool collect_stacks = true;
+  bool trace_syscalls = true;  // mmap/munmap/mremap/brk tracepoints
+  // Allocation/free events wake the consumer only past 1/8 of the ring
+  // (the consumer must poll with a timeout; every caller polls <= 100 ms).
+  bool batch_wakeups = true;
+  bool report_all_execs = false;  // daemon: discover new processes at exec
+};
+
+// One uprobe to place: where, and which allocator function it stands for
+// (enum lw_func, passed to the program as the attach cookie).
+struct UprobeSpec {
+  uint64_t file_offset = 0;
+  uint32_t func = 0;       // enum lw_func: bits 0..7 of the attach cookie
+  int64_t cookie_arg = 0;  // bits 16..63 (signed): LW_FUNC_SYS_BRK's distance to __curbrk
+  uint64_t cookie() const { return func | (static_cast<uint64_t>(cookie_arg) << 16); }
+};
+
+struct StoredStack {
+  uint32_t flags = 0;          // LW_STACK_*
+  std::vector<uint64_t> ips;   // leaf first
+};
+
+// Move-only owner of one attached probe.
+class Link {
+ public:
+  Link() = default;
+  explicit Link(bpf_link* link) : link_(link) {}
+  // A link fd made without libbpf (uprobe_multi: libbpf 1.1 predates it).
+  static Link from_fd(int fd) {
+    Link l;
+    l.fd_ = fd;
+    return l;
+  }
+  Link(Link&& o) noexcept : link_(o.link_), fd_(o.fd_) {
+    o.link_ = nullptr;
+    o.fd_ = -1;
+  }
+  Link& operator=(Link&& o) noexcept;
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+  ~Link();
+
+ private:
+  bpf_link* link_ = nullptr;
+  int fd_ = -1;
+};
+
+// Destroys links on several threads at once. Closing a uprobe link waits
+// for an RCU grace period in the kernel (measured 25-110 ms each here), so
+// closing a process's ~13 links one by one took over a second; in parallel
+// the waits overlap.
+void destroy_links(std::vector<Link> links);
+
+class BpfSession {
+ public:
+  // Opens, sizes and loads the BPF object and attaches the process-lifecycle
+  // (and, if enabled, syscall) tracepoints. Errors say what the kernel lacks.
+  static Result<std::unique_ptr<BpfSession>> create(const BpfOptions& options);
+  ~BpfSession();
+
+  // Attaches the entry program (or, with `retprobe`, the return program) to
+  // `pid` at every offset of `specs` in the file `path` (a /proc/self/fd/N
+  // path of an fd the caller holds, so no symlink in the target's root can
+  // redirect the kernel's lookup). With uprobe_multi (kernel >= 6.6) that is
+  // one link; otherwise one link per offset.
+  Result<std::vector<Link>> attach_uprobes(pid_t pid, const std::string& path,
+                                           const std::vector<UprobeSpec>& specs, bool retprobe);
+  bool uprobe_multi() const { return uprobe_multi_; }
+
+  // Per-target state in the kernel.
+  // `sample_mean`: byte-sampling mean (bpf/lw_sampling.h), 0 = record all.
+  Status set_target(pid_t tgid, uint32_t flags, uint64_t start_ns, uint64_t sample_mean = 0);
+  Status remove_target(pid_t tgid);
+  std::optional<lw_target> get_target(pid_t tgid) const;
+
+  // Reads every live record of `tgid` from the kernel map.
+  // Records of kinds in `skip_kinds` (bit 1 << kind) are left out: a kind
+  // the memory budget shed is not read back into memory.
+  Result<std::vector<KernelRecord>> read_live(pid_t tgid, uint32_t skip_kinds = 0) const;
+  // Deletes every live record of `tgid` (exit, exec, re-attach), or only
+  // those of one kind (enum lw_kind) when `kind` >= 0 (re-baselining).
+  Status purge_live(pid_t tgid, int kind = -1);
+
+  // Attaches (true) or detaches (false) the host-wide raw syscall
+  // tracepoints; off after open(). The Tracer decides (decision 29).
+  Status set_syscall_tracing(bool on);
+  bool syscall_tracing() const;
+  // The user stack stored under `stack_hash` (leaf first), or empty.
+  StoredStack read_stack(uint64_t stack_hash) const;
+
+  // Sum over CPUs of the per-CPU counters.
+  Counters read_counters() const;
+
+  // Ring buffer: `handler` gets each record's bytes. poll() returns the
+  // number of records consumed or an Error.
+  using RecordHandler = std::function<void(const void* data, size_t len)>;
+  void set_record_handler(RecordHandler handler) { handler_ = std::move(handler); }
+  Result<int> poll(int timeout_ms);
+  // Consumes everything already in the buffer without waiting.
+  Result<int> drain();
+
+  BpfSession(const BpfSession&) = delete;
+  BpfSession& operator=(const BpfSession&) = delete;
+
+ private:
+  BpfSession() = default;
+  static int on_record(void* ctx, void* data, size_t len);
+  Result<Link> attach_multi(bpf_program* prog, pid_t pid, const std::string& path,
+                            const std::vector<UprobeSpec>& specs, bool retprobe);
+
+  leakwatch_bpf* skel_ = nullptr;
+  ring_buffer* ringbuf_ = nullptr;
+  RecordHandler handler_;
+  bool uprobe_multi_ = false;
+};
+
+}  // namespace lw

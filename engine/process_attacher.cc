@@ -1,0 +1,571 @@
+#include "engine/process_attacher.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <optional>
+#include <set>
+
+#include "core/elf_file.h"
+#include "core/fd.h"
+#include "core/probe_placement.h"
+#include "engine/cuda_probes.h"
+#include "core/capabilities.h"
+
+namespace lw {
+
+namespace {
+
+// Bounds on what is read from the target (hostile input): its environment
+// and its /etc/ld.so.preload.
+constexpr size_t kMaxEnvironBytes = 256 << 10;
+constexpr size_t kMaxPreloadFileBytes = 64 << 10;
+
+// Reads at most `limit` bytes of a file; "" when it cannot be read.
+// A /proc/PID/root/... path resolves inside that root (fd.h): a symlink in
+// a container cannot point this read at a host file.
+std::string read_bounded(const std::string& path, size_t limit) {
+  Result<int> opened = open_untrusted_file(path);
+  if (!opened) return "";
+  Fd fd(*opened);
+  std::string out(limit, '\0');
+  size_t got = 0;
+  while (got < limit) {
+    ssize_t r = read(fd.get(), out.data() + got, limit - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+// Opens the mapped file as the target sees it. /proc/PID/map_files/ names
+// the exact mapping (it works for deleted or replaced files and for other
+// mount namespaces); /proc/PID/root/PATH is the fallback where map_files is
+// not readable. The inode is checked, so a file swapped under the same path
+// is never probed by mistake.
+Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
+  char buf[128];
+  snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, m.start, m.end);
+  const std::string candidates[] = {buf, "/proc/" + std::to_string(pid) + "/root" + m.path};
+  int errors[2] = {0, 0};
+  Error last{ENOENT, "no path"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string& p = candidates[i];
+    // Regular files only, never blocking on a FIFO; the /proc/PID/root
+    // fallback resolves every link inside the target's root (fd.h).
+    Result<int> opened = open_untrusted_file(p);
+    if (!opened) {
+      errors[i] = opened.error().code;
+      last = Error{opened.error().code, p + ": " + opened.error().message};
+      continue;
+    }
+    int fd = *opened;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_ino == m.inode && S_ISREG(st.st_mode)) return fd;
+    close(fd);
+    errors[i] = ESTALE;
+    last = Error{ESTALE, p + ": file changed since it was mapped"};
+  }
+  // Name the capability that would have opened it (README, "Capabilities").
+  // map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN); without it
+  // only the path is left, which fails for a deleted or replaced file.
+  if (errors[0] == EPERM && !has_capability(CAP_CHECKPOINT_RESTORE) && !has_capability(CAP_SYS_ADMIN) &&
+      (errors[1] == ENOENT || errors[1] == ESTALE))
+    return Error{EPERM, "permission denied opening " + candidates[0] +
+                            ": missing CAP_CHECKPOINT_RESTORE (needed to open " + m.path +
+                            " through /proc/PID/map_files: it was deleted or replaced on disk since pid " +
+                            std::to_string(pid) + " mapped it)"};
+  if (errors[1] == EACCES || errors[1] == EPERM) {
+    if (std::string missing = missing_capabilities({CAP_SYS_PTRACE}); !missing.empty())
+      return Error{EPERM, "permission denied opening " + candidates[1] + ": missing " + missing +
+                              " (needed to read another user's /proc/PID/root)"};
+    if (std::string missing = missing_capabilities({CAP_DAC_READ_SEARCH}); !missing.empty())
+      return Error{EPERM, "permission denied opening " + candidates[1] + ": missing " + missing +
+                              " (the file or a directory above it is not readable by leakwatch's user)"};
+  }
+  return last;
+}
+
+
+// Roles of the probe objects that are neither the allocator's nor CUDA's:
+// they stay when the heap probes go (step-down, governor).
+constexpr char kRoleSyscalls[] = "syscalls";
+constexpr char kRoleLoader[] = "loader";
+
+bool is_heap_role(const std::string& role) {
+  return !is_cuda_role(role) && role != kRoleSyscalls && role != kRoleLoader;
+}
+
+// The libc system-call wrappers probed after their `syscall` (decision 29),
+// by the names glibc and musl give them. mremap is optional: a libc
+// without it is not a reason to fall back to the tracepoints.
+struct WrapperSpec {
+  const char* names[3];
+  uint32_t func;
+  int nr;
+  bool required;
+};
+constexpr WrapperSpec kWrappers[] = {
+    {{"mmap", "mmap64", "__mmap"}, LW_FUNC_SYS_MMAP, 9, true},
+    {{"munmap", "__munmap", nullptr}, LW_FUNC_SYS_MUNMAP, 11, true},
+    {{"brk", "__brk", nullptr}, LW_FUNC_SYS_BRK, 12, true},
+    {{"mremap", "__mremap", nullptr}, LW_FUNC_SYS_MREMAP, 25, false},
+};
+
+// The record of an object about to be probed, as the target maps it.
+AttachedObject new_object(const MapEntry& m, const ElfFile& elf) {
+  AttachedObject obj;
+  obj.path = m.path;
+  obj.dev = makedev(m.dev_major, m.dev_minor);
+  obj.inode = m.inode;
+  obj.build_id = elf.build_id();
+  return obj;
+}
+
+const char* syscall_tracing_name(SyscallTracing s) {
+  switch (s) {
+    case SyscallTracing::kWrappers: return "wrappers";
+    case SyscallTracing::kTracepoints: return "tracepoints";
+    case SyscallTracing::kOff: return "off";
+    case SyscallTracing::kPending: break;
+  }
+  return "pending";
+}
+
+}  // namespace
+
+std::vector<Link> ProcessAttacher::take_links() {
+  std::vector<Link> links;
+  for (AttachedObject& o : objects_)
+    for (Link& l : o.links) links.push_back(std::move(l));
+  objects_.clear();
+  set_syscall_state(SyscallTracing::kPending, "probes detached");
+  return links;
+}
+
+void ProcessAttacher::detach_all() { destroy_links(take_links()); }
+
+Status ProcessAttacher::attach_new_objects(bool place_probes) {
+  loader_attached_now_ = false;
+  Status st = scan_and_attach(place_probes);
+  // ld.so's hook was just placed: a link-map change between reading the
+  // maps and placing it (the loader mapping libc right after the exec) was
+  // not reported, so look once more while anything is still pending.
+  if (st && loader_attached_now_ &&
+      (info_.support == support_name(Support::kPending) || syscall_state_ == SyscallTracing::kPending))
+    st = scan_and_attach(place_probes);
+  return st;
+}
+
+Status ProcessAttacher::scan_and_attach(bool place_probes) {
+  Result<ParsedMaps> maps = read_proc_maps(pid_);
+  if (!maps) return maps.error();
+  const std::string proc = "/proc/" + std::to_string(pid_);
+
+  // The executable, by the path and inode /proc/PID/exe names.
+  struct stat exe_st {};
+  const bool have_exe = stat((proc + "/exe").c_str(), &exe_st) == 0;
+  const int exe_errno = have_exe ? 0 : errno;
+  char exe_link[4096];
+  ssize_t n = readlink((proc + "/exe").c_str(), exe_link, sizeof(exe_link) - 1);
+  std::string exe_path = n > 0 ? std::string(exe_link, static_cast<size_t>(n)) : "";
+  const std::string deleted = " (deleted)";
+  if (exe_path.size() > deleted.size() &&
+      exe_path.compare(exe_path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    exe_path.resize(exe_path.size() - deleted.size());
+
+  // Every mapped ELF object, once, in address order. Only objects with an
+  // executable mapping can hold code; data files (locale archives) are
+  // never opened.
+  std::vector<LoadedObject> objects;
+  std::vector<MapEntry> entries;  // the mapping each object is opened through
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  std::optional<size_t> exe;
+  std::optional<Error> open_denied;  // the first object we were not allowed to open
+  for (const MapEntry& m : maps->entries) {
+    if (!m.is_file() || !m.executable) continue;
+    std::pair<uint64_t, uint64_t> key{makedev(m.dev_major, m.dev_minor), m.inode};
+    if (!seen.insert(key).second) continue;
+    auto cached = elf_cache_.find(key);
+    std::shared_ptr<const ElfFile> elf;
+    if (cached != elf_cache_.end()) {
+      elf = cached->second;
+    } else {
+      if (Result<int> fd = open_mapped_file(pid_, m)) {
+        Fd owned(*fd);
+        if (auto parsed = ElfFile::open_fd(owned.get(), m.path)) elf = *parsed;
+      } else if ((fd.error().code == EPERM || fd.error().code == EACCES) && !open_denied) {
+        open_denied = fd.error();  // names the missing capability
+      }
+      elf_cache_[key] = elf;  // nullptr too: not retried on every rescan
+    }
+    if (!exe && ((!exe_path.empty() && m.path == exe_path) ||
+                 (have_exe && m.inode == exe_st.st_ino)))
+      exe = objects.size();
+    objects.push_back({m.path, std::move(elf)});
+    entries.push_back(m);
+  }
+  // CUDA (optional, every mode): the runtime and driver libraries, and an
+  // executable with the runtime linked in (found by symbol). Independent of
+  // the allocator decision below, and never the process's failure.
+  if (cuda_) attach_cuda_objects(objects, entries, exe);
+  // ld.so's link-map hook: dlopen and the loading after an exec are seen
+  // without any syscall tracepoint (rescans for new objects).
+  if (cuda_ || syscalls_ || place_probes) attach_loader_objects(objects, entries);
+
+  if (!exe) {
+    if (kill(pid_, 0) != 0 && errno == ESRCH)
+      return Error{ESRCH, "no such process: " + std::to_string(pid_)};
+    // Not allowed to look: a permission problem, not an unsupported process.
+    if (exe_errno == EACCES || exe_errno == EPERM) {
+      std::string missing = missing_capabilities({CAP_SYS_PTRACE});
+      return Error{EPERM, "permission denied reading " + proc + "/exe" +
+                              (missing.empty() ? std::string()
+                                               : ": missing " + missing +
+                                                     " (needed to read another user's /proc/PID)")};
+    }
+    if (open_denied) return *open_denied;
+    info_.support = support_name(Support::kUnsupported);
+    info_.reason = "the executable is not among the process's mappings";
+    return ok_status();
+  }
+
+  PreloadList preload;
+  preload.names = parse_ld_preload_environ(read_bounded(proc + "/environ", kMaxEnvironBytes));
+  for (std::string& name :
+       parse_ld_so_preload(read_bounded(proc + "/root/etc/ld.so.preload", kMaxPreloadFileBytes)))
+    preload.names.push_back(std::move(name));
+
+  AllocatorPlan plan = plan_allocator_probes(objects, *exe, preload, probe_roles());
+  if (syscalls_)
+    attach_syscall_sites(objects, entries, plan.search, plan.static_exe);
+  else
+    set_syscall_state(SyscallTracing::kOff, "mmap accounting off for this process");
+  info_.support = support_name(plan.support);
+  info_.reason = plan.reason;
+  info_.family = plan.family;
+  info_.static_exe = plan.static_exe;
+  info_.go = plan.go;
+  info_.preload = preload.names;
+  info_.object.clear();
+  info_.build_id.clear();
+  if (plan.allocator) {
+    info_.object = objects[*plan.allocator].path;
+    info_.build_id = objects[*plan.allocator].elf->build_id();
+  }
+  if (plan.support == Support::kUnsupported && open_denied) return *open_denied;
+  if (plan.support == Support::kPending || plan.support == Support::kUnsupported) {
+    refresh_functions();
+    return ok_status();
+  }
+  if (!place_probes) {
+    info_.reason = "heap probes off for this process (mode light)";
+    refresh_functions();
+    return ok_status();
+  }
+
+  // Attach object by object, the allocator's own first: its failure is the
+  // process's failure; another object's is logged in its reports.
+  std::vector<size_t> order;
+  if (plan.allocator) order.push_back(*plan.allocator);
+  for (const PlannedProbe& p : plan.probes)
+    if (std::find(order.begin(), order.end(), p.object) == order.end()) order.push_back(p.object);
+  Status result = ok_status();
+  for (size_t i : order) {
+    const MapEntry& m = entries[i];
+    uint64_t dev = makedev(m.dev_major, m.dev_minor);
+    bool known = std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+      return o.inode == m.inode && o.dev == dev && is_heap_role(o.role);
+    });
+    if (known) continue;
+    std::vector<const PlannedProbe*> probes;
+    for (const PlannedProbe& p : plan.probes)
+      if (p.object == i) probes.push_back(&p);
+    if (probes.empty()) continue;
+    Status st = attach_object(m, *objects[i].elf, probes);
+    if (!st && plan.allocator && i == *plan.allocator) {
+      result = st;
+      break;
+    }
+  }
+  refresh_functions();
+  return result;
+}
+
+void ProcessAttacher::refresh_functions() {
+  info_.functions.clear();
+  info_.objects.clear();
+  for (const AttachedObject& o : objects_) {
+    // The mmap wrappers and ld.so's hook are reported by mmap_tracing and
+    // the probe list, not as allocator functions.
+    if (o.role == kRoleSyscalls || o.role == kRoleLoader) continue;
+    info_.objects.push_back(o.path);
+    for (const ProbeReport& r : o.probes)
+      if (r.attached) info_.functions.push_back(r.symbols);
+  }
+}
+
+void ProcessAttacher::attach_cuda_objects(const std::vector<LoadedObject>& objects,
+                                          const std::vector<MapEntry>& entries,
+                                          std::optional<size_t> exe) {
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const ElfFile* elf = objects[i].elf.get();
+    if (elf == nullptr) continue;
+    std::string role = cuda_library_role(objects[i].path);
+    if (role.empty() && exe && i == *exe && elf->find_function(kCudaStaticMarker))
+      role = kRoleCudaStatic;
+    if (role.empty()) continue;
+    const MapEntry& m = entries[i];
+    const uint64_t dev = makedev(m.dev_major, m.dev_minor);
+    if (std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+          return o.inode == m.inode && o.dev == dev && is_cuda_role(o.role);
+        }))
+      continue;
+    // One planned probe per address: aliases (cuMemFree and cuMemFree_v2
+    // in one function) share it.
+    std::vector<PlannedProbe> planned;
+    for (const CudaProbeSpec& c : cuda_probe_specs(role)) {
+      std::optional<ElfSymbol> sym = elf->find_function(c.symbol);
+      if (!sym) continue;
+      auto same = std::find_if(planned.begin(), planned.end(),
+                               [&](const PlannedProbe& p) { return p.symbol.vaddr == sym->vaddr; });
+      if (same != planned.end()) {
+        same->aliases.push_back(c.symbol);
+        continue;
+      }
+      PlannedProbe p;
+      p.object = i;
+      p.role = role;
+      p.spec = ProbeSpec{c.symbol, c.func, c.needs_return, false, false};
+      p.symbol = *sym;
+      planned.push_back(std::move(p));
+    }
+    if (planned.empty()) continue;
+    std::vector<const PlannedProbe*> probes;
+    for (const PlannedProbe& p : planned) probes.push_back(&p);
+    (void)attach_object(m, *elf, probes, /*keep_on_failure=*/true);
+  }
+}
+
+std::vector<Link> ProcessAttacher::take_links(bool heap, bool cuda) {
+  std::vector<Link> links;
+  auto taken = [&](const AttachedObject& o) {
+    return is_cuda_role(o.role) ? cuda : is_heap_role(o.role) && heap;
+  };
+  for (AttachedObject& o : objects_)
+    if (taken(o))
+      for (Link& l : o.links) links.push_back(std::move(l));
+  objects_.erase(std::remove_if(objects_.begin(), objects_.end(), taken), objects_.end());
+  refresh_functions();
+  return links;
+}
+
+void ProcessAttacher::set_syscall_state(SyscallTracing state, std::string reason) {
+  syscall_state_ = state;
+  info_.mmap_tracing = syscall_tracing_name(state);
+  info_.mmap_tracing_reason = std::move(reason);
+}
+
+void ProcessAttacher::attach_loader_objects(const std::vector<LoadedObject>& objects,
+                                            const std::vector<MapEntry>& entries) {
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const ElfFile* elf = objects[i].elf.get();
+    if (elf == nullptr) continue;
+    std::optional<ElfSymbol> sym = elf->find_exported_function("_dl_debug_state");
+    if (!sym) continue;
+    const MapEntry& m = entries[i];
+    const uint64_t dev = makedev(m.dev_major, m.dev_minor);
+    if (std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+          return o.inode == m.inode && o.dev == dev && o.role == kRoleLoader;
+        }))
+      continue;
+    std::optional<uint64_t> off = elf->vaddr_to_offset(sym->vaddr);
+    if (!off) continue;
+    ProbeReport r;
+    r.symbols = sym->name;
+    r.file_offset = *off;
+    r.placement = "entry (ld.so link-map hook)";
+    if (attach_fixed(m, *elf, kRoleLoader, {r}, {{*off, LW_FUNC_DL_STATE, 0}}))
+      loader_attached_now_ = true;
+  }
+}
+
+void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& objects,
+                                           const std::vector<MapEntry>& entries,
+                                           const SearchOrder& search, bool static_exe) {
+  // Whose mmap does the process call? The first definition in the dynamic
+  // linker's search order: libc, unless something interposes it (gperftools'
+  // tcmalloc exports its own mmap, which makes the system call through
+  // syscall(2), so libc's wrapper never runs).
+  std::optional<size_t> definer;
+  for (size_t i : search.order) {
+    const ElfFile* elf = objects[i].elf.get();
+    if (elf && (static_exe ? elf->find_function("mmap") : elf->find_exported_function("mmap"))) {
+      definer = i;
+      break;
+    }
+  }
+  if (!definer) {
+    if (!static_exe && !search.missing_needed.empty())
+      set_syscall_state(SyscallTracing::kPending, "libc is not mapped yet");
+    else
+      set_syscall_state(SyscallTracing::kTracepoints, "no object defines mmap (Go or stripped static)");
+    return;
+  }
+  const MapEntry& m = entries[*definer];
+  const ElfFile& elf = *objects[*definer].elf;
+  const uint64_t dev = makedev(m.dev_major, m.dev_minor);
+  if (std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+        return o.inode == m.inode && o.dev == dev && o.role == kRoleSyscalls;
+      })) {
+    set_syscall_state(SyscallTracing::kWrappers, "");
+    return;
+  }
+  std::vector<ProbeReport> reports;
+  std::vector<UprobeSpec> specs;
+  for (const WrapperSpec& w : kWrappers) {
+    std::optional<ElfSymbol> sym;
+    for (const char* name : w.names)
+      if (name && (sym = elf.find_function(name))) break;
+    std::string why = "not defined";
+    std::vector<SyscallSite> sites;
+    if (sym) sites = find_syscall_sites(elf, *sym, w.nr, &why);
+    std::optional<ElfSymbol> curbrk;
+    if (w.func == LW_FUNC_SYS_BRK && !sites.empty()) {
+      curbrk = elf.find_data_object("__curbrk");
+      if (!curbrk) {
+        why = "no __curbrk (the break before the call is unknown)";
+        sites.clear();
+      }
+    }
+    if (sites.empty()) {
+      if (w.required) {
+        set_syscall_state(SyscallTracing::kTracepoints,
+                          std::string(w.names[0]) + " in " + m.path + ": " + why);
+        return;
+      }
+      continue;
+    }
+    for (const SyscallSite& site : sites) {
+      std::optional<uint64_t> off = elf.vaddr_to_offset(site.vaddr);
+      if (!off) continue;
+      ProbeReport r;
+      r.symbols = sym->name;
+      r.file_offset = *off;
+      r.placement = site.reason;
+      reports.push_back(std::move(r));
+      UprobeSpec u{*off, w.func, 0};
+      if (curbrk) u.cookie_arg = static_cast<int64_t>(curbrk->vaddr - site.vaddr);
+      specs.push_back(u);
+    }
+  }
+  if (Status st = attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs); !st) {
+    set_syscall_state(SyscallTracing::kTracepoints, st.error().message);
+    return;
+  }
+  set_syscall_state(SyscallTracing::kWrappers, "");
+}
+
+Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
+                                     std::vector<ProbeReport> reports,
+                                     const std::vector<UprobeSpec>& specs) {
+  Result<int> fd_or = open_mapped_file(pid_, m);
+  if (!fd_or) return fd_or.error();
+  Fd fd(*fd_or);
+  AttachedObject obj = new_object(m, elf);
+  obj.role = role;
+  obj.probes = std::move(reports);
+  Result<std::vector<Link>> links =
+      session_.attach_uprobes(pid_, "/proc/self/fd/" + std::to_string(fd.get()), specs, false);
+  // Not kept on failure: the next rescan tries again, and the caller
+  // records why (AllocatorInfo::mmap_tracing_reason).
+  if (!links) return Error{links.error().code, m.path + ": " + links.error().message};
+  for (ProbeReport& r : obj.probes) r.attached = true;
+  obj.links = std::move(*links);
+  objects_.push_back(std::move(obj));
+  return ok_status();
+}
+
+Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
+                                      const std::vector<const PlannedProbe*>& probes,
+                                      bool keep_on_failure) {
+  Result<int> fd_or = open_mapped_file(pid_, m);
+  if (!fd_or) return fd_or.error();
+  Fd fd(*fd_or);
+
+  AttachedObject obj = new_object(m, elf);
+  const std::string fd_path = "/proc/self/fd/" + std::to_string(fd.get());
+
+  std::vector<UprobeSpec> entries, returns;
+  bool required_failed = false;
+  std::string required_error;
+  for (const PlannedProbe* planned : probes) {
+    const ProbeSpec& spec = planned->spec;
+    if (obj.role.find(planned->role) == std::string::npos)
+      obj.role += (obj.role.empty() ? "" : ",") + planned->role;
+    ProbeReport report;
+    report.symbols = spec.symbol;
+    for (const std::string& alias : planned->aliases) report.symbols += "," + alias;
+    report.retprobe = spec.needs_return;
+    uint64_t probe_vaddr = planned->symbol.vaddr;
+    if (spec.needs_return) {
+      // Both probes move together: the return probe hijacks [sp] where it hits.
+      ProbePlacement pl = place_return_probe(elf, planned->symbol);
+      probe_vaddr = pl.vaddr;
+      report.placement = pl.reason;
+    } else if (!spec.movable) {
+      report.placement = "entry (reads the return address)";
+    } else {
+      ProbePlacement pl = place_entry_only_probe(elf, planned->symbol);
+      probe_vaddr = pl.vaddr;
+      report.placement = pl.reason;
+    }
+    std::optional<uint64_t> off = elf.vaddr_to_offset(probe_vaddr);
+    if (!off) {
+      report.error = "address not in a loadable segment";
+      if (spec.required) {
+        required_failed = true;
+        required_error = spec.symbol + ": " + report.error;
+      }
+    } else {
+      report.file_offset = *off;
+      entries.push_back({*off, spec.func});
+      if (spec.needs_return) returns.push_back({*off, spec.func});
+    }
+    obj.probes.push_back(std::move(report));
+  }
+  if (required_failed) return Error{EINVAL, m.path + ": " + required_error};
+  // All entries in one attach and all returns in another (one link each
+  // with uprobe_multi). Either attaches whole or not at all: no object is
+  // left half probed (say, entries without their returns).
+  Result<std::vector<Link>> entry_links = session_.attach_uprobes(pid_, fd_path, entries, false);
+  Result<std::vector<Link>> return_links =
+      entry_links ? session_.attach_uprobes(pid_, fd_path, returns, true) : entry_links.error();
+  if (!entry_links || !return_links) {
+    const Error& e = entry_links ? return_links.error() : entry_links.error();
+    if (keep_on_failure) {
+      // Optional probes: keep the object, its probes marked not attached
+      // and why (the probe_attached metric and the API show it).
+      for (ProbeReport& r : obj.probes)
+        if (r.error.empty()) r.error = e.message;
+      objects_.push_back(std::move(obj));
+    }
+    return Error{e.code, m.path + ": " + e.message};
+  }
+  for (ProbeReport& r : obj.probes) r.attached = r.error.empty();
+  for (Link& l : *entry_links) obj.links.push_back(std::move(l));
+  for (Link& l : *return_links) obj.links.push_back(std::move(l));
+  objects_.push_back(std::move(obj));
+  return ok_status();
+}
+
+}  // namespace lw

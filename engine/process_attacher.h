@@ -1,0 +1,107 @@
+// Attaches the allocator probes to one process: reads its mapped objects
+// from /proc/PID/maps (a container has its own), decides which object's
+// malloc, free, operator new... calls reach, the way the dynamic linker does
+// (core/allocator_resolver.h: executable, LD_PRELOAD from the
+// process's environment, /etc/ld.so.preload in its root, DT_NEEDED
+// breadth-first), resolves each probed function in that very file, opens
+// the file inside the target's view (so deleted files and other mount
+// namespaces work), and attaches uprobes filtered to the pid, so no other
+// process that maps the same library is trapped.
+// Thread-safety: not thread-safe; used by the thread that owns the session.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <memory>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "core/allocator_resolver.h"
+#include "core/proc_maps.h"
+#include "core/result.h"
+#include "engine/bpf_session.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+struct AttachedObject {
+  std::string path;        // as the target sees it
+  uint64_t dev = 0;
+  uint64_t inode = 0;
+  std::string build_id;
+  std::string role;        // the probe roles placed here: "libc", "libc,tcmalloc", ...
+  std::vector<ProbeReport> probes;
+  std::vector<Link> links;
+};
+
+// How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
+enum class SyscallTracing { kPending, kWrappers, kTracepoints, kOff };
+
+class ProcessAttacher {
+ public:
+  ProcessAttacher(BpfSession& session, pid_t pid) : session_(session), pid_(pid) {}
+
+  // Scans the process's mappings, decides which objects' allocator functions
+  // win, and attaches to every such object not attached yet (the first
+  // call, after the loader maps the libraries, after a dlopen or an exec).
+  // An unsupported process (stripped static binary, Go without cgo) gets no
+  // probe and is not an error: allocator().support says why. Fails if the
+  // process's maps cannot be read or the winning allocator's probes cannot
+  // be attached. With place_probes false (mode light) only the decision is
+  // made and reported; nothing is attached.
+  Status attach_new_objects(bool place_probes = true);
+  const AllocatorInfo& allocator() const { return info_; }
+
+  // Whether attach_new_objects() places the optional CUDA probes (on by
+  // default; off while the kill switch holds the process).
+  void set_cuda(bool on) { cuda_ = on; }
+  // Whether attach_new_objects() probes the libc system-call wrappers and
+  // ld.so's _dl_debug_state (anonymous mmap accounting; on by default).
+  void set_syscalls(bool on) { syscalls_ = on; }
+  SyscallTracing syscall_tracing() const { return syscall_state_; }
+
+  // Detaches every probe (in parallel, see destroy_links()).
+  void detach_all();
+  // Moves every probe link out (for a caller that closes many at once).
+  std::vector<Link> take_links();
+  // Moves out the links of the allocator objects (`heap`) and/or of the
+  // CUDA objects (`cuda`), forgetting those objects, so a later
+  // attach_new_objects() attaches them again.
+  std::vector<Link> take_links(bool heap, bool cuda);
+  const std::vector<AttachedObject>& objects() const { return objects_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  Status attach_object(const MapEntry& map, const ElfFile& elf,
+                       const std::vector<const PlannedProbe*>& probes,
+                       bool keep_on_failure = false);
+  void attach_cuda_objects(const std::vector<LoadedObject>& objects,
+                           const std::vector<MapEntry>& entries, std::optional<size_t> exe);
+  void refresh_functions();
+  Status scan_and_attach(bool place_probes);
+  void attach_loader_objects(const std::vector<LoadedObject>& objects,
+                             const std::vector<MapEntry>& entries);
+  void attach_syscall_sites(const std::vector<LoadedObject>& objects,
+                            const std::vector<MapEntry>& entries, const SearchOrder& search,
+                            bool static_exe);
+  void set_syscall_state(SyscallTracing state, std::string reason);
+  Status attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
+                      std::vector<ProbeReport> reports, const std::vector<UprobeSpec>& specs);
+
+  BpfSession& session_;
+  pid_t pid_;
+  std::vector<AttachedObject> objects_;
+  AllocatorInfo info_;
+  bool cuda_ = true;
+  bool syscalls_ = true;
+  bool loader_attached_now_ = false;  // set by attach_loader_objects()
+  SyscallTracing syscall_state_ = SyscallTracing::kPending;
+  // Parsed objects by (dev, inode); nullptr for files that are not ELF.
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const ElfFile>> elf_cache_;
+};
+
+}  // namespace lw

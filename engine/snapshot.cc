@@ -1,0 +1,118 @@
+#include "engine/snapshot.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "core/stack_id.h"
+
+namespace lw {
+
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer) {
+  ProcessSnapshot snap;
+  snap.pid = proc.pid;
+  snap.comm = proc.comm;
+  if (proc.attacher) snap.allocator = proc.attacher->allocator();
+  snap.mappings = profile_mappings(proc.maps);
+
+  snap.final = proc.exited;
+  snap.timestamp = std::chrono::duration<double>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  snap.live_bytes = proc.heap.live_bytes_total();
+  snap.sample_mean_bytes = proc.heap.sample_mean();
+  snap.heap_stale_since = proc.heap_stale_since;
+  snap.live_allocations = proc.heap.live_allocations_total();
+  snap.kernel_counters = tracer.counters();
+  snap.heap_counters = proc.heap.counters();
+  snap.cuda_devices = proc.cuda_devices.totals();
+  snap.tracer_stats = tracer.stats();
+  if (read_kernel_live) {
+    if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
+  }
+  if (analyzer) {
+    for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+      snap.kind_verdicts[k] = analyzer->process_verdict(k);
+      snap.kind_ages[k] = analyzer->process_ages(k);
+    }
+  }
+
+  // Rank cheaply first (no symbolization), then symbolize what is shown.
+  struct Ranked {
+    const SiteStats* stats;
+    const SiteAnalysis* analysis;
+  };
+  std::vector<Ranked> live;
+  for (const SiteStats& s : proc.heap.sites()) {
+    KindTotals& k = snap.kinds[s.kind];
+    k.live_bytes += s.live_bytes;
+    k.live_allocations += s.live_allocations;
+    k.allocated_bytes += s.allocated_bytes;
+    k.allocations += s.allocations;
+    k.freed_bytes += s.freed_bytes;
+    k.frees += s.frees;
+    if (s.live_allocations > 0)
+      live.push_back({&s, analyzer ? analyzer->site(s.stack_hash, s.kind) : nullptr});
+  }
+  auto rate = [](const Ranked& r) { return r.analysis ? r.analysis->verdict.rate_bytes_per_s : 0.0; };
+  std::vector<Ranked> chosen;
+  std::sort(live.begin(), live.end(), [](const Ranked& a, const Ranked& b) {
+    return a.stats->live_bytes > b.stats->live_bytes;
+  });
+  chosen.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(std::min(max_sites, live.size())));
+  if (analyzer && live.size() > max_sites) {
+    std::vector<Ranked> rest(live.begin() + static_cast<std::ptrdiff_t>(max_sites), live.end());
+    std::sort(rest.begin(), rest.end(), [&](const Ranked& a, const Ranked& b) { return rate(a) > rate(b); });
+    for (size_t i = 0; i < rest.size() && i < max_sites && rate(rest[i]) > 0; ++i) chosen.push_back(rest[i]);
+  }
+  snap.sites_total = live.size();
+
+  // Distinct kernel stacks can be one stable stack (same code, other
+  // addresses after a library was mapped again): merge them.
+  std::map<std::pair<uint64_t, uint32_t>, size_t> index;
+  for (const Ranked& r : chosen) {
+    const SiteStats* s = r.stats;
+    const ResolvedStack& rs = tracer.resolve_stack(proc, s->stack_hash);
+    auto [it, inserted] = index.emplace(std::make_pair(rs.stack_id, s->kind), snap.sites.size());
+    if (inserted) {
+      SiteSnapshot site;
+      site.stack_id = rs.stack_id;
+      site.kind = s->kind;
+      site.frames = rs.frames;
+      snap.sites.push_back(std::move(site));
+    }
+    SiteSnapshot& site = snap.sites[it->second];
+    site.live_bytes += s->live_bytes;
+    site.live_allocations += s->live_allocations;
+    site.allocated_bytes += s->allocated_bytes;
+    site.allocations += s->allocations;
+    site.freed_bytes += s->freed_bytes;
+    site.frees += s->frees;
+    if (const SiteAnalysis* a = r.analysis) {
+      site.ages.lt_1m += a->ages.lt_1m;
+      site.ages.lt_10m += a->ages.lt_10m;
+      site.ages.lt_1h += a->ages.lt_1h;
+      site.ages.older += a->ages.older;
+      site.leak_rate_bytes_per_second += a->verdict.rate_bytes_per_s;
+      site.trend = std::max(site.trend, a->verdict.trend);
+      site.suspected_leak = site.suspected_leak || a->verdict.suspected_leak;
+    }
+  }
+  std::stable_sort(snap.sites.begin(), snap.sites.end(),
+                   [](const SiteSnapshot& a, const SiteSnapshot& b) {
+                     return a.live_bytes > b.live_bytes;
+                   });
+  return snap;
+}
+
+std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps) {
+  std::vector<PprofMapping> out;
+  for (const MapEntry& m : maps.entries) {
+    if (!m.is_file() || !m.executable) continue;
+    out.push_back({m.start, m.end, m.offset, m.path, ""});
+  }
+  return out;
+}
+
+}  // namespace lw

@@ -1,0 +1,26 @@
+// Builds the view of one traced process (view/process_view.h) from the
+// engine's state: sites merged by stable stack id and symbolized.
+// Thread-safety: runs on the thread that owns the tracer.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/analyzer.h"
+#include "core/proc_maps.h"
+#include "engine/tracer.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+// Sites with live allocations, merged by (stack_id, kind): the top
+// `max_sites` by live bytes and, with an analyzer, also the top `max_sites`
+// by leak rate; only those are symbolized and returned, sorted by live bytes.
+// The executable file mappings are copied for pprof.
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer = nullptr);
+
+// The file mappings of a process as pprof mappings.
+std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps);
+
+}  // namespace lw

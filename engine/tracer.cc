@@ -1,0 +1,535 @@
+#include "engine/tracer.h"
+
+#include "core/memory_budget.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "core/elf_file.h"
+#include "core/event.h"
+#include "core/stack_id.h"
+
+namespace lw {
+
+namespace {
+
+std::string read_small_file(const std::string& path, size_t max = 4096) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out(max, '\0');
+  ssize_t n = read(fd, out.data(), max);
+  close(fd);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// True if the bytes before `addr` in the target end in a call instruction,
+// i.e. `addr` is a return address. Used to validate the word read at the
+// user sp of a frameless syscall wrapper.
+bool is_return_address(pid_t pid, uint64_t addr) {
+  if (addr < 8) return false;
+  uint8_t b[7];
+  struct iovec local = {b, sizeof(b)};
+  struct iovec remote = {reinterpret_cast<void*>(addr - sizeof(b)), sizeof(b)};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(b)))
+    return false;
+  if (b[2] == 0xe8) return true;                                      // call rel32
+  if (b[1] == 0xff && b[2] == 0x15) return true;                      // call *rel32(%rip)
+  if (b[5] == 0xff && (b[6] & 0xf8) == 0xd0) return true;             // call *%reg
+  if (b[4] == 0x41 && b[5] == 0xff && (b[6] & 0xf8) == 0xd0) return true;  // call *%r8-15
+  if (b[4] == 0xff && (b[5] & 0x38) == 0x10) return true;             // call *disp8(%reg)
+  return false;
+}
+
+}  // namespace
+
+uint64_t process_start_ticks(pid_t pid) {
+  std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
+  // comm may contain spaces and parentheses: fields start after the last ')'.
+  size_t close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  const char* p = stat.c_str() + close_paren + 1;
+  // Field 22 (starttime) is the 20th field after comm.
+  for (int field = 3; field < 22 && *p; ++field) {
+    p = strchr(p + 1, ' ');
+    if (!p) return 0;
+  }
+  return strtoull(p, nullptr, 10);
+}
+
+std::string process_comm(pid_t pid) {
+  std::string comm = read_small_file("/proc/" + std::to_string(pid) + "/comm", 64);
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();
+  return comm;
+}
+
+Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options) {
+  auto session = BpfSession::create(options);
+  if (!session) return session.error();
+  std::unique_ptr<Tracer> t(new Tracer(std::move(*session)));
+  return t;
+}
+
+Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
+  session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
+}
+
+namespace {
+uint32_t target_flags(const AttachOptions& o) {
+  uint32_t flags = 0;
+  if (o.heap) flags |= LW_TARGET_HEAP;
+  if (o.mmap) flags |= LW_TARGET_MMAP;
+  if (o.follow_forks) flags |= LW_TARGET_FOLLOW_FORKS;
+  if (o.cuda) flags |= LW_TARGET_CUDA;
+  return flags;
+}
+
+// What the kernel side may account for `p` now: nothing but fork reports
+// while the kill switch holds it.
+uint32_t current_flags(const TracedProcess& p) {
+  uint32_t flags = target_flags(p.options);
+  if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
+  if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
+  return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
+}
+
+double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+// ---- overhead ----
+Status Tracer::set_heap_tracing(pid_t pid, bool on) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  if (p->options.heap == on) return ok_status();
+  if (!on) {
+    detach_heap_many({pid});
+    return ok_status();
+  }
+  // Re-baseline: records of the last window may have been freed unseen.
+  if (Status st = session_->purge_live(pid, LW_KIND_HEAP); !st) return st;
+  p->heap.clear_kind(LW_KIND_HEAP);
+  p->heap_shed = false;
+  recount_records();
+  p->options.heap = true;
+  if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
+    return st;
+  Status st = attach_objects(*p, true);
+  if (!st) {
+    p->options.heap = false;
+    (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+    return st;
+  }
+  p->heap_stale_since = 0;
+  return ok_status();
+}
+
+void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& all_probe_pids) {
+  std::vector<Link> links;
+  const double now = unix_seconds_now();
+  for (pid_t pid : pids) {
+    TracedProcess* p = process(pid);
+    if (!p || !p->options.heap) continue;
+    // Flags first: the probes may still fire while their links close.
+    p->options.heap = false;
+    (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+    // The heap probes only: CUDA's stay (governor, step-down).
+    for (Link& l : p->attacher->take_links(true, false)) links.push_back(std::move(l));
+    if (p->heap_stale_since == 0) p->heap_stale_since = now;  // a budget shed stamped it first
+  }
+  // The kill switch: every other probe too, CUDA's, the mmap wrappers' and
+  // ld.so's (accounting is already off).
+  for (pid_t pid : all_probe_pids) {
+    TracedProcess* p = process(pid);
+    if (!p) continue;
+    p->attacher->set_cuda(false);
+    for (Link& l : p->attacher->take_links()) links.push_back(std::move(l));
+    sync_syscall_sites(*p);
+  }
+  // All at once: each uprobe link close waits out a grace period, and in
+  // parallel those waits overlap (the kill switch's 1 s bound).
+  destroy_links(std::move(links));
+}
+
+Status Tracer::set_accounting(pid_t pid, bool on) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  p->accounting = on;
+  if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
+    return st;
+  // Back on: the CUDA probes the kill switch took are placed again.
+  if (on && p->options.cuda) {
+    p->attacher->set_cuda(true);
+  }
+  // Back on: the wrapper probes the kill switch took are placed again too.
+  if (on) {
+    Status st = attach_objects(*p, p->options.heap);
+    update_raw_syscalls();
+    return st;
+  }
+  return ok_status();
+}
+
+void Tracer::set_live_record_cap(uint64_t cap) {
+  stats_.live_record_cap = cap;
+  shed_blocked_at_ = 0;
+}
+
+void Tracer::recount_records() {
+  uint64_t total = 0;
+  for (const auto& [pid, proc] : procs_) total += proc->heap.record_count();
+  stats_.live_records = total;
+}
+
+void Tracer::shed_largest() {
+  if (shed_blocked_at_ && stats_.live_records < shed_blocked_at_ + 4096) return;
+  std::vector<std::pair<pid_t, uint64_t>> candidates;
+  candidates.reserve(procs_.size());
+  for (const auto& [pid, proc] : procs_)
+    if (!proc->heap_shed && !proc->heap.frozen(LW_KIND_HEAP))
+      candidates.emplace_back(pid, proc->heap.record_count(LW_KIND_HEAP));
+  std::optional<pid_t> victim = pick_shed_victim(candidates);
+  if (!victim) {
+    // Only mmap/CUDA records left, each bounded by its process's mappings.
+    shed_blocked_at_ = stats_.live_records;
+    return;
+  }
+  shed_blocked_at_ = 0;
+  TracedProcess& p = *procs_.at(*victim);
+  p.heap_shed = true;
+  // Heap accounting off in the kernel first, so no more heap events come;
+  // those already queued are ignored by the frozen tracker.
+  (void)session_->set_target(p.pid, current_flags(p), 0, p.options.sample_mean_bytes);
+  p.heap.shed_kind(LW_KIND_HEAP);
+  p.heap_stale_since = unix_seconds_now();
+  budget_sheds_.push_back(p.pid);
+  ++stats_.memory_budget_sheds;
+  recount_records();
+}
+
+std::optional<uint64_t> Tracer::probe_hits(pid_t pid) const {
+  auto t = session_->get_target(pid);
+  if (!t) return std::nullopt;
+  return t->hits;
+}
+// ---- end overhead ----
+
+Tracer::~Tracer() {
+  std::vector<Link> links;
+  for (auto& [pid, proc] : procs_)
+    for (Link& l : proc->attacher->take_links()) links.push_back(std::move(l));
+  destroy_links(std::move(links));
+}
+
+Status Tracer::attach(pid_t pid, const AttachOptions& options) {
+  if (pid <= 0) return Error{ESRCH, "invalid pid " + std::to_string(pid)};
+  // Only whether it exists: EPERM from kill() means it does but belongs to
+  // another user, which is what a non-root daemon with CAP_SYS_PTRACE (the
+  // systemd unit's) traces; reading its /proc files decides the permission.
+  if (kill(pid, 0) != 0 && errno == ESRCH) return Error{ESRCH, "no such process: " + std::to_string(pid)};
+  if (procs_.count(pid)) return ok_status();
+  auto proc = std::make_unique<TracedProcess>();
+  proc->pid = pid;
+  proc->start_ticks = process_start_ticks(pid);
+  proc->comm = process_comm(pid);
+  char exe[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1);
+  if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
+  proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
+  proc->attacher->set_cuda(options.cuda);
+  proc->options = options;
+
+  // Records left by an earlier process with this pid must not be inherited.
+  if (Status st = session_->purge_live(pid); !st) return st;
+  proc->heap.set_sample_mean(options.sample_mean_bytes);
+  if (Status st = session_->set_target(pid, target_flags(options), 0, options.sample_mean_bytes); !st)
+    return st;
+  if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
+  // Without heap probes (mode light) the allocator is still identified, for
+  // the API and metrics, and the optional CUDA probes are placed.
+  proc->attacher->set_syscalls(options.mmap);
+  Status st = options.heap ? attach_objects(*proc, true)
+                           : (void(attach_objects(*proc, false)), ok_status());
+  if (!st) {
+    (void)session_->remove_target(pid);  // best effort: the attach error is what matters
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+      return Error{ESRCH, "no such process: " + std::to_string(pid)};
+    return st;
+  }
+  if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
+  procs_[pid] = std::move(proc);
+  return ok_status();
+}
+
+void Tracer::detach(pid_t pid) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return;
+  it->second->attacher->detach_all();
+  // Best effort: a leftover entry is purged again on the next attach of
+  // this pid, and the target entry only filters events.
+  (void)session_->remove_target(pid);
+  (void)session_->purge_live(pid);
+  procs_.erase(it);
+  recount_records();
+}
+
+void Tracer::detach_many(const std::vector<pid_t>& pids) {
+  std::vector<Link> links;
+  for (pid_t pid : pids) {
+    auto it = procs_.find(pid);
+    if (it == procs_.end()) continue;
+    for (Link& l : it->second->attacher->take_links()) links.push_back(std::move(l));
+    (void)session_->remove_target(pid);
+    (void)session_->purge_live(pid);
+    procs_.erase(it);
+  }
+  destroy_links(std::move(links));
+}
+
+TracedProcess* Tracer::process(pid_t pid) {
+  auto it = procs_.find(pid);
+  return it == procs_.end() ? nullptr : it->second.get();
+}
+
+void Tracer::on_record(const void* data, size_t len) {
+  if (tap_) tap_(data, len);
+  std::optional<Event> e = decode_event(data, len);
+  if (!e) {
+    ++stats_.decode_errors;
+    return;
+  }
+  auto it = procs_.find(static_cast<pid_t>(e->tgid));
+  if (it == procs_.end()) {
+    if (e->type == EventType::kExec && (e->flags & LW_EVF_UNTRACKED))
+      discoveries_.push_back({static_cast<pid_t>(e->tgid), 0, false, e->ts_ns});
+    else
+      ++stats_.events_unknown_pid;
+    return;
+  }
+  TracedProcess& p = *it->second;
+  switch (e->type) {
+    case EventType::kAlloc:
+    case EventType::kFree:
+      if (!p.exec_pending) {
+        const uint64_t before = p.heap.record_count();
+        p.heap.apply(*e);
+        p.cuda_devices.apply(*e);
+        stats_.live_records = stats_.live_records + p.heap.record_count() - before;
+        if (stats_.live_record_cap && stats_.live_records > stats_.live_record_cap &&
+            e->type == EventType::kAlloc)
+          shed_largest();
+      }
+      break;
+    case EventType::kExit:
+      p.exited = true;
+      if (e->flags & LW_EVF_STALE_EXIT) ++stats_.stale_exits;
+      break;
+    case EventType::kExec:
+      p.exec_pending = true;
+      discoveries_.push_back({p.pid, 0, true, e->ts_ns});
+      break;
+    case EventType::kFork:
+      discoveries_.push_back({static_cast<pid_t>(e->addr), p.pid, false, e->ts_ns});
+      break;
+    case EventType::kMapExec:
+      p.rescan_pending = true;
+      break;
+  }
+}
+
+Result<int> Tracer::poll(int timeout_ms) {
+  Result<int> n = session_->poll(timeout_ms);
+  if (!n) return n;
+  after_poll();
+  return n;
+}
+
+void Tracer::after_poll() {
+  // A drop anywhere shows in the global counter; only then look per target.
+  Counters c = session_->read_counters();
+  bool drops = c[LW_CNT_EVENTS_DROPPED_RINGBUF] != drops_seen_;
+  if (drops) {
+    // Consume what is already buffered first, so the map read below is not
+    // older than the events still queued before it.
+    if (!session_->drain()) ++stats_.ringbuf_errors;
+    drops_seen_ = c[LW_CNT_EVENTS_DROPPED_RINGBUF];
+  }
+  for (auto& [pid, proc] : procs_) {
+    if (proc->exited) continue;
+    if (proc->exec_pending) {
+      reattach_after_exec(*proc);
+      continue;
+    }
+    if (proc->rescan_pending) {
+      proc->rescan_pending = false;
+      ++stats_.rescans;
+      if ((proc->options.heap || proc->options.mmap || proc->options.cuda) &&
+          proc->accounting && !attach_objects(*proc, proc->options.heap))
+        ++stats_.attach_errors;
+      if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
+    }
+    if (drops) {
+      auto t = session_->get_target(pid);
+      if (t && t->lost != proc->lost_seen) {
+        proc->lost_seen = t->lost;
+        resync(*proc);
+      }
+    }
+  }  // Resyncs and execs replaced whole record sets.
+  recount_records();
+  update_raw_syscalls();
+}
+
+void Tracer::resync(TracedProcess& proc) {
+  uint32_t skip = 0;
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
+    if (proc.heap.frozen(k)) skip |= 1u << k;
+  Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid, skip);
+  if (!records) return;  // retried on the next loss; counted by the caller's metrics
+  proc.heap.resync(*records);
+  proc.cuda_devices.resync(*records);
+  ++stats_.resyncs;
+}
+
+void Tracer::reattach_after_exec(TracedProcess& proc) {
+  proc.exec_pending = false;
+  ++proc.execs;
+  // The probes stay: uprobes are per (inode, offset) and filtered by the
+  // task's current mm, so a probe on a library the new image maps too (the
+  // usual case: the same libc) keeps working, and one on a library it does
+  // not map never fires. Only objects new to this pid are attached below.
+  // (Detaching and re-attaching the same probes at exec lost the new
+  // image's first return probe; see test FollowsPidThroughExec.)
+  if (!session_->purge_live(proc.pid)) ++stats_.attach_errors;
+  proc.heap.clear();
+  proc.cuda_devices.clear();
+  proc.stacks.clear();
+  proc.comm = process_comm(proc.pid);
+  if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+  // The exec cleared the kernel flags, and the new image's wrappers are
+  // decided again below: until then the raw tracepoints (if attached) must
+  // not skip this process.
+  proc.syscall_sites = false;
+  if (!session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes))
+    return;
+  if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
+      !attach_objects(proc, proc.options.heap))
+    ++stats_.attach_errors;
+}
+
+Status Tracer::attach_objects(TracedProcess& proc, bool heap) {
+  Status st = proc.attacher->attach_new_objects(heap);
+  sync_syscall_sites(proc);
+  return st;
+}
+
+void Tracer::sync_syscall_sites(TracedProcess& proc) {
+  const bool sites = proc.attacher->syscall_tracing() == SyscallTracing::kWrappers;
+  if (sites == proc.syscall_sites) return;
+  proc.syscall_sites = sites;
+  (void)session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes);
+}
+
+void Tracer::set_raw_syscalls_allowed(bool allowed) {
+  raw_syscalls_allowed_ = allowed;
+  update_raw_syscalls();
+}
+
+void Tracer::update_raw_syscalls() {
+  bool needed = false;
+  if (raw_syscalls_allowed_)
+    for (const auto& [pid, p] : procs_)
+      if (!p->exited && p->accounting && p->options.mmap && p->options.heap &&
+          p->attacher->syscall_tracing() == SyscallTracing::kTracepoints) {
+        needed = true;
+        break;
+      }
+  if (needed == session_->syscall_tracing()) return;
+  if (Status st = session_->set_syscall_tracing(needed); !st) ++stats_.attach_errors;
+}
+
+Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {
+  auto records = session_->read_live(pid);
+  if (!records) return records.error();
+  uint64_t total = 0;
+  for (const KernelRecord& r : *records) total += r.size;
+  return total;
+}
+
+// With the build-id in the ModuleRef, the symbolizer shares one parsed
+// module among every process mapping the same file (500 workers, one libc).
+const std::string& Tracer::build_id_of(const MapEntry& m, const std::string& open_path) {
+  auto key = std::make_tuple(m.dev_major, m.dev_minor, m.inode);
+  auto it = build_ids_.find(key);
+  if (it != build_ids_.end()) return it->second;
+  static const std::string kUnknown;
+  auto elf = ElfFile::open_path(open_path);
+  if (!elf) return kUnknown;  // not cached: the next process may open it
+  if (build_ids_.size() >= kMaxBuildIdCache) build_ids_.clear();
+  return build_ids_.emplace(key, (*elf)->build_id()).first->second;
+}
+
+const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_hash) {
+  auto it = proc.stacks.find(stack_hash);
+  if (it != proc.stacks.end()) return it->second;
+  ResolvedStack rs;
+  StoredStack stored = session_->read_stack(stack_hash);
+  std::vector<uint64_t> ips = std::move(stored.ips);
+  if ((stored.flags & LW_STACK_RET_HINT_TRUSTED) && ips.size() >= 2) {
+    // Allocated inside operator new: ips[0] is in libstdc++ and ips[1] is
+    // new's own return address (read at its entry), i.e. its caller.
+    ips.erase(ips.begin());
+  } else if ((stored.flags & LW_STACK_RET_HINT) && ips.size() >= 2) {
+    // A syscall stack: ips[0] is inside the (frameless) wrapper and ips[1]
+    // the word at the user sp. The leaf we report is the wrapper's caller,
+    // so keep the hint in place of the wrapper if it is a real return
+    // address; otherwise drop the hint and keep the wrapper.
+    const MapEntry* m = find_mapping(proc.maps, ips[1]);
+    bool valid = m && m->executable && is_return_address(proc.pid, ips[1]);
+    ips.erase(ips.begin() + (valid ? 0 : 1));
+  }
+  bool refreshed = false;
+  for (size_t i = 0; i < ips.size(); ++i) {
+    uint64_t ip = ips[i];
+    const MapEntry* m = find_mapping(proc.maps, ip);
+    if (!m && !refreshed && !proc.exited) {
+      if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+      refreshed = true;
+      m = find_mapping(proc.maps, ip);
+    }
+    Frame f;
+    if (m && m->is_file()) {
+      ModuleRef ref;
+      ref.path = m->path;
+      char buf[96];
+      snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, proc.pid, m->start,
+               m->end);
+      ref.open_path = buf;
+      ref.inode = m->inode;
+      ref.build_id = build_id_of(*m, ref.open_path);
+      f = symbolizer_.symbolize(ref, ip - m->start + m->offset);
+      if (f.build_id.empty() && f.function.empty()) {
+        // map_files is gone (the process exited): try the path in its root.
+        ref.open_path = "/proc/" + std::to_string(proc.pid) + "/root" + m->path;
+        f = symbolizer_.symbolize(ref, ip - m->start + m->offset);
+      }
+    } else {
+      f.module = m ? m->path : "[unknown]";
+      f.offset = ip;
+    }
+    rs.frames.push_back(std::move(f));
+  }
+  rs.stack_id = stable_stack_id(rs.frames);
+  return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
+}
+
+}  // namespace lw

@@ -1,0 +1,200 @@
+// The tracing engine shared by `leakwatch top` and the daemon: one BPF
+// session, the processes attached to it, their heap trackers, and the stack
+// resolver. Consumes the ring buffer, applies events, resyncs a process from
+// the kernel's live map after a counted loss, and follows exec and dlopen.
+//
+// Contract: poll() consumes events and then does the deferred work (exec
+// re-attach, dlopen rescan, resync, stack resolution). Everything runs on
+// the calling thread. Thread-safety: not thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/elf_file.h"
+#include "core/cuda_devices.h"
+
+#include "core/heap_tracker.h"
+#include "core/proc_maps.h"
+#include "core/symbolizer.h"
+#include "engine/bpf_session.h"
+#include "engine/process_attacher.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+struct ResolvedStack {
+  uint64_t stack_id = 0;      // stable_stack_id() of the frames
+  std::vector<Frame> frames;  // leaf first
+};
+
+// How to trace one process.
+struct AttachOptions {
+  bool heap = true;          // malloc family and operator new (uprobes): mode `full`
+  bool mmap = true;          // anonymous mmap/munmap/mremap/brk (tracepoints)
+  bool follow_forks = false; // report forked children (Tracer::take_discoveries)
+  // Byte sampling of the heap (bpf/lw_sampling.h): mean bytes between
+  // samples, 0 = record every allocation. Heap figures are then estimates.
+  uint64_t sample_mean_bytes = 0;
+  bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (architecture.md 20)
+};
+
+// A process the daemon may want to look at: it exec'd, or a target forked it.
+struct Discovery {
+  pid_t pid = 0;
+  pid_t parent = 0;  // the forking target, 0 for an exec
+  bool was_target = false;  // an exec of a process already traced
+  uint64_t event_ns = 0;    // the exec/fork event's bpf_ktime_get_ns (CLOCK_MONOTONIC)
+};
+
+struct TracedProcess {
+  pid_t pid = 0;
+  uint64_t start_ticks = 0;   // /proc/PID/stat starttime: pid + this = identity
+  std::string comm;
+  std::string exe;
+  bool exited = false;
+  uint64_t execs = 0;
+  HeapTracker heap;
+  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 15)
+  std::unique_ptr<ProcessAttacher> attacher;
+  AttachOptions options;
+  ParsedMaps maps;            // last read; kept after exit for symbolization
+  std::unordered_map<uint64_t, ResolvedStack> stacks;  // by kernel stack hash
+  // Deferred work, set by events, done after the poll.
+  bool exec_pending = false;
+  bool rescan_pending = false;
+  uint64_t lost_seen = 0;
+  bool accounting = true;  // overhead: false while the kill switch holds it
+  // Unix seconds when the heap probes were detached (step-down, governor,
+  // kill switch); 0 while they are attached or never were. The heap figures
+  // are then frozen and stale (ProcessSnapshot::heap_stale_since).
+  double heap_stale_since = 0;
+  // The memory budget shed this process's heap records (architecture.md,
+  // 25): its kernel flags leave heap accounting off at once, before the
+  // daemon detaches the heap probes; cleared when heap tracing resumes.
+  bool heap_shed = false;
+  // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
+  // see this process's mmap-family calls (decision 29).
+  bool syscall_sites = false;
+};
+
+class Tracer {
+ public:
+  static Result<std::unique_ptr<Tracer>> create(const BpfOptions& options);
+  ~Tracer();  // detaches every process's probes at once
+
+  // Attaches to a running process. Errors: ESRCH (no such process), EPERM,
+  // ENOENT (nothing to probe).
+  Status attach(pid_t pid, const AttachOptions& options = {});
+  void detach(pid_t pid);
+  // detach() for many at once: their links are closed together, so the
+  // kernel's grace period per uprobe unregistration is waited out once for
+  // all of them, not once per process (process churn: architecture.md 27).
+  void detach_many(const std::vector<pid_t>& pids);
+
+  // ---- overhead ----
+  // Attaches (true) or detaches (false) `pid`'s heap probes, leaving its
+  // mmap tracing as it is. Attaching re-baselines the heap: the process's
+  // heap records are deleted from the kernel map and the tracker, so only
+  // allocations from now on count (frees were not seen while detached).
+  // Detaching freezes the heap figures and stamps heap_stale_since.
+  Status set_heap_tracing(pid_t pid, bool on);
+  // Detaches the heap probes of every pid given (set_heap_tracing(pid,
+  // false) for many) and, for `all_probe_pids` (the kill switch), every other
+  // probe too (CUDA, mmap wrappers, ld.so), closing all links at once.
+  void detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& all_probe_pids = {});
+  // Stops (false) or resumes (true) all of `pid`'s accounting, heap and
+  // mmap, by its kernel target flags (the kill switch; the probes
+  // themselves are detached with set_heap_tracing).
+  Status set_accounting(pid_t pid, bool on);
+  // The memory budget (docs/architecture.md, 28): at most `cap` live
+  // records across all processes (0: no cap). Checked on every insert: past
+  // it, the process with the most heap records is shed at once (heap
+  // accounting off in the kernel, its heap records dropped, its per-site
+  // figures frozen) and reported by take_budget_sheds(); the caller then
+  // detaches its heap probes (set_heap_tracing(pid, false)).
+  void set_live_record_cap(uint64_t cap);
+  std::vector<pid_t> take_budget_sheds() { return std::exchange(budget_sheds_, {}); }
+  // Allocator probe hits of `pid` counted by the kernel side so far.
+  std::optional<uint64_t> probe_hits(pid_t pid) const;
+  // The host-wide raw syscall tracepoints (decision 29) are attached only
+  // while a process in mode full has no probeable mmap wrapper (Go,
+  // stripped static, an interposed mmap) and `allowed` (false while the
+  // kill switch holds). Re-evaluated after every poll and attach.
+  void set_raw_syscalls_allowed(bool allowed);
+  bool raw_syscalls_attached() const { return session_->syscall_tracing(); }
+  // ---- end overhead ----
+
+  // Waits up to timeout_ms for events, applies them, then does the deferred
+  // work. Returns the number of events consumed.
+  Result<int> poll(int timeout_ms);
+
+  TracedProcess* process(pid_t pid);
+  const std::map<pid_t, std::unique_ptr<TracedProcess>>& processes() const { return procs_; }
+
+  // The symbolized stack for a kernel stack hash of `proc` (cached).
+  const ResolvedStack& resolve_stack(TracedProcess& proc, uint64_t stack_hash);
+
+  // Sum of the kernel live map's records for `pid`, for consistency checks.
+  Result<uint64_t> kernel_live_bytes(pid_t pid) const;
+
+  // Every raw record is also handed to `tap` before decoding (recording).
+  void set_record_tap(std::function<void(const void*, size_t)> tap) { tap_ = std::move(tap); }
+
+  Counters counters() const { return session_->read_counters(); }
+  TracerStats stats() const {
+    TracerStats s = stats_;
+    s.symbolization_errors = symbolizer_.errors();
+    s.elf_rejections = elf_rejection_counts();
+    s.raw_syscall_tracepoints = session_->syscall_tracing();
+    return s;
+  }
+
+  // Execs and forks seen since the last call (daemon discovery).
+  std::vector<Discovery> take_discoveries() { return std::exchange(discoveries_, {}); }
+  BpfSession& session() { return *session_; }
+
+ private:
+  explicit Tracer(std::unique_ptr<BpfSession> session);
+  void on_record(const void* data, size_t len);
+  void after_poll();
+  void resync(TracedProcess& proc);
+  void reattach_after_exec(TracedProcess& proc);
+  Status attach_objects(TracedProcess& proc, bool heap);
+  void sync_syscall_sites(TracedProcess& proc);
+  void update_raw_syscalls();
+  bool raw_syscalls_allowed_ = true;
+  void recount_records();
+  void shed_largest();
+  const std::string& build_id_of(const MapEntry& m, const std::string& open_path);
+  static constexpr size_t kMaxBuildIdCache = 4096;
+
+  std::unique_ptr<BpfSession> session_;
+  std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;
+  Symbolizer symbolizer_;
+  TracerStats stats_;
+  uint64_t drops_seen_ = 0;
+  std::vector<Discovery> discoveries_;
+  // (dev major, dev minor, inode) -> build-id ("" when the file has none).
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::string> build_ids_;
+  std::function<void(const void*, size_t)> tap_;
+  std::vector<pid_t> budget_sheds_;
+  // Above the cap with nothing left to shed: look again only once this many
+  // more records were added (not one scan per event).
+  uint64_t shed_blocked_at_ = 0;
+};
+
+// /proc/PID/stat starttime (clock ticks since boot), or 0.
+uint64_t process_start_ticks(pid_t pid);
+std::string process_comm(pid_t pid);
+
+}  // namespace lw

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The source layout's rules (docs/architecture.md, "Layers"), checked on
+every hand-written source file:
+  - arrows point down only: each folder includes only the folders it may
+    depend on (the exporter and the CLI's printers never see the engine);
+  - core/ and view/ never include libbpf or the generated skeleton;
+  - no hand-written source file is over 800 lines (bpf/vmlinux.h aside).
+Usage: check_layout.py SOURCE_DIR"""
+import os
+import re
+import sys
+
+# folder -> folders of this project it may include from
+ALLOWED = {
+    "core": {"core"},
+    "view": {"view", "core"},
+    "engine": {"engine", "view", "core"},
+    "service": {"service", "engine", "view", "core"},
+    "exporter": {"exporter", "view", "core"},
+    "cli": {"cli", "service", "engine", "exporter", "view", "core"},
+}
+# Files of cli/ that only print views (docs/architecture.md, "Layers").
+PRINTERS = {"cli/top_printer.h", "cli/top_printer.cc"}
+LIBBPF = {"bpf/libbpf.h", "bpf/bpf.h", "bpf/btf.h", "bpf/libbpf_common.h"}
+PROJECT_DIRS = set(ALLOWED) | {"bpf", "tests", "bench", "fuzz", "demo"}
+MAX_LINES = 800
+SOURCE_EXT = (".c", ".cc", ".h", ".py", ".sh")
+SKIP_DIRS = {".git", "node_modules"}
+
+include_re = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]')
+
+
+def main():
+    root = sys.argv[1]
+    errors = []
+    for top in sorted(os.listdir(root)):
+        if top.startswith("build") or top in SKIP_DIRS or not os.path.isdir(os.path.join(root, top)):
+            continue
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                if not name.endswith(SOURCE_EXT) or rel == "bpf/vmlinux.h":
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    lines = f.readlines()
+                if len(lines) > MAX_LINES:
+                    errors.append(f"{rel}: {len(lines)} lines (over {MAX_LINES}: split it by concern)")
+                folder = rel.split("/", 1)[0]
+                if folder not in ALLOWED:
+                    continue
+                allowed = {"view", "core"} if rel in PRINTERS else ALLOWED[folder]
+                own = {p for p in PRINTERS if rel in PRINTERS}
+                for n, line in enumerate(lines, 1):
+                    m = include_re.match(line)
+                    if not m:
+                        continue
+                    inc = m.group(1)
+                    head = inc.split("/", 1)[0]
+                    if folder in ("core", "view") and (inc in LIBBPF or inc.endswith(".skel.h")):
+                        errors.append(f"{rel}:{n}: {folder}/ includes libbpf or the skeleton ({inc})")
+                    if inc in own:
+                        continue
+                    if "/" in inc and head in PROJECT_DIRS and head not in allowed and head != "bpf":
+                        errors.append(f"{rel}:{n}: {folder}/ may not include {inc} "
+                                      f"(allowed: {', '.join(sorted(allowed))})")
+    for e in errors:
+        print(e)
+    if errors:
+        print(f"check_layout: {len(errors)} violation(s)")
+        return 1
+    print("check_layout: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

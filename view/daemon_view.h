@@ -1,0 +1,91 @@
+// What the daemon publishes: one immutable DaemonSnapshot per publish (every
+// second, and whenever the tracked set changes), swapped in under a mutex.
+// The HTTP threads and the metrics writer read only this; none of it points
+// back into the daemon, the engine or the BPF session (docs/architecture.md,
+// decision 13 and "Layers").
+// Thread-safety: plain data; shared as shared_ptr<const DaemonSnapshot>.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
+#include "core/latency_histogram.h"
+#include "core/process_identity.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+// How the daemon holds one process: its identity, the target that matched
+// it and the state of its overhead controls, as of the publish.
+struct ProcessInfo {
+  ProcessIdentity identity;
+  std::string target;       // TargetConfig::name
+  TargetMode mode = TargetMode::kAuto;
+  pid_t parent = 0;         // the target it was forked from, 0 if matched itself
+  std::chrono::system_clock::time_point attached_at;
+  bool full = false;              // heap probes wanted (mode full, or auto escalated)
+  bool heap_attached = false;     // the heap probes are attached now
+  bool tracing_suspended = false; // the governor (or the memory budget) holds the heap probes off
+};
+
+struct ProcessEntry {
+  ProcessInfo process;
+  ProcessSnapshot snapshot;
+};
+
+struct DaemonCounters {
+  uint64_t attached_total = 0;            // processes attached since start
+  uint64_t detached_total = 0;
+  uint64_t refused_max_processes = 0;     // not attached: limits.max_processes
+  uint64_t refused_memory_budget = 0;     // not attached: limits.max_daemon_memory_bytes
+  uint64_t attach_failures = 0;           // by the last error's reason in attach_errors
+  std::map<std::string, uint64_t> attach_errors;  // reason -> count
+  uint64_t reconciliations = 0;
+  uint64_t discoveries = 0;               // exec/fork events looked at
+  uint64_t reloads_total = 0;
+  uint64_t reload_failures_total = 0;
+  bool last_reload_successful = true;
+  double last_reload_success_timestamp = 0;  // unix seconds
+  uint64_t daemon_memory_over_budget = 0; // snapshots taken over limits.max_daemon_memory_bytes
+  // overhead
+  uint64_t escalations_up = 0;
+  uint64_t escalations_down = 0;
+  uint64_t governor_suspensions = 0;
+  // heap tracing suspended because the live records reached the cap derived
+  // from limits.max_daemon_memory_bytes (architecture.md, 28)
+  uint64_t memory_budget_suspensions = 0;
+  bool kill_switch_engaged = false;
+  // Attaches that followed an exec/fork event: from the event's kernel time
+  // to the probes being in place (leakwatch_attach_latency_seconds).
+  LatencyHistogram attach_latency;
+  // A traced pid found running another process at its exec event (pid
+  // reused, the old exit unseen): the old state dropped, the new process
+  // matched afresh.
+  uint64_t pid_reuse_detected = 0;
+};
+
+// What the HTTP side serves: immutable once published.
+struct DaemonSnapshot {
+  double timestamp = 0;
+  std::vector<ProcessEntry> processes;
+  Counters kernel_counters{};
+  TracerStats tracer_stats;
+  DaemonCounters counters;
+  std::vector<std::pair<std::string, ProbeReport>> probes;  // (object path, probe), all processes
+  uint32_t max_processes = 0;
+  uint32_t live_map_capacity = 0;
+  uint32_t stack_map_capacity = 0;
+  uint64_t live_map_entries = 0;          // records of tracked processes
+  std::string config_path;
+};
+
+const char* mode_name(TargetMode mode);
+
+}  // namespace lw

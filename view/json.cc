@@ -1,0 +1,102 @@
+#include "view/json.h"
+
+#include "core/stack_id.h"
+
+namespace lw {
+
+nlohmann::json to_json(const ProcessSnapshot& snap) {
+  using nlohmann::json;
+  json sites = json::array();
+  for (const SiteSnapshot& s : snap.sites) {
+    json frames = json::array();
+    for (const Frame& f : s.frames) {
+      frames.push_back({{"function", f.function},
+                        {"file", f.file},
+                        {"line", f.line},
+                        {"module", f.module},
+                        {"build_id", f.build_id},
+                        {"offset", f.offset}});
+    }
+    sites.push_back({{"stack_id", stack_id_hex(s.stack_id)},
+                     {"kind", kind_name(s.kind)},
+                     {"live_bytes", s.live_bytes},
+                     {"live_allocations", s.live_allocations},
+                     {"allocated_bytes", s.allocated_bytes},
+                     {"allocations", s.allocations},
+                     {"freed_bytes", s.freed_bytes},
+                     {"frees", s.frees},
+                     {"leak_rate_bytes_per_second", s.leak_rate_bytes_per_second},
+                     {"suspected_leak", s.suspected_leak},
+                     {"trend", trend_name(s.trend)},
+                     {"age_bytes",
+                      {{"lt_1m", s.ages.lt_1m},
+                       {"lt_10m", s.ages.lt_10m},
+                       {"lt_1h", s.ages.lt_1h},
+                       {"older", s.ages.older}}},
+                     {"frames", std::move(frames)}});
+  }
+  json counters = json::object();
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) counters[name] = snap.kernel_counters[i];
+  counters["resyncs"] = snap.heap_counters.resyncs;
+  counters["resync_added"] = snap.heap_counters.resync_added;
+  counters["resync_removed"] = snap.heap_counters.resync_removed;
+  counters["stale_frees"] = snap.heap_counters.stale_frees;
+  counters["duplicate_allocs"] = snap.heap_counters.duplicate_allocs;
+  counters["decode_errors"] = snap.tracer_stats.decode_errors;
+  counters["attach_errors"] = snap.tracer_stats.attach_errors;
+  json out = {{"pid", snap.pid},
+              {"comm", snap.comm},
+              {"timestamp", snap.timestamp},
+              {"final", snap.final},
+              {"live_bytes", snap.live_bytes},
+              {"live_allocations", snap.live_allocations},
+              {"events",
+               {{"seen", snap.kernel_counters[LW_CNT_EVENTS_SEEN]},
+                {"delivered", snap.kernel_counters[LW_CNT_EVENTS_DELIVERED]},
+                {"dropped", snap.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]}}},
+              {"counters", std::move(counters)},
+              {"sites_total", snap.sites_total},
+              {"sites", std::move(sites)}};
+  if (snap.kernel_live_bytes >= 0) out["kernel_live_bytes"] = snap.kernel_live_bytes;
+  // Which figures are estimates, and at what rate (docs/api.md).
+  out["sampling"] = {{"mean_bytes", snap.sample_mean_bytes},
+                     {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
+  out["heap_stale_since"] = snap.heap_stale_since > 0 ? json(snap.heap_stale_since) : json(nullptr);
+  json cuda_devices = json::array();
+  for (const CudaDeviceTotal& t : snap.cuda_devices)
+    cuda_devices.push_back({{"device", t.device},
+                            {"kind", kind_name(t.kind)},
+                            {"live_bytes", t.live_bytes},
+                            {"live_allocations", t.live_allocations}});
+  out["cuda_devices"] = std::move(cuda_devices);
+  out["kinds"] = kinds_to_json(snap);
+  out["allocator"] = to_json(snap.allocator);
+  return out;
+}
+
+nlohmann::json kinds_to_json(const ProcessSnapshot& snap) {
+  nlohmann::json kinds = nlohmann::json::object();
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    const KindTotals& t = snap.kinds[k];
+    if (t.allocations == 0 && t.live_allocations == 0) continue;
+    kinds[kind_name(k)] = {{"live_bytes", t.live_bytes},
+                           {"live_allocations", t.live_allocations},
+                           {"allocated_bytes", t.allocated_bytes},
+                           {"allocations", t.allocations},
+                           {"freed_bytes", t.freed_bytes},
+                           {"frees", t.frees}};
+  }
+  return kinds;
+}
+
+nlohmann::json to_json(const AllocatorInfo& a) {
+  return {{"support", a.support},       {"reason", a.reason},
+          {"family", a.family},         {"object", a.object},
+          {"build_id", a.build_id},     {"static", a.static_exe},
+          {"go", a.go},                 {"preload", a.preload},
+          {"functions", a.functions},   {"objects", a.objects},
+          {"mmap_tracing", a.mmap_tracing}, {"mmap_tracing_reason", a.mmap_tracing_reason}};
+}
+
+}  // namespace lw

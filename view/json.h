@@ -1,0 +1,17 @@
+// The JSON shapes of the views, shared by the API (exporter/http_server.cc)
+// and `leakwatch top --json` (docs/api.md, docs/cli.md).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "view/process_view.h"
+
+namespace lw {
+
+nlohmann::json to_json(const ProcessSnapshot& snap);
+nlohmann::json to_json(const AllocatorInfo& a);
+// Totals per kind over every site, kinds with no allocation left out (API, top).
+nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
+
+}  // namespace lw

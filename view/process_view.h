@@ -1,0 +1,141 @@
+// What a reader sees of one traced process: plain, immutable data filled
+// once per publish (or per `top` interval) by the engine, read by the
+// exporter, the API, pprof and the CLI's printers. Nothing here refers to
+// the engine: a view outlives the process, the probes and the BPF session
+// that produced it (docs/architecture.md, "Layers").
+// Thread-safety: plain data; share it const.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/counters.h"
+#include "core/cuda_devices.h"
+#include "core/heap_tracker.h"
+#include "core/leak_analysis.h"
+#include "core/pprof.h"
+#include "core/symbolizer.h"
+#include "leakwatch_abi.h"
+
+namespace lw {
+
+struct SiteSnapshot {
+  uint64_t stack_id = 0;
+  uint32_t kind = 0;
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t freed_bytes = 0;
+  uint64_t frees = 0;
+  std::vector<Frame> frames;
+  // Leak analysis (zero/unknown until the analyzer has enough samples).
+  AgeBuckets ages;
+  double leak_rate_bytes_per_second = 0;
+  Trend trend = Trend::kUnknown;
+  bool suspected_leak = false;
+};
+
+// Totals of one kind of memory over every site of a process.
+struct KindTotals {
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t freed_bytes = 0;
+  uint64_t frees = 0;
+};
+
+// What was decided for one probed function; exposed through the API so
+// "why does nothing show" has an answer.
+struct ProbeReport {
+  std::string symbols;     // "aligned_alloc,memalign" when they share an address
+  uint64_t file_offset = 0;
+  bool retprobe = false;
+  std::string placement;   // "entry", "after NULL check", ...
+  bool attached = false;
+  std::string error;       // why not, when !attached
+};
+
+// The allocator decision for one process, for the API, `top` and the
+// leakwatch_process_allocator_info metric: "why is nothing showing".
+struct AllocatorInfo {
+  std::string support = "pending";  // full | partial | unsupported | pending
+  std::string reason;               // why not full
+  std::string family;               // jemalloc | tcmalloc | mimalloc | glibc | unknown
+  std::string object;               // the object whose malloc wins ("" when none)
+  std::string build_id;             // of that object
+  bool static_exe = false;
+  bool go = false;
+  std::vector<std::string> preload;  // LD_PRELOAD then /etc/ld.so.preload, as read
+  std::vector<std::string> functions;  // every function probed (attached), all objects
+  std::vector<std::string> objects;    // every object holding probes
+  // How anonymous mmap/munmap/mremap/brk are seen (decision 29): "wrappers"
+  // (probes on the process's libc wrappers), "tracepoints" (no probeable
+  // wrapper: only the host-wide raw syscall tracepoints can, and the
+  // daemon attaches them while such a process is in mode full), "pending"
+  // (libc not mapped yet), "off" (mmap accounting not asked for).
+  std::string mmap_tracing = "pending";
+  std::string mmap_tracing_reason;     // why not "wrappers"
+};
+
+// The engine's own figures (not per process).
+struct TracerStats {
+  uint64_t decode_errors = 0;       // ring-buffer records that did not decode
+  uint64_t events_unknown_pid = 0;  // events for a pid we no longer track
+  // Exits reported at the fork of a new process on a still-registered pid
+  // (the old process's own exit went unseen: it exited while being attached).
+  uint64_t stale_exits = 0;
+  uint64_t resyncs = 0;
+  // The host-wide raw syscall tracepoints are attached (decision 29).
+  bool raw_syscall_tracepoints = false;
+  uint64_t rescans = 0;
+  uint64_t attach_errors = 0;
+  uint64_t ringbuf_errors = 0;
+  uint64_t symbolization_errors = 0;  // modules that failed to open or parse
+  // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
+  std::vector<uint64_t> elf_rejections;
+  // The memory budget (docs/architecture.md, 28).
+  uint64_t live_records = 0;         // per-address records held, all processes
+  uint64_t live_record_cap = 0;      // 0: no cap
+  uint64_t memory_budget_sheds = 0;  // processes whose heap records were shed
+};
+
+// A point-in-time view of one traced process: its sites merged by stable
+// stack id and symbolized.
+struct ProcessSnapshot {
+  pid_t pid = 0;
+  std::string comm;
+  double timestamp = 0;        // unix seconds
+  bool final = false;          // the process has exited; last snapshot
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  std::array<KindTotals, LW_KIND_MAX> kinds{};  // every site, not only the top
+  std::array<LeakVerdict, LW_KIND_MAX> kind_verdicts{};  // process-level, per kind
+  std::array<AgeBuckets, LW_KIND_MAX> kind_ages{};
+  std::vector<SiteSnapshot> sites;  // live_bytes descending, top `max_sites`
+  size_t sites_total = 0;           // sites holding memory before truncation
+  Counters kernel_counters{};
+  HeapCounters heap_counters;
+  TracerStats tracer_stats;
+  int64_t kernel_live_bytes = -1;   // -1 when not read
+  // Byte sampling: > 0 means every heap figure is an estimate from
+  // allocations sampled at this mean (core/sampling.h).
+  uint64_t sample_mean_bytes = 0;
+  // > 0 (unix seconds): the heap probes were detached then (step-down from
+  // `full`, governor, kill switch), so the heap figures are frozen as of
+  // that time and stale; the next attach re-baselines them.
+  double heap_stale_since = 0;
+  std::vector<CudaDeviceTotal> cuda_devices;  // live CUDA bytes per (device, kind)
+  AllocatorInfo allocator;          // which allocator is probed, and how well
+  // The process's executable file mappings (pprof's mapping table).
+  std::vector<PprofMapping> mappings;
+};
+
+const char* kind_name(uint32_t kind);
+
+}  // namespace lw
