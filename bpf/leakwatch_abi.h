@@ -66,7 +66,7 @@ enum lw_func {
   LW_FUNC_SYS_MREMAP = 17,
   LW_FUNC_SYS_BRK = 18,
   LW_FUNC_DL_STATE = 19,     /* ld.so's _dl_debug_state: the link map changed (dlopen) */
-  /* 20..31: free. 32..63: CUDA (see bpf/cuda.bpf.h and
+  /* 20..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
    * docs/architecture.md, "GPU memory"). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,
@@ -247,7 +247,7 @@ struct lw_event {
   __u64 stack_hash; /* ALLOC only */
 };
 
-/* ---- CUDA state (bpf/cuda.bpf.h) ---- */
+/* ---- CUDA state (bpf/lw_cuda.bpf.h) ---- */
 
 #define LW_CUDA_CTX_STACK 4
 
