@@ -23,11 +23,14 @@ struct alignas(64) Block {
 };
 __attribute__((noinline)) void fill(Block* b, int v) { memset(b->bytes, v, sizeof(b->bytes)); }
 
-// Realigning the incoming stack goes through a DRAP register: GCC describes
-// the CFA as *(rbp - 8) (LW_CFA_DEREF_RBP).
-__attribute__((noinline, force_align_arg_pointer)) int realigned(int v) {
+// An over-aligned local next to a variable-length array: GCC realigns the
+// stack through a DRAP register (%r10) and describes the CFA as
+// *(rbp - 8) (LW_CFA_DEREF_RBP).
+__attribute__((noinline)) int realigned(int v, int n) {
   Block b;
-  fill(&b, v);
+  char buf[n];
+  memset(buf, v, static_cast<size_t>(n));
+  fill(&b, buf[n - 1]);
   return b.bytes[3] + v;
 }
 
@@ -45,7 +48,7 @@ __attribute__((noinline)) int recurse(int depth, std::vector<int>& trail) {
 
 int main(int argc, char** argv) {
   std::vector<int> trail;
-  int total = vla_sum(argc + 10) + realigned(argc);
+  int total = vla_sum(argc + 10) + realigned(argc, argc + 7);
   try {
     total += recurse(argc * 5, trail);
   } catch (const std::exception& e) {
