@@ -141,7 +141,9 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t)
     return 0;
-  apply_syscall(ctx, t, tgid, nr, &v, (long)ctx->args[1], BPF_CORE_READ(regs, sp));
+  struct lw_regs user = {
+      .ip = BPF_CORE_READ(regs, ip), .sp = BPF_CORE_READ(regs, sp), .bp = BPF_CORE_READ(regs, bp)};
+  apply_syscall(ctx, t, tgid, nr, &v, (long)ctx->args[1], &user);
   return 0;
 }
 

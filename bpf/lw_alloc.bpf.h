@@ -262,9 +262,11 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
       return 0;
     }
     __s64 inc = (__s64)size;
-    if (inc > 0)
+    if (inc > 0) {
+      struct lw_regs regs = lw_probe_regs(ctx);
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, ret, (__u64)inc, bpf_ktime_get_ns(),
-                   capture_stack(ctx, 0, 0));
+                   capture_stack(ctx, &regs, true, 0));
+    }
     else if (inc < 0)
       unmap_range(t, tgid, ret - (__u64)(-inc), (__u64)(-inc));
     return 0;
@@ -333,8 +335,8 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
     count(LW_CNT_SAMPLE_SKIPPED);
     return 0;
   }
-  __u64 stack = v.arg2 ? capture_stack(ctx, v.arg2, LW_STACK_RET_HINT_TRUSTED)
-                       : capture_stack(ctx, 0, 0);
+  struct lw_regs regs = lw_probe_regs(ctx);
+  __u64 stack = capture_stack(ctx, &regs, true, v.arg2);
   record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), stack);
   return 0;
 }

@@ -149,7 +149,7 @@ static __always_inline void cuda_set_current(__u32 tgid, __u32 tid, __u64 ctx)
   cuda_ctx_became_current(tgid, th, ctx);
 }
 
-static __always_inline void cuda_record(void *ctx, struct lw_target *t, __u32 tgid, __u32 tid,
+static __always_inline void cuda_record(struct pt_regs *ctx, struct lw_target *t, __u32 tgid, __u32 tid,
                                         __u32 kind, __u64 addr, __u64 size)
 {
   struct lw_cuda_rec rec = {.device = -1};
@@ -159,8 +159,9 @@ static __always_inline void cuda_record(void *ctx, struct lw_target *t, __u32 tg
     rec.device = th->device;
   }
   struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
+  struct lw_regs regs = lw_probe_regs(ctx);
   struct lw_live_val val = {.size = size, .alloc_ns = bpf_ktime_get_ns(),
-                            .stack_hash = capture_stack(ctx, 0, 0)};
+                            .stack_hash = capture_stack(ctx, &regs, true, 0)};
   bool replaced;
   if (live_insert(t, tgid, kind, addr, &val, &replaced)) {
     if (replaced)

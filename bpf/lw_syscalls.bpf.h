@@ -78,9 +78,10 @@ static __always_inline bool syscall_wanted(struct lw_target *t, __u32 tid, long 
 }
 
 /* Accounts a finished call that syscall_wanted() accepted; `ret` is the
- * kernel's result, `user_sp` the caller's stack pointer in the wrapper. */
+ * kernel's result, `regs` the user registers in the wrapper after the call. */
 static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 tgid, long nr,
-                                          const struct lw_ctx_val *v, long ret, __u64 user_sp)
+                                          const struct lw_ctx_val *v, long ret,
+                                          const struct lw_regs *regs)
 {
   bool failed = ret < 0 && ret > -4096;
   switch (nr) {
@@ -89,12 +90,11 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
       return;
     __u64 len = (v->arg0 + LW_PAGE_SIZE - 1) & ~(LW_PAGE_SIZE - 1);
     if (v->arg2) {
-      /* glibc's mmap wrapper has no frame: the word at the user sp is the
-       * return address into its caller (validated by the daemon). */
-      __u64 hint = 0;
-      bpf_probe_read_user(&hint, sizeof(hint), (void *)user_sp);
+      /* The leaf is inside the wrapper: its caller is found through the
+       * wrapper's call-frame information (the daemon skips the wrapper's
+       * own frame when it names the site). */
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
-                   capture_stack(ctx, hint ? hint : 1, LW_STACK_RET_HINT));
+                   capture_stack(ctx, regs, false, 0));
     } else {
       emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
     }
@@ -128,7 +128,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
       return; /* the break before the call is unknown */
     if (new_brk > old_brk)
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
-                   capture_stack(ctx, 0, 0));
+                   capture_stack(ctx, regs, false, 0));
     else if (new_brk < old_brk)
       unmap_range(t, tgid, new_brk, old_brk - new_brk);
     return;
@@ -163,7 +163,8 @@ static __always_inline int syscall_site(struct pt_regs *ctx, __u32 func, __u64 c
     if (bpf_probe_read_user(&v.arg2, sizeof(v.arg2), (void *)curbrk))
       v.arg2 = 0;
   }
-  apply_syscall(ctx, t, tgid, nr, &v, (long)PT_REGS_RC(ctx), sp);
+  struct lw_regs regs = lw_probe_regs(ctx);
+  apply_syscall(ctx, t, tgid, nr, &v, (long)PT_REGS_RC(ctx), &regs);
   return 0;
 }
 

@@ -60,7 +60,7 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "usage: leakwatch snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n");
     return exit_code::kUsage;
   }
-  auto tracer = Tracer::create(BpfOptions{});
+  auto tracer = Tracer::create(BpfOptions{}, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
@@ -69,8 +69,10 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", pid, st.error().message.c_str());
     return exit_code_for(st.error());
   }
-  // Said once every probe is in place, so a caller knows from when the
-  // profile covers the process.
+  // Said once every probe is in place (and the unwind tables of what the
+  // process maps are loaded, bounded wait), so a caller knows from when
+  // the profile covers the process.
+  if (UnwindTables* u = (*tracer)->unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
   fprintf(stderr, "leakwatch snapshot: attached to %d, tracing for %g s\n", pid, duration);
   struct sigaction sa = {};
   sa.sa_handler = on_signal;

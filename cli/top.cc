@@ -197,7 +197,7 @@ int run_top(int argc, char** argv) {
     fprintf(stderr, "leakwatch: no such process: %d\n", opt.pid);
     return exit_code::kNoSuchProcess;
   }
-  auto tracer = Tracer::create(opt.bpf);
+  auto tracer = Tracer::create(opt.bpf, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
@@ -241,8 +241,10 @@ int run_top(int argc, char** argv) {
     analyzer.sample(proc.heap, now - t0, monotonic_ns());
     return take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer);
   };
-  // The first snapshot is printed once every probe is attached: a caller
-  // can wait for it before starting the workload.
+  // The first snapshot is printed once every probe is attached and the
+  // unwind tables of what the process maps are loaded (bounded wait): a
+  // caller can wait for it before starting the workload.
+  if (UnwindTables* u = t.unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
   print_snapshot(snapshot(*t.process(opt.pid)), opt.json);
   if (opt.stall_consumer_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.stall_consumer_ms));

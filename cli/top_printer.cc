@@ -57,9 +57,11 @@ void print_table(const ProcessSnapshot& s) {
         break;
       }
       std::string where = f.file.empty() ? "" : " (" + f.file + ":" + std::to_string(f.line) + ")";
-      printf("%32s %s%s [%s]\n", "", f.function.empty() ? "??" : f.function.c_str(),
-             where.c_str(), f.module.c_str());
+      printf("%32s %s%s [%s]%s\n", "", f.function.empty() ? "??" : f.function.c_str(),
+             where.c_str(), f.module.c_str(), f.unwound == "fp" ? " (frame pointer)" : "");
     }
+    if (!site.truncated.empty())
+      printf("%32s (stack ends here: %s)\n", "", site.truncated.c_str());
   }
   if (s.sites_total > s.sites.size())
     printf("  ... %zu more sites\n", s.sites_total - s.sites.size());
