@@ -726,6 +726,33 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           }}});
         },
         true},
+       {"unwind",
+        [&](const Node& v, const Path& p) {
+          UnwindConfig& u = c.unwind;
+          parse_mapping(errors, v, p,
+                        {{"mode",
+                          [&](const Node& x, const Path& q) {
+                            read_enum<bool>(errors, x, q, {{"cfi", true}, {"frame_pointers", false}}, u.cfi);
+                          }},
+                         {"max_table_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, 1ull << 36, u.max_table_bytes);
+                          }},
+                         {"cache_dir",
+                          [&](const Node& x, const Path& q) {
+                            std::optional<std::string> d = read_string(errors, x, q);
+                            if (!d) return;
+                            if (!d->empty() && ((*d)[0] != '/' || d->size() > kMaxPathBytes)) {
+                              errors.add(x.Mark(), quoted(q) + " must be an absolute path or empty");
+                              return;
+                            }
+                            u.cache_dir = std::move(*d);
+                          }},
+                         {"cache_max_bytes", [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, UINT64_MAX, u.cache_max_bytes);
+                          }}});
+        },
+        true},
        {"kill_switch",
         [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
        {"web_config_file", [&](const Node& v, const Path& p) {

@@ -117,6 +117,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                                   {"live_records_limit", snap.tracer_stats.live_record_cap}}},
                {"resyncs", snap.tracer_stats.resyncs},
                {"syscall_tracepoints_attached", snap.tracer_stats.raw_syscall_tracepoints},
+               {"unwind", to_json(snap.tracer_stats.unwind)},
                {"probes", std::move(probes)}});
 }
 

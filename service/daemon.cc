@@ -52,6 +52,15 @@ BpfOptions bpf_options(const Config& c) {
   o.stack_max_entries = c.limits.stack_map_entries;
   o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
   o.report_all_execs = true;
+  o.unwind_cfi = c.unwind.cfi;
+  return o;
+}
+
+UnwindTableOptions unwind_options(const Config& c) {
+  UnwindTableOptions o;
+  o.max_table_bytes = c.unwind.max_table_bytes;
+  o.cache_dir = c.unwind.cache_dir;
+  o.cache_max_bytes = c.unwind.cache_max_bytes;
   return o;
 }
 
@@ -101,7 +110,7 @@ ProcessInfo process_info(const TrackedProcess& t) {
 }
 
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
-  auto tracer = Tracer::create(bpf_options(config));
+  auto tracer = Tracer::create(bpf_options(config), unwind_options(config));
   if (!tracer) return tracer.error();
   std::unique_ptr<Daemon> d(new Daemon(std::move(options), std::move(config), std::move(*tracer)));
   return d;

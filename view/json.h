@@ -11,6 +11,8 @@ namespace lw {
 
 nlohmann::json to_json(const ProcessSnapshot& snap);
 nlohmann::json to_json(const AllocatorInfo& a);
+// The unwind tables (docs/api.md, "unwind").
+nlohmann::json to_json(const UnwindStats& u);
 // Totals per kind over every site, kinds with no allocation left out (API, top).
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 
