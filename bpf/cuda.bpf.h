@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * CUDA runtime and driver allocations. Included once, by leakwatch.bpf.c,
  * after its helpers (count, emit, capture_stack, the maps); the entry and

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * leakwatch kernel side: allocator uprobes, anonymous-mmap syscall tracing,
  * process lifecycle. See docs/architecture.md for the data path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "daemon/core/cuda_devices.h"
 
 namespace lw {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "daemon/kernel/process_attacher.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A point-in-time view of one traced process: its sites merged by stable
 // stack id and symbolized. Built by the consumer thread; plain data after.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "daemon/kernel/tracer.h"
 
 #include "daemon/core/memory_budget.h"

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Draws deploy/grafana/leakwatch.json's panels as a PNG from a real
 Prometheus, for the docs (docs/dashboard.png). Grafana is not packaged in
 Debian, so this is not Grafana's rendering: it runs each panel's queries

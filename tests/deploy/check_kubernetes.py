@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Asserts what deploy/kubernetes renders to (kubectl kustomize output on
 stdin): the security context, volumes, ports, probes and labels of the
 DaemonSet; that the Service and PodMonitor select its pods by a port it

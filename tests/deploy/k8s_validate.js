@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validates Kubernetes objects (a JSON array on stdin) against the schemas
 // of npm's kubernetes-models (tests/deploy/k8s-schemas, pinned by its
 // lockfile): the same OpenAPI definitions the API server uses, so types,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # deploy/kubernetes: the generated PrometheusRule and dashboard ConfigMap are
 # up to date; `kubectl kustomize` renders the base (Debian's kubectl 1.20
 # embeds kustomize 2.0.3: basic bases/overlays only); the rendered objects

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Runs every panel query of the Grafana dashboard (deploy/grafana/
 // leakwatch.json) against a real Prometheus that scraped leakwatch, with
 // the dashboard's template variables substituted as Grafana would.

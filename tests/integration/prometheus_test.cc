@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The leak analysis end to end, as an operator's alert sees it: `leakwatch
 // run` traces a steady 1 MiB/min leak and a cache that fills in a minute
 // and then plateaus, a real Prometheus server scrapes /metrics every 5 s,
