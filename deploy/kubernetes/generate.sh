@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Writes prometheusrule.yaml and grafana-dashboard.yaml from
+# Writes prometheus-operator/prometheusrule.yaml and
+# prometheus-operator/grafana-dashboard.yaml from
 # deploy/prometheus/leakwatch-rules.yml and deploy/grafana/leakwatch.json
-# (kustomize may only read files inside this directory). Run after editing
+# (kustomize may only read files inside its directory). Run after editing
 # either; tests/deploy/kubernetes_test.sh fails while they are stale.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,10 +17,13 @@ apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
   name: leakwatch
+  labels:
+    app.kubernetes.io/name: leakwatch
+    app.kubernetes.io/part-of: leakwatch
 spec:
 HEAD
   grep -v '^#' "$deploy/prometheus/leakwatch-rules.yml" | sed 's/^\(.\)/  \1/'
-} > "$here/prometheusrule.yaml"
+} > "$here/prometheus-operator/prometheusrule.yaml"
 {
   cat <<'HEAD'
 # SPDX-License-Identifier: Apache-2.0
@@ -31,9 +35,11 @@ kind: ConfigMap
 metadata:
   name: leakwatch-grafana-dashboard
   labels:
+    app.kubernetes.io/name: leakwatch
+    app.kubernetes.io/part-of: leakwatch
     grafana_dashboard: "1"
 data:
   leakwatch.json: |
 HEAD
   sed 's/^\(.\)/    \1/' "$deploy/grafana/leakwatch.json"
-} > "$here/grafana-dashboard.yaml"
+} > "$here/prometheus-operator/grafana-dashboard.yaml"
