@@ -23,7 +23,8 @@ COMBINED: an overlay of a user's that lists the three and sets the
 DaemonSet's priorityClassName (docs/kubernetes.md): the union of the three,
 the DaemonSet on that class.
 APPARMOR_LEGACY: the documented patch for clusters older than 1.30: the
-annotation instead of the field.
+annotation instead of the field ("-" where only kubectl 1.20 is at hand:
+the patch is written for current kustomize).
 SCRAPE_CONFIG: docs/kubernetes.md's prometheus.yml for a Prometheus without
 the operator keeps exactly the DaemonSet's pods' metrics port (Debian's
 promtool lacks Kubernetes service discovery, so it is checked here).
@@ -43,7 +44,8 @@ renders = {}
 if len(sys.argv) != 9:
     sys.exit(__doc__)
 for name, path in zip(("base", "operator", "priority", "combined", "apparmor_legacy"), sys.argv[3:8]):
-    renders[name] = [d for d in yaml.safe_load_all(open(path)) if d]
+    if path != "-":  # "-": not rendered here (only kubectl 1.20 at hand)
+        renders[name] = [d for d in yaml.safe_load_all(open(path)) if d]
 scrape_config = yaml.safe_load(open(sys.argv[8]))
 errors = []
 LABELS = {"app.kubernetes.io/name": "leakwatch", "app.kubernetes.io/part-of": "leakwatch"}
@@ -313,12 +315,13 @@ check(len(cds) == 1 and cds[0]["spec"]["template"]["spec"].get("priorityClassNam
       f"the combined overlay's DaemonSet must run at priorityClassName {pc_name}")
 
 # --- APPARMOR_LEGACY --------------------------------------------------------
-lds = [d for d in renders["apparmor_legacy"] if d["kind"] == "DaemonSet"]
-lpod = lds[0]["spec"]["template"] if lds else {}
-check("appArmorProfile" not in lpod.get("spec", {}).get("containers", [{}])[0].get("securityContext", {}),
-      "the documented pre-1.30 patch must remove securityContext.appArmorProfile")
-check(lpod.get("metadata", {}).get("annotations", {}).get(annotation) == "unconfined",
-      f"the documented pre-1.30 patch must set {annotation}: unconfined")
+if "apparmor_legacy" in renders:
+    lds = [d for d in renders["apparmor_legacy"] if d["kind"] == "DaemonSet"]
+    lpod = lds[0]["spec"]["template"] if lds else {}
+    check("appArmorProfile" not in lpod.get("spec", {}).get("containers", [{}])[0].get("securityContext", {}),
+          "the documented pre-1.30 patch must remove securityContext.appArmorProfile")
+    check(lpod.get("metadata", {}).get("annotations", {}).get(annotation) == "unconfined",
+          f"the documented pre-1.30 patch must set {annotation}: unconfined")
 
 # --- SCRAPE_CONFIG ----------------------------------------------------------
 # What Kubernetes service discovery (role pod) gives each container port of

@@ -23,8 +23,10 @@ command -v "$kubectl" >/dev/null || missing+=" kubectl (kubernetes-client)"
 command -v node >/dev/null || missing+=" node (nodejs)"
 [ -d "$here/k8s-schemas/node_modules/kubernetes-models" ] || missing+=" kubernetes-models (npm ci in tests/deploy/k8s-schemas)"
 # Debian 12's kubectl: the one on PATH if it is 1.20, else the unpacked one.
+only_debian=0
 if "$kubectl" version --client 2>/dev/null | grep -q 'v1\.20\.'; then
   kubectl_debian=$(command -v "$kubectl")
+  only_debian=1
 else
   kubectl_debian=${KUBECTL_DEBIAN:-$here/k8s-schemas/kubectl-debian/usr/bin/kubectl}
   [ -x "$kubectl_debian" ] || missing+=" Debian's kubectl 1.20 ($kubectl_debian)"
@@ -99,16 +101,25 @@ EOF
 for d in combined-current combined-kubectl-1.20 apparmor-before-1.30; do
   [ -f "$work/user/$d/kustomization.yaml" ] || { echo "kubernetes_test: docs/kubernetes.md has no $d overlay" >&2; exit 1; }
 done
-render "$kubectl" "$work/user/combined-current" "$work/current/combined.yaml"
 render "$kubectl_debian" "$work/user/combined-kubectl-1.20" "$work/debian/combined.yaml"
-render "$kubectl" "$work/user/apparmor-before-1.30" "$work/current/apparmor.yaml"
-if [ "$(canonical "$work/current/combined.yaml")" != "$(canonical "$work/debian/combined.yaml")" ]; then
-  echo "kubernetes_test: the documented combined overlays differ between current kustomize and kubectl 1.20" >&2
-  exit 1
+if [ "$only_debian" = 1 ]; then
+  # Debian's kubectl is the only one: it cannot read the overlays written
+  # for current kustomize (resources: DIR, patches:).
+  echo "kubernetes_test: only kubectl 1.20 here: docs/kubernetes.md's overlays for current kustomize not rendered"
+  cp "$work/debian/combined.yaml" "$work/current/combined.yaml"
+  apparmor=-
+else
+  render "$kubectl" "$work/user/combined-current" "$work/current/combined.yaml"
+  render "$kubectl" "$work/user/apparmor-before-1.30" "$work/current/apparmor.yaml"
+  apparmor="$work/current/apparmor.yaml"
+  if [ "$(canonical "$work/current/combined.yaml")" != "$(canonical "$work/debian/combined.yaml")" ]; then
+    echo "kubernetes_test: the documented combined overlays differ between current kustomize and kubectl 1.20" >&2
+    exit 1
+  fi
 fi
 
 /usr/bin/python3 "$here/check_kubernetes.py" "$src" "$work/leakwatch.yaml" "$work/current/base.yaml" \
-  "$work/current/operator.yaml" "$work/current/priority.yaml" "$work/current/combined.yaml" "$work/current/apparmor.yaml" \
+  "$work/current/operator.yaml" "$work/current/priority.yaml" "$work/current/combined.yaml" "$apparmor" \
   "$work/user/prometheus/prometheus.yml"
 to_json() { /usr/bin/python3 -c 'import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))' < "$1"; }
 to_json "$work/current/base.yaml" | node "$here/k8s_validate.js" --no-crds
