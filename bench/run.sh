@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Probe-cost benchmark: how much slower a malloc+free loop runs with each
 # tracer attached. See bench/README.md for what each row means.
 #

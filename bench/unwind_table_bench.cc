@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unwind-table figures (bench/README.md, "Unwind tables"): for each object,
 // how many FDEs and rows its CFI compiles to, the bytes the BPF maps would
 // hold (rows * 12 + pages * 4), the build time, and the peak RSS the build

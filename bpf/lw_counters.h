@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The one list of the kernel side's per-CPU counters (docs/architecture.md,
  * "Counters"). Each entry gives, in order:

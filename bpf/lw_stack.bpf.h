@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * User stacks: captured at the allocation and stored once per distinct
  * stack in the `stacks` map under a 64-bit hash of its frames (object

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The native unwinder (docs/architecture.md, decision 31): user stacks from
  * each object's call-frame information, compiled by the daemon into sorted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The daemon's configuration: which processes to watch system-wide and with
 // what resources. docs/config.md is the reference for every key;
 // config/leakwatch.yaml is the commented example.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The decisions of the overhead controls, pure and unit-tested: when an
 // `auto` process escalates from light to full (GrowthWatch), and when the
 // governor suspends or resumes a process's heap probes (GovernorState).

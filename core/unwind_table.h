@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An object's call-frame information compiled into the rows the BPF
 // unwinder binary-searches (bpf/lw_unwind_abi.h): one row per file offset
 // where the CFA rule, the rbp rule or the return-address rule changes,

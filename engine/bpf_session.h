@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Owns the loaded BPF object (skeleton), its maps and the ring buffer.
 // RAII: destroying the session detaches every program and closes every fd,
 // so no probe outlives the daemon's process (the kernel also drops them when

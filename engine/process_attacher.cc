@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "engine/process_attacher.h"
 
 #include "core/stack_frames.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Builds the view of one traced process (view/process_view.h) from the
 // engine's state: sites merged by stable stack id and symbolized.
 // Thread-safety: runs on the thread that owns the tracer.

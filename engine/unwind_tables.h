@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The unwind tables of every object a traced process maps (docs/
 // architecture.md, decision 31): each executable file mapping is
 // registered in the kernel's unwind_objs map as pending, its call-frame

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the ELF reader the daemon runs on files from target processes:
 // layout validation, symbol indexing, address translation, and the
 // symbolizer behind it (libdw only ever sees files that passed validation).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer harnesses in fuzz/ (clang, ASan+UBSan) into
 # ${FUZZ_BUILD_DIR:-build-fuzz} and runs each for SECONDS (default 60).
 # The seed corpora in fuzz/corpus/NAME are read, never written: new inputs

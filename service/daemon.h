@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // `leakwatch run`: the system-wide daemon. Targets come from the config's
 // selectors; processes are found at start (/proc), at exec (BPF exec
 // events, within one poll interval), when a target forks (follow_forks),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a reader sees of one traced process: plain, immutable data filled
 // once per publish (or per `top` interval) by the engine, read by the
 // exporter, the API, pprof and the CLI's printers. Nothing here refers to

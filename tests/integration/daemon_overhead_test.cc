@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's overhead controls with real probes: escalation of an `auto`
 // process (light -> full -> light, frozen figures, re-baseline), the
 // governor, and the kill switch (SIGUSR2 and the config key).

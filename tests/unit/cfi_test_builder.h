@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hand-assembled .eh_frame / .debug_frame blobs for the unwind-table tests:
 // each CIE, FDE and CFA instruction is written byte by byte, so a test
 // says exactly which encoding it exercises (and can break any of them).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile CFI and cache files: objects come from traced processes, cache
 // files from a disk anyone with the daemon's rights can write. Every case
 // must end in a clear Error or a sound table (validate_table), never a

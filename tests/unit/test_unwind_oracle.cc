@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The unwind tables against an independent oracle: binutils' readelf.
 // `readelf --debug-dump=frames-interp` runs every CFA program and prints a
 // row (LOC, CFA, one column per register, ra) wherever it changes; for each

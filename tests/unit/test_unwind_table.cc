@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crafted CFI: each LW_CFA_* / LW_RBP_* type, gaps between FDEs, merging,
 // and the page index the BPF search relies on. The blobs are assembled by
 // hand (cfi_test_builder.h); the real-compiler side is test_unwind_oracle.cc.
