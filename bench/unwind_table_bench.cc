@@ -87,6 +87,11 @@ void measure(const std::string& path, int repeat, bool cache, Totals& totals) {
          (unsigned long)s.rows_by_cfa_type[LW_CFA_SIGNAL], (unsigned long)s.rows_by_cfa_type[LW_CFA_END],
          (unsigned long)s.rows_by_cfa_type[LW_CFA_UNSUPPORTED],
          (unsigned long)s.rows_by_cfa_type[LW_CFA_NONE], (unsigned long)s.rows_before_merge);
+  // What the default UnwindBuildLimits must leave room for.
+  printf(", largest program %lu B, remember depth %u, steps %lu, refused %lu, malformed %lu",
+         (unsigned long)s.cfi.max_program_bytes, s.cfi.max_remember_depth,
+         (unsigned long)s.cfi.steps, (unsigned long)s.cfi.records_refused,
+         (unsigned long)s.cfi.fdes_malformed);
   if (cache) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string bytes = lw::serialize(kept, (*elf)->build_id());

@@ -269,8 +269,11 @@ UnwindTable sample_table() {
 }
 
 bool same_rows(const UnwindTable& a, const UnwindTable& b) {
-  if (a.rows.size() != b.rows.size() || a.pages != b.pages) return false;
-  return memcmp(a.rows.data(), b.rows.data(), a.rows.size() * sizeof(lw_unwind_row)) == 0;
+  return a.pages == b.pages &&
+         std::equal(a.rows.begin(), a.rows.end(), b.rows.begin(), b.rows.end(),
+                    [](const lw_unwind_row& x, const lw_unwind_row& y) {
+                      return memcmp(&x, &y, sizeof(x)) == 0;
+                    });
 }
 
 TEST(UnwindCache, RoundTrip) {
