@@ -53,6 +53,11 @@ const std::regex kRecordHeader(R"(^([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+) (CIE|FDE) (
 const std::regex kCieHeader(R"x(^"([^"]*)")x");
 const std::regex kFdeHeader(R"(^cie=([0-9a-f]+) pc=([0-9a-f]+)\.\.([0-9a-f]+))");
 
+// std::regex is slow; most lines are rows or instructions.
+bool is_record_header(const std::string& line) {
+  return line.find(" FDE ") != std::string::npos || line.find(" CIE ") != std::string::npos;
+}
+
 // Both dumps, for the one section `section` (".eh_frame" / ".debug_frame").
 std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::string& section) {
   std::map<uint64_t, ReadelfFde> fdes;  // by record offset
@@ -71,7 +76,7 @@ std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::s
       if (line.rfind("Contents of the ", 0) == 0) in_section = line.rfind(wanted, 0) == 0;
       if (!in_section) continue;
       std::smatch m;
-      if (std::regex_match(line, m, kRecordHeader)) {
+      if (is_record_header(line) && std::regex_match(line, m, kRecordHeader)) {
         const uint64_t offset = std::stoull(m[1], nullptr, 16);
         const std::string rest = m[4];
         std::smatch h;
@@ -129,7 +134,7 @@ std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::s
       if (line.rfind("Contents of the ", 0) == 0) in_section = line.rfind(wanted, 0) == 0;
       if (!in_section) continue;
       std::smatch m;
-      if (std::regex_match(line, m, kRecordHeader)) {
+      if (is_record_header(line) && std::regex_match(line, m, kRecordHeader)) {
         auto it = fdes.find(std::stoull(m[1], nullptr, 16));
         fde = m[3] == "FDE" && it != fdes.end() ? &it->second : nullptr;
         continue;
@@ -344,6 +349,18 @@ TEST(UnwindOracle, Libc) { check_object("/lib/x86_64-linux-gnu/libc.so.6", 20000
 TEST(UnwindOracle, Libstdcxx) { check_object("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", 20000); }
 TEST(UnwindOracle, Python311) { check_object("/usr/bin/python3.11", 40000); }
 TEST(UnwindOracle, O2TestTarget) { check_object(std::string(LW_TARGETS_DIR) + "/unwind_o2", 50); }
+
+// More objects, by hand: LW_UNWIND_ORACLE_OBJECTS=/path/a.so:/path/b.so
+// (bench/README.md, "Unwind tables", ran it on libtorch_cpu).
+TEST(UnwindOracle, ObjectsFromEnvironment) {
+  const char* list = getenv("LW_UNWIND_ORACLE_OBJECTS");
+  if (list == nullptr || *list == 0) GTEST_SKIP() << "LW_UNWIND_ORACLE_OBJECTS not set";
+  std::istringstream paths(list);
+  for (std::string path; std::getline(paths, path, ':');) {
+    SCOPED_TRACE(path);
+    check_object(path, 1);
+  }
+}
 
 // The shapes each object must contain, so the comparisons above did cover them.
 TEST(UnwindOracle, RealObjectsHaveEveryShape) {
