@@ -94,13 +94,15 @@ void measure(const std::string& path, int repeat, bool cache, Totals& totals) {
   const lw::UnwindTableStats& s = kept.stats;
   printf("%-60s %8lu %9zu %11zu %9.1f %9.1f %9.1f", path.c_str(), (unsigned long)s.cfi.fdes,
          kept.rows.size(), kept.bytes(), best_ms, best_cpu_ms, peak_kib / 1024.0);
-  printf("   rsp %lu rbp %lu plt %lu deref %lu sig %lu end %lu unsup %lu none %lu, before merge %lu",
-         (unsigned long)s.rows_by_cfa_type[LW_CFA_RSP], (unsigned long)s.rows_by_cfa_type[LW_CFA_RBP],
-         (unsigned long)s.rows_by_cfa_type[LW_CFA_PLT],
-         (unsigned long)s.rows_by_cfa_type[LW_CFA_DEREF_RBP],
-         (unsigned long)s.rows_by_cfa_type[LW_CFA_SIGNAL], (unsigned long)s.rows_by_cfa_type[LW_CFA_END],
-         (unsigned long)s.rows_by_cfa_type[LW_CFA_UNSUPPORTED],
-         (unsigned long)s.rows_by_cfa_type[LW_CFA_NONE], (unsigned long)s.rows_before_merge);
+  printf(
+      "   rsp %lu rbp %lu plt %lu deref %lu sig %lu end %lu unsup %lu none %lu, before merge %lu",
+      (unsigned long)s.rows_by_cfa_type[LW_CFA_RSP], (unsigned long)s.rows_by_cfa_type[LW_CFA_RBP],
+      (unsigned long)s.rows_by_cfa_type[LW_CFA_PLT],
+      (unsigned long)s.rows_by_cfa_type[LW_CFA_DEREF_RBP],
+      (unsigned long)s.rows_by_cfa_type[LW_CFA_SIGNAL],
+      (unsigned long)s.rows_by_cfa_type[LW_CFA_END],
+      (unsigned long)s.rows_by_cfa_type[LW_CFA_UNSUPPORTED],
+      (unsigned long)s.rows_by_cfa_type[LW_CFA_NONE], (unsigned long)s.rows_before_merge);
   // What the default UnwindBuildLimits must leave room for.
   printf(", largest program %lu B, remember depth %u, steps %lu, refused %lu, malformed %lu",
          (unsigned long)s.cfi.max_program_bytes, s.cfi.max_remember_depth,

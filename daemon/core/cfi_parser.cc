@@ -317,7 +317,8 @@ lw_unwind_row reduce_cfa_expression(std::span<const uint8_t> e) {
   lw_unwind_row row{};
   row.cfa_type = LW_CFA_UNSUPPORTED;
   if (e.size() == sizeof(kPltExpression) && e[6] >= kOpLit0 && e[6] <= kOpLit31 &&
-      memcmp(e.data(), kPltExpression, 6) == 0 && memcmp(e.data() + 7, kPltExpression + 7, 4) == 0) {
+      memcmp(e.data(), kPltExpression, 6) == 0 &&
+      memcmp(e.data() + 7, kPltExpression + 7, 4) == 0) {
     row.cfa_type = LW_CFA_PLT;
     row.cfa_offset = e[6] - kOpLit0;
     return row;
@@ -421,8 +422,8 @@ class ProgramRunner {
     rows_.push_back({loc_, row});
   }
 
-  // False when the location would not increase or passes the FDE's end:
-  // everything after that is outside the FDE, so the program stops there.
+  // An advance that overflows or reaches the FDE's end stops the program:
+  // nothing after it can apply inside the FDE.
   void advance_by(uint64_t units) {
     uint64_t delta, next;
     if (__builtin_mul_overflow(units, cie_->code_align, &delta) ||
@@ -471,8 +472,12 @@ class ProgramRunner {
     if (reg == cie_->ra_reg) state_.ra = in_cie_ ? RegRule{} : initial_.ra;
   }
 
+  // `program` lies inside the section: it is read in place, so that
+  // DW_CFA_set_loc's pcrel base is the operand's own address.
   Result<ProgramEnd> exec(std::span<const uint8_t> program) {
-    Reader r(program, 0, program.size());
+    const size_t start =
+        program.empty() ? 0 : static_cast<size_t>(program.data() - sec_.bytes.data());
+    Reader r(sec_.bytes, start, start + program.size());
     while (!r.at_end() && !done_) {
       if (++stats_.steps > limits_.max_steps) {
         return limit_error("CFA instructions decoded", limits_.max_steps, record_offset_);
@@ -503,7 +508,8 @@ class ProgramRunner {
         case 0x00: break;  // DW_CFA_nop
         case 0x01: {       // DW_CFA_set_loc
           uint64_t next;
-          if (in_cie_ || !read_pointer(r, cie_->fde_encoding, sec_, cie_->address_size, true, next) ||
+          if (in_cie_ ||
+              !read_pointer(r, cie_->fde_encoding, sec_, cie_->address_size, true, next) ||
               next < loc_) {
             return ProgramEnd::kMalformed;
           }

@@ -53,10 +53,12 @@ TEST(UnwindHostile, TruncatedRecordsFailTheParse) {
 }
 
 TEST(UnwindHostile, LengthFieldsThatOverflow) {
-  expect_error_naming(build(cat({le(0xfffffff0, 4), Bytes(16, 0)})), "runs past the end");  // reserved
+  expect_error_naming(build(cat({le(0xfffffff0, 4), Bytes(16, 0)})),
+                      "runs past the end");  // reserved
   expect_error_naming(build(cat({le(0xffffffff, 4), le(~uint64_t{0}, 8), Bytes(16, 0)})),
                       "runs past the end");
-  expect_error_naming(build(cat({le(0xffffffff, 4), le(uint64_t{1} << 63, 8)})), "runs past the end");
+  expect_error_naming(build(cat({le(0xffffffff, 4), le(uint64_t{1} << 63, 8)})),
+                      "runs past the end");
   expect_error_naming(build(le(0x7fffffff, 4)), "runs past the end");
   expect_error_naming(build(Bytes{0x01, 0x00}), "runs past the end");
   EXPECT_TRUE(build(Bytes{}).ok());

@@ -32,7 +32,9 @@ std::string run_command(const std::string& cmd) {
   return out;
 }
 
-bool have_readelf() { return run_command("readelf --version 2>/dev/null").find("GNU") != std::string::npos; }
+bool have_readelf() {
+  return run_command("readelf --version 2>/dev/null").find("GNU") != std::string::npos;
+}
 
 struct ReadelfRow {
   uint64_t loc = 0;
@@ -144,7 +146,8 @@ std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::s
         const size_t start = at + expr.size();
         fde->cfa_expressions.insert(line.substr(start, line.rfind(')') - start));
       }
-      if (line.find("DW_CFA_undefined: r6 (rbp)") != std::string::npos) fde->rbp_set_undefined = true;
+      if (line.find("DW_CFA_undefined: r6 (rbp)") != std::string::npos)
+        fde->rbp_set_undefined = true;
     }
   }
   return fdes;
@@ -295,7 +298,8 @@ OracleReport compare_with_readelf(const ElfFile& obj, const UnwindTable& table,
       ++rep.rows_compared;
       const std::vector<lw_unwind_row> want = expected_rows(f, r);
       // The row's first and last address: no rule may change in between.
-      const uint64_t last = (i + 1 < f.rows.size() ? std::min(f.rows[i + 1].loc, f.end) : f.end) - 1;
+      const uint64_t last =
+          (i + 1 < f.rows.size() ? std::min(f.rows[i + 1].loc, f.end) : f.end) - 1;
       check(r.loc, want, "row at");
       if (last != r.loc) check(last, want, "row end at");
     }
@@ -318,19 +322,22 @@ void expect_sound(const UnwindTable& t, const std::string& what) {
 }
 
 void print(const std::string& what, const UnwindTable& t, const OracleReport& r) {
-  printf("[ oracle ] %s: %lu FDEs, %lu readelf rows compared at %lu addresses (+%lu FDE ends), "
-         "%lu mismatches; skipped: %lu overlapping FDEs, %lu rows past their FDE's end; table %zu rows;",
-         what.c_str(), (unsigned long)r.fdes, (unsigned long)r.rows_compared,
-         (unsigned long)r.addresses_compared, (unsigned long)r.ends_checked,
-         (unsigned long)r.mismatches, (unsigned long)r.fdes_overlapping,
-         (unsigned long)r.rows_past_end, t.rows.size());
+  printf(
+      "[ oracle ] %s: %lu FDEs, %lu readelf rows compared at %lu addresses (+%lu FDE ends), "
+      "%lu mismatches; skipped: %lu overlapping FDEs, %lu rows past their FDE's end; table %zu "
+      "rows;",
+      what.c_str(), (unsigned long)r.fdes, (unsigned long)r.rows_compared,
+      (unsigned long)r.addresses_compared, (unsigned long)r.ends_checked,
+      (unsigned long)r.mismatches, (unsigned long)r.fdes_overlapping,
+      (unsigned long)r.rows_past_end, t.rows.size());
   for (const auto& [type, n] : r.by_type) printf(" type%d=%lu", type, (unsigned long)n);
   printf("\n");
   for (const std::string& m : r.first_mismatches) printf("  %s\n", m.c_str());
 }
 
 void check_object(const std::string& path, uint64_t min_rows) {
-  if (!have_readelf()) GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
+  if (!have_readelf())
+    GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
   auto obj = ElfFile::open_path(path);
   if (!obj) GTEST_SKIP() << path << " not present: " << obj.error().message;
   auto table = build_unwind_table(**obj, nullptr);
@@ -383,7 +390,8 @@ TEST(UnwindOracle, RealObjectsHaveEveryShape) {
 // A distribution's split: the object has no .eh_frame, its debug file (zlib-
 // compressed sections, as -dbgsym packages ship them) has .debug_frame.
 TEST(UnwindOracle, DebugFrameFromSeparateDebugFile) {
-  if (!have_readelf()) GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
+  if (!have_readelf())
+    GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
   const std::string dir = LW_TARGETS_DIR;
   auto obj = ElfFile::open_path(dir + "/unwind_debug_frame.stripped");
   auto debug = ElfFile::open_path(dir + "/unwind_debug_frame.debug");
