@@ -307,7 +307,9 @@ struct FrameState {
 // Byte 6 is DW_OP_litN.
 constexpr uint8_t kPltExpression[] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a,
                                       0x00, 0x2a, 0x33, 0x24, 0x22};
-constexpr uint8_t kOpLit0 = 0x30, kOpLit31 = 0x4f, kOpBreg6 = 0x76, kOpDeref = 0x06;
+// Thresholds past 15 cannot be met by (pc & 15): not an expression binutils
+// writes, and validate_table refuses them (found by fuzz_unwind).
+constexpr uint8_t kOpLit0 = 0x30, kOpLit15 = 0x3f, kOpBreg6 = 0x76, kOpDeref = 0x06;
 
 bool fits_s32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 bool fits_s16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
@@ -316,7 +318,7 @@ bool fits_s16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
 lw_unwind_row reduce_cfa_expression(std::span<const uint8_t> e) {
   lw_unwind_row row{};
   row.cfa_type = LW_CFA_UNSUPPORTED;
-  if (e.size() == sizeof(kPltExpression) && e[6] >= kOpLit0 && e[6] <= kOpLit31 &&
+  if (e.size() == sizeof(kPltExpression) && e[6] >= kOpLit0 && e[6] <= kOpLit15 &&
       memcmp(e.data(), kPltExpression, 6) == 0 &&
       memcmp(e.data() + 7, kPltExpression + 7, 4) == 0) {
     row.cfa_type = LW_CFA_PLT;

@@ -244,6 +244,13 @@ Result<UnwindTable> build_unwind_table(const ElfFile& obj, const ElfFile* debug_
   if (!section || section->type == SHT_NOBITS || section->size == 0) {
     section.reset();
     if (debug_file != nullptr) {
+      // The caller finds the debug file by build-id; a mismatch means rows
+      // describing another build's code, which is worse than none.
+      if (!obj.build_id().empty() && !debug_file->build_id().empty() &&
+          obj.build_id() != debug_file->build_id()) {
+        return Error{EINVAL, debug_file->path() + ": build-id " + debug_file->build_id() +
+                                 " is not the one of " + obj.path() + " (" + obj.build_id() + ")"};
+      }
       name = ".debug_frame";
       source = debug_file;
       section = debug_file->find_section(name);

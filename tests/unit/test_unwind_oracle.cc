@@ -414,6 +414,14 @@ TEST(UnwindOracle, DebugFrameFromSeparateDebugFile) {
   EXPECT_EQ(r.mismatches, 0u);
   EXPECT_GE(table->stats.rows_by_cfa_type[LW_CFA_RBP], 1u);  // vla()
 
+  // A debug file of another build is refused, not used.
+  auto other = ElfFile::open_path(dir + "/unwind_o2");
+  ASSERT_TRUE(other.ok());
+  ASSERT_FALSE((*obj)->build_id().empty());
+  auto mismatched = build_unwind_table(**obj, other->get());
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.error().message.find("build-id"), std::string::npos);
+
   // The unsplit binary still has the crt files' .eh_frame: that one wins.
   auto unsplit = ElfFile::open_path(dir + "/unwind_debug_frame");
   ASSERT_TRUE(unsplit.ok());

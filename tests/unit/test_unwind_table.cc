@@ -106,7 +106,8 @@ TEST(UnwindTable, OtherExpressionsAreUnsupported) {
   not_plt[4] = 0x3e;  // DW_OP_lit14 instead of lit15: 8-byte entries, not what BPF assumes
   Bytes deref_then_more =
       cat({deref_rbp_expression(-8), {0x23, 0x08}});  // ...; DW_OP_plus_uconst 8
-  for (const Bytes& e : {not_plt, deref_then_more, Bytes{0x77, 0x08}, Bytes{}}) {
+  for (const Bytes& e :
+       {not_plt, plt_expression(18), deref_then_more, Bytes{0x77, 0x08}, Bytes{}}) {
     CfiBuilder b;
     b.fde(b.cie(), 0x401000, 0x10, def_cfa_expression(e));
     const UnwindTable t = build(b);
