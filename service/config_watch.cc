@@ -80,14 +80,14 @@ std::vector<pid_t> processes_to_drop(const Config& current, const Config& next,
     const TargetConfig* old_t = nullptr;
     const TargetConfig* new_t = nullptr;
     for (const TargetConfig& c : current.targets)
-      if (c.name == t.target) old_t = &c;
+      if (c.name == t.info.target) old_t = &c;
     for (const TargetConfig& c : next.targets)
-      if (c.name == t.target) new_t = &c;
+      if (c.name == t.info.target) new_t = &c;
     bool unchanged = old_t && new_t && config_equal_target(*old_t, *new_t);
-    if (unchanged && t.parent == 0) {
+    if (unchanged && t.info.parent == 0) {
       // Still this target's, and not excluded now?
-      const TargetConfig* m = match_target(next, facts_of(t.identity));
-      unchanged = m && m->name == t.target;
+      const TargetConfig* m = match_target(next, facts_of(t.info.identity));
+      unchanged = m && m->name == t.info.target;
     }
     if (!unchanged) drop.push_back(pid);
   }

@@ -33,14 +33,8 @@ double unix_now() {
 }
 
 ProcessInfo process_info(const TrackedProcess& t) {
-  ProcessInfo p;
-  p.identity = t.identity;
-  p.target = t.target;
-  p.mode = t.mode;
-  p.parent = t.parent;
-  p.attached_at = t.attached_at;
+  ProcessInfo p = t.info;
   p.full = t.full();
-  p.heap_attached = t.heap_attached;
   p.tracing_suspended = t.governor.suspended();
   return p;
 }
@@ -160,7 +154,9 @@ Status Daemon::run(const std::function<void()>& on_ready) {
       sample_analysis();
       last_sample = now;
     }
-    if (state_.dirty || now - last_publish >= std::chrono::seconds(1)) {
+    if (publish_due(state_.dirty,
+                    std::chrono::duration<double, std::milli>(now - last_publish).count(),
+                    publisher_.last_timing().total_ms)) {
       publisher_.publish();
       state_.dirty = false;
       last_publish = now;

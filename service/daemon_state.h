@@ -24,18 +24,16 @@
 namespace lw {
 
 struct TrackedProcess {
-  ProcessIdentity identity;
-  std::string target;       // TargetConfig::name
-  TargetMode mode = TargetMode::kAuto;
-  pid_t parent = 0;         // the target it was forked from, 0 if matched itself
-  std::chrono::system_clock::time_point attached_at;
-  // ---- overhead: light/full, escalation, governor ----
-  EscalationState escalation;  // mode auto only
+  // Identity, matching target, mode, parent, attach time, and whether the
+  // heap probes are attached now (wanted, not suspended, no kill switch).
+  // `full` and `tracing_suspended` are filled from the state below when
+  // published (process_info).
+  ProcessInfo info;
+  // ---- overhead: escalation (mode auto only), governor ----
+  EscalationState escalation;
   GovernorState governor;
-  // The heap probes are attached now: wanted, not suspended, no kill switch.
-  bool heap_attached = false;
   // Heap probes wanted: mode full, or auto and escalated.
-  bool full() const { return mode == TargetMode::kFull || escalation.full(); }
+  bool full() const { return info.mode == TargetMode::kFull || escalation.full(); }
 };
 
 // What readers see of a tracked process (view/daemon_view.h).

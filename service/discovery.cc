@@ -87,7 +87,7 @@ void ProcessDiscovery::consider(pid_t pid, pid_t parent, uint64_t event_ns) {
     // A forked child of a target that follows forks: it belongs to the
     // parent's target, whatever its own name says.
     for (const TargetConfig& t : state_.config.targets)
-      if (t.name == parent_it->second.target) target = &t;
+      if (t.name == parent_it->second.info.target) target = &t;
   }
   if (!target) target = match_target(state_.config, facts_of(*id));
   if (!target) {
@@ -141,12 +141,12 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
     counters.attach_latency.observe(static_cast<double>(ns) / 1e9);
   }
   TrackedProcess t;
-  t.identity = id;
-  t.target = target.name;
-  t.mode = target.mode;
-  t.parent = parent;
-  t.attached_at = std::chrono::system_clock::now();
-  t.heap_attached = t.full();
+  t.info.identity = id;
+  t.info.target = target.name;
+  t.info.mode = target.mode;
+  t.info.parent = parent;
+  t.info.attached_at = std::chrono::system_clock::now();
+  t.info.heap_attached = t.full();
   state_.tracked[pid] = std::move(t);
   state_.analyzers.try_emplace(pid, analysis_params(config));
   state_.dirty = true;
@@ -159,7 +159,7 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
 void ProcessDiscovery::detach(pid_t pid, const char* why) {
   auto it = state_.tracked.find(pid);
   if (it == state_.tracked.end()) return;
-  LW_LOG_INFO("detached pid %d (%s): %s", pid, it->second.identity.comm.c_str(), why);
+  LW_LOG_INFO("detached pid %d (%s): %s", pid, it->second.info.identity.comm.c_str(), why);
   tracer_.detach(pid);
   state_.tracked.erase(it);
   state_.analyzers.erase(pid);
@@ -186,7 +186,7 @@ void ProcessDiscovery::reconcile() {
   // ring buffer was full) are cleaned up here.
   std::vector<pid_t> gone;
   for (const auto& [pid, t] : state_.tracked)
-    if (!alive.count(pid) || read_start_ticks(pid) != t.identity.start_time) gone.push_back(pid);
+    if (!alive.count(pid) || read_start_ticks(pid) != t.info.identity.start_time) gone.push_back(pid);
   for (pid_t pid : gone) detach(pid, "gone (reconciliation)");
   for (auto it = unmatched_.begin(); it != unmatched_.end();)
     it = alive.count(it->first) ? std::next(it) : unmatched_.erase(it);
@@ -206,7 +206,7 @@ void ProcessDiscovery::handle_events() {
       if (it == state_.tracked.end()) continue;
       Result<ProcessIdentity> id = read_process_identity(d.pid, &pods_);
       if (!id) continue;
-      if (id->start_time != it->second.identity.start_time) {
+      if (id->start_time != it->second.info.identity.start_time) {
         // Not an exec of the traced process: another process on its pid
         // (the old one's exit went unseen). Nothing of the old state may
         // carry over to it, nor the old target's mode: drop it and match
@@ -217,11 +217,11 @@ void ProcessDiscovery::handle_events() {
         continue;
       }
       const TargetConfig* target = match_target(state_.config, facts_of(*id));
-      if (!target && it->second.parent == 0) {
+      if (!target && it->second.info.parent == 0) {
         detach(d.pid, "no longer matches after exec");
         unmatched_.insert({d.pid, id->start_time});
       } else {
-        it->second.identity = *id;
+        it->second.info.identity = *id;
       }
       continue;
     }
@@ -239,7 +239,7 @@ void ProcessDiscovery::reap_exited() {
   for (pid_t pid : exited) {
     auto it = state_.tracked.find(pid);
     if (it != state_.tracked.end()) {
-      LW_LOG_INFO("detached pid %d (%s): exited", pid, it->second.identity.comm.c_str());
+      LW_LOG_INFO("detached pid %d (%s): exited", pid, it->second.info.identity.comm.c_str());
       state_.tracked.erase(it);
       ++state_.counters.detached_total;
     }

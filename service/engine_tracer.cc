@@ -58,10 +58,12 @@ void EngineTracer::append_probe_reports(
 }
 
 std::optional<ProcessSnapshot> EngineTracer::snapshot(pid_t pid, size_t max_sites,
-                                                      const ProcessAnalyzer* analyzer) {
+                                                      const ProcessAnalyzer* analyzer,
+                                                      const Counters& counters,
+                                                      const TracerStats& stats) {
   TracedProcess* proc = tracer_->process(pid);
   if (!proc) return std::nullopt;
-  return take_snapshot(*tracer_, *proc, max_sites, false, analyzer);
+  return take_snapshot(*tracer_, *proc, max_sites, false, analyzer, counters, stats);
 }
 
 }  // namespace lw

@@ -43,7 +43,8 @@ class EngineTracer final : public TracerControl {
   void append_probe_reports(pid_t pid,
                             std::vector<std::pair<std::string, ProbeReport>>* out) const override;
   std::optional<ProcessSnapshot> snapshot(pid_t pid, size_t max_sites,
-                                          const ProcessAnalyzer* analyzer) override;
+                                          const ProcessAnalyzer* analyzer, const Counters& counters,
+                                          const TracerStats& stats) override;
 
   Tracer& tracer() { return *tracer_; }
 

@@ -35,16 +35,16 @@ std::optional<StatmBytes> OverheadController::read_proc_statm(pid_t pid) {
 
 void OverheadController::sync_heap(pid_t pid, TrackedProcess& t, const char* why) {
   const bool want = t.full() && !t.governor.suspended() && !state_.counters.kill_switch_engaged;
-  if (want == t.heap_attached) return;
+  if (want == t.info.heap_attached) return;
   Status st = tracer_.set_heap_tracing(pid, want);
   if (!st) {
-    LW_LOG_WARN("pid %d (%s): %s heap probes (%s): %s", pid, t.identity.comm.c_str(),
+    LW_LOG_WARN("pid %d (%s): %s heap probes (%s): %s", pid, t.info.identity.comm.c_str(),
                 want ? "attaching" : "detaching", why, st.error().message.c_str());
     if (want) return;  // stays light
   }
-  t.heap_attached = want;
+  t.info.heap_attached = want;
   state_.dirty = true;
-  LW_LOG_INFO("pid %d (%s): heap probes %s (%s)", pid, t.identity.comm.c_str(),
+  LW_LOG_INFO("pid %d (%s): heap probes %s (%s)", pid, t.info.identity.comm.c_str(),
               want ? "attached, heap re-baselined" : "detached, heap figures frozen", why);
 }
 
@@ -94,7 +94,7 @@ void OverheadController::handle_budget_sheds(double now_s) {
                  "; the process holding the most has its heap tracing suspended, per-site "
                  "figures frozen (leakwatch_memory_budget_suspensions_total)");
     LW_LOG_INFO("memory budget: pid %d (%s) heap records shed, heap probes suspended for %.0f s",
-                pid, t.identity.comm.c_str(), wait);
+                pid, t.info.identity.comm.c_str(), wait);
     sync_heap(pid, t, "memory budget");
   }
   // The records' arrays were freed; hand the pages back to the kernel now
@@ -105,7 +105,7 @@ void OverheadController::handle_budget_sheds(double now_s) {
 
 void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
                                 const GovernorParams& gp) {
-  if (!t.heap_attached && !t.governor.suspended()) return;
+  if (!t.info.heap_attached && !t.governor.suspended()) return;
   std::optional<uint64_t> hits = tracer_.probe_hits(pid);
   if (!hits) return;
   switch (t.governor.observe(now_s, *hits, gp)) {
@@ -113,7 +113,7 @@ void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
       ++state_.counters.governor_suspensions;
       LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap probes suspended "
                   "for %.0f s",
-                  pid, t.identity.comm.c_str(),
+                  pid, t.info.identity.comm.c_str(),
                   static_cast<unsigned long long>(gp.max_hits_per_second), t.governor.backoff_s());
       sync_heap(pid, t, "governor: over budget");
       state_.dirty = true;
@@ -132,7 +132,7 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
   EscalationAction action = t.escalation.tick(now_s, e);
   if (action == EscalationAction::kStepDown) {
     ++state_.counters.escalations_down;
-    LW_LOG_INFO("escalation: pid %d (%s) full -> light after %u s", pid, t.identity.comm.c_str(),
+    LW_LOG_INFO("escalation: pid %d (%s) full -> light after %u s", pid, t.info.identity.comm.c_str(),
                 e.full_window_seconds);
     sync_heap(pid, t, "step-down");
     state_.dirty = true;
@@ -144,7 +144,7 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
   ++state_.counters.escalations_up;
   LW_LOG_INFO("escalation: pid %d (%s) light -> full for %u s: VmData %llu, anonymous "
               "resident %llu bytes, grew >= %llu within %u s",
-              pid, t.identity.comm.c_str(), e.full_window_seconds,
+              pid, t.info.identity.comm.c_str(), e.full_window_seconds,
               static_cast<unsigned long long>(mem->data),
               static_cast<unsigned long long>(mem->anon_resident),
               static_cast<unsigned long long>(e.growth_bytes), e.growth_window_seconds);
@@ -159,7 +159,7 @@ void OverheadController::tick(double now_s) {
   const GovernorParams gp = governor_params();
   for (auto& [pid, t] : state_.tracked) {
     govern(pid, t, now_s, gp);
-    if (t.mode == TargetMode::kAuto) escalate(pid, t, now_s);
+    if (t.info.mode == TargetMode::kAuto) escalate(pid, t, now_s);
   }
 }
 
@@ -170,9 +170,9 @@ void OverheadController::apply_kill_switch(bool engage, const char* why) {
     std::vector<pid_t> heap_pids, all_pids;
     for (auto& [pid, t] : state_.tracked) {
       (void)tracer_.set_accounting(pid, false);
-      if (t.heap_attached) heap_pids.push_back(pid);
+      if (t.info.heap_attached) heap_pids.push_back(pid);
       all_pids.push_back(pid);
-      t.heap_attached = false;
+      t.info.heap_attached = false;
     }
     // Every probe, CUDA's included, in one parallel teardown.
     tracer_.detach_heap_many(heap_pids, all_pids);

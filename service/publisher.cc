@@ -24,12 +24,14 @@ void Publisher::publish() {
   snap->live_map_capacity = config.limits.live_map_entries;
   snap->stack_map_capacity = config.limits.stack_map_entries;
   snap->config_path = state_.config_path;
+  snap->processes.reserve(state_.tracked.size());
   uint64_t memory = 0;
   const auto t_snapshots = std::chrono::steady_clock::now();
   for (auto& [pid, t] : state_.tracked) {
     auto an = state_.analyzers.find(pid);
     const ProcessAnalyzer* analyzer = an == state_.analyzers.end() ? nullptr : &an->second;
-    std::optional<ProcessSnapshot> view = tracer_.snapshot(pid, config.top_sites_per_process, analyzer);
+    std::optional<ProcessSnapshot> view = tracer_.snapshot(
+        pid, config.top_sites_per_process, analyzer, snap->kernel_counters, snap->tracer_stats);
     if (!view) continue;
     ProcessEntry e;
     e.process = process_info(t);
@@ -55,11 +57,20 @@ void Publisher::publish() {
   }
   // The previous snapshot, if no reader holds it, is freed here, outside
   // the lock.
+  const auto t_release = std::chrono::steady_clock::now();
   previous.reset();
+  last_timing_.release_ms = ms_since(t_release);
   last_timing_.snapshots_ms = snapshots_ms;
   last_timing_.total_ms = ms_since(t0);
-  LW_LOG_DEBUG("publish: %zu processes in %.2f ms (per-process views %.2f ms)",
-               last_timing_.processes, last_timing_.total_ms, last_timing_.snapshots_ms);
+  LW_LOG_DEBUG("publish: %zu processes in %.2f ms (per-process views %.2f ms, freeing the "
+               "previous snapshot %.2f ms)",
+               last_timing_.processes, last_timing_.total_ms, last_timing_.snapshots_ms,
+               last_timing_.release_ms);
+}
+
+bool publish_due(bool dirty, double since_last_ms, double last_cost_ms) {
+  if (since_last_ms >= 1000) return true;
+  return dirty && since_last_ms >= 4 * last_cost_ms;
 }
 
 std::shared_ptr<const DaemonSnapshot> Publisher::latest() const {

@@ -25,7 +25,17 @@ struct PublishTiming {
   size_t processes = 0;
   double total_ms = 0;      // the whole publish, swap included
   double snapshots_ms = 0;  // the per-process views (ranking, symbolizing, copying)
+  double release_ms = 0;    // freeing the previous snapshot (when no reader holds it)
 };
+
+// Whether the consumer loop publishes now: once a second in any case, and
+// at once when the tracked set or a process's probes changed (`dirty`),
+// unless the last publish was costly: a dirty publish then waits until the
+// time since the last one is 4x what that one took, so publishing takes at
+// most a fifth of the consumer's time at any scale (1,000 processes: tens
+// of ms a publish; docs/architecture.md, 31). With a few processes a
+// publish takes well under a millisecond and nothing waits.
+bool publish_due(bool dirty, double since_last_ms, double last_cost_ms);
 
 class Publisher {
  public:

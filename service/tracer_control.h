@@ -96,10 +96,13 @@ class TracerControl {
   virtual void append_probe_reports(pid_t pid,
                                     std::vector<std::pair<std::string, ProbeReport>>* out) const = 0;
   // The view of an attached pid: the top `max_sites` sites (and, with an
-  // analyzer, the fastest-growing) symbolized; nullopt when the pid is not
-  // attached.
+  // analyzer, the fastest-growing) symbolized, with the engine-wide figures
+  // given (counters(), stats(): read once per publish, not per process);
+  // nullopt when the pid is not attached.
   virtual std::optional<ProcessSnapshot> snapshot(pid_t pid, size_t max_sites,
-                                                  const ProcessAnalyzer* analyzer) = 0;
+                                                  const ProcessAnalyzer* analyzer,
+                                                  const Counters& counters,
+                                                  const TracerStats& stats) = 0;
 };
 
 }  // namespace lw

@@ -117,12 +117,15 @@ class FakeTracer : public TracerControl {
     r.attached = procs.at(pid).heap;
     out->emplace_back("/fake/libc.so.6", r);
   }
-  std::optional<ProcessSnapshot> snapshot(pid_t pid, size_t, const ProcessAnalyzer*) override {
+  std::optional<ProcessSnapshot> snapshot(pid_t pid, size_t, const ProcessAnalyzer*,
+                                          const Counters& counters, const TracerStats& stats) override {
     auto it = procs.find(pid);
     if (it == procs.end()) return std::nullopt;
     ProcessSnapshot s;
     s.pid = pid;
     s.live_bytes = it->second.heap_tracker.live_bytes_total();
+    s.kernel_counters = counters;
+    s.tracer_stats = stats;
     return s;
   }
 

@@ -122,10 +122,10 @@ TEST(DaemonDiscovery, AttachesAMatchingProcessWithItsTargetsOptions) {
   ASSERT_EQ(p.state.tracked.count(sleeper.pid()), 1u);
   EXPECT_EQ(p.state.tracked.count(other.pid()), 0u);
   const TrackedProcess& t = p.state.tracked.at(sleeper.pid());
-  EXPECT_EQ(t.target, "sleepers");
-  EXPECT_EQ(t.identity.comm, "sleep");
+  EXPECT_EQ(t.info.target, "sleepers");
+  EXPECT_EQ(t.info.identity.comm, "sleep");
   EXPECT_TRUE(t.full());
-  EXPECT_TRUE(t.heap_attached);
+  EXPECT_TRUE(t.info.heap_attached);
   ASSERT_EQ(p.tracer.procs.count(sleeper.pid()), 1u);
   EXPECT_TRUE(p.tracer.procs.at(sleeper.pid()).options.heap);
   EXPECT_EQ(p.state.counters.attached_total, 1u);
@@ -142,7 +142,7 @@ TEST(DaemonDiscovery, AutoStartsLightAndExecEventsAttach) {
   p.tracer.events.push_back({sleeper.pid(), 0, false, 0});
   p.discovery.handle_events();
   ASSERT_EQ(p.state.tracked.count(sleeper.pid()), 1u);
-  EXPECT_FALSE(p.state.tracked.at(sleeper.pid()).heap_attached);
+  EXPECT_FALSE(p.state.tracked.at(sleeper.pid()).info.heap_attached);
   EXPECT_FALSE(p.tracer.procs.at(sleeper.pid()).options.heap);
 }
 
@@ -154,8 +154,8 @@ TEST(DaemonDiscovery, AForkedChildOfATargetBelongsToItsTarget) {
   p.tracer.events.push_back({forked.pid(), sleeper.pid(), false, 0});
   p.discovery.handle_events();
   ASSERT_EQ(p.state.tracked.count(forked.pid()), 1u);
-  EXPECT_EQ(p.state.tracked.at(forked.pid()).target, "sleepers");
-  EXPECT_EQ(p.state.tracked.at(forked.pid()).parent, sleeper.pid());
+  EXPECT_EQ(p.state.tracked.at(forked.pid()).info.target, "sleepers");
+  EXPECT_EQ(p.state.tracked.at(forked.pid()).info.parent, sleeper.pid());
 }
 
 TEST(DaemonDiscovery, APidReusedUnderTheAttachIsMatchedAfresh) {
@@ -213,7 +213,7 @@ TEST(DaemonOverhead, EscalationUpAndDownThroughTheController) {
   Child sleeper;
   const pid_t pid = sleeper.pid();
   p.discovery.consider(pid, 0);
-  ASSERT_FALSE(p.state.tracked.at(pid).heap_attached);
+  ASSERT_FALSE(p.state.tracked.at(pid).info.heap_attached);
   p.memory[pid] = {100 * kMiB, 10 * kMiB};
   p.overhead.tick(0);
   p.overhead.tick(5);  // not a check yet
@@ -222,7 +222,7 @@ TEST(DaemonOverhead, EscalationUpAndDownThroughTheController) {
   p.overhead.tick(10);
   const TrackedProcess& t = p.state.tracked.at(pid);
   EXPECT_TRUE(t.full());
-  EXPECT_TRUE(t.heap_attached);
+  EXPECT_TRUE(t.info.heap_attached);
   EXPECT_TRUE(p.tracer.procs.at(pid).heap);
   EXPECT_EQ(p.state.counters.escalations_up, 1u);
   EXPECT_TRUE(p.state.dirty);
@@ -233,7 +233,7 @@ TEST(DaemonOverhead, EscalationUpAndDownThroughTheController) {
   EXPECT_TRUE(p.tracer.procs.at(pid).heap);
   p.overhead.tick(610);
   EXPECT_FALSE(t.full());
-  EXPECT_FALSE(t.heap_attached);
+  EXPECT_FALSE(t.info.heap_attached);
   EXPECT_FALSE(p.tracer.procs.at(pid).heap);
   EXPECT_EQ(p.state.counters.escalations_down, 1u);
   // Cooldown until 1210: growth does not escalate.
@@ -274,7 +274,7 @@ TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
   p.overhead.tick(1);  // 5000 hits/s
   const TrackedProcess& t = p.state.tracked.at(pid);
   EXPECT_TRUE(t.governor.suspended());
-  EXPECT_FALSE(t.heap_attached);
+  EXPECT_FALSE(t.info.heap_attached);
   EXPECT_FALSE(p.tracer.procs.at(pid).heap);
   EXPECT_EQ(p.state.counters.governor_suspensions, 1u);
   EXPECT_TRUE(process_info(t).tracing_suspended);
@@ -282,7 +282,7 @@ TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
   EXPECT_TRUE(t.governor.suspended());
   p.overhead.tick(61);  // 60 s backoff over
   EXPECT_FALSE(t.governor.suspended());
-  EXPECT_TRUE(t.heap_attached);
+  EXPECT_TRUE(t.info.heap_attached);
   EXPECT_TRUE(p.tracer.procs.at(pid).heap);
   // Rate-limited to one tick a second: a call 0.5 s later does nothing.
   p.tracer.procs.at(pid).hits = 100000;
@@ -303,7 +303,7 @@ TEST(DaemonOverhead, ABudgetShedSuspendsHeapTracingWithTheGovernorsBackoff) {
   const TrackedProcess& t = p.state.tracked.at(pid);
   EXPECT_EQ(p.state.counters.memory_budget_suspensions, 1u);
   EXPECT_TRUE(t.governor.suspended());
-  EXPECT_FALSE(t.heap_attached);
+  EXPECT_FALSE(t.info.heap_attached);
   EXPECT_FALSE(p.tracer.procs.at(pid).heap);
   EXPECT_TRUE(p.state.dirty);
   ASSERT_EQ(p.tracer.heap_calls.size(), 2u);
@@ -312,7 +312,7 @@ TEST(DaemonOverhead, ABudgetShedSuspendsHeapTracingWithTheGovernorsBackoff) {
   p.overhead.tick(159);
   EXPECT_TRUE(t.governor.suspended());
   p.overhead.tick(160);
-  EXPECT_TRUE(t.heap_attached);
+  EXPECT_TRUE(t.info.heap_attached);
 }
 
 TEST(DaemonOverhead, KillSwitchEngagesEverywhereAndReleasesToWhatIsWanted) {
@@ -333,7 +333,7 @@ TEST(DaemonOverhead, KillSwitchEngagesEverywhereAndReleasesToWhatIsWanted) {
     EXPECT_FALSE(proc.accounting) << pid;
     EXPECT_FALSE(proc.all_probes) << pid;
     EXPECT_FALSE(proc.heap) << pid;
-    EXPECT_FALSE(p.state.tracked.at(pid).heap_attached) << pid;
+    EXPECT_FALSE(p.state.tracked.at(pid).info.heap_attached) << pid;
   }
   // Engaged: nothing new is attached, and the controls stand still.
   Child late;
@@ -347,8 +347,8 @@ TEST(DaemonOverhead, KillSwitchEngagesEverywhereAndReleasesToWhatIsWanted) {
   EXPECT_TRUE(p.tracer.raw_syscalls_allowed);
   EXPECT_TRUE(p.tracer.procs.at(full.pid()).accounting);
   EXPECT_TRUE(p.tracer.procs.at(light.pid()).accounting);
-  EXPECT_TRUE(p.state.tracked.at(full.pid()).heap_attached);
-  EXPECT_FALSE(p.state.tracked.at(light.pid()).heap_attached);
+  EXPECT_TRUE(p.state.tracked.at(full.pid()).info.heap_attached);
+  EXPECT_FALSE(p.state.tracked.at(light.pid()).info.heap_attached);
   ASSERT_EQ(p.tracer.heap_calls.size(), 1u);  // only the full one's heap probes come back
   EXPECT_EQ(p.tracer.heap_calls[0], std::make_pair(full.pid(), true));
 }
@@ -530,6 +530,20 @@ TEST(DaemonPublisher, PublishesEveryTrackedProcessAndSwapsTheSnapshot) {
   EXPECT_EQ(first->processes.size(), 2u);
   EXPECT_EQ(p.publisher.latest()->processes.size(), 1u);
   EXPECT_GT(p.state.tracked_memory, 0u);  // the trackers and analysis are counted
+}
+
+TEST(DaemonPublisher, ACostlyPublishSpacesTheDirtyOnesButNotTheOnceASecondOne) {
+  // Cheap (a few processes): a change is published at once.
+  EXPECT_TRUE(publish_due(true, 2, 0.4));
+  EXPECT_FALSE(publish_due(false, 999, 0.4));
+  EXPECT_TRUE(publish_due(false, 1000, 0.4));
+  // 75 ms a publish (1,000 processes): a change waits 300 ms after the
+  // last publish, so publishing takes at most a fifth of the consumer.
+  EXPECT_FALSE(publish_due(true, 100, 75));
+  EXPECT_FALSE(publish_due(true, 299, 75));
+  EXPECT_TRUE(publish_due(true, 300, 75));
+  // Whatever it costs, once a second.
+  EXPECT_TRUE(publish_due(false, 1000, 400));
 }
 
 }  // namespace
