@@ -169,6 +169,38 @@ TEST(DaemonDiscovery, APidReusedUnderTheAttachIsMatchedAfresh) {
   EXPECT_EQ(p.state.counters.attached_total, 1u);
 }
 
+TEST(DaemonDiscovery, AnExecOfATracedPidByAnotherProcessIsMatchedAfresh) {
+  Parts p(kSleepFull);
+  Child sleeper;
+  const pid_t pid = sleeper.pid();
+  p.discovery.consider(pid, 0);
+  // The traced process's exit went unseen and another took its pid: the
+  // exec event's process has another start time.
+  p.state.tracked.at(pid).info.identity.start_time = 1;
+  p.tracer.events.push_back({pid, 0, true, 0});
+  p.discovery.handle_events();
+  EXPECT_EQ(p.state.counters.pid_reuse_detected, 1u);
+  EXPECT_EQ(p.state.counters.detached_total, 1u);
+  ASSERT_EQ(p.state.tracked.count(pid), 1u);
+  EXPECT_EQ(p.state.tracked.at(pid).info.identity.start_time, read_start_ticks(pid));
+  EXPECT_EQ(p.state.counters.attached_total, 2u);
+}
+
+TEST(DaemonDiscovery, AnExecIntoAnImageNoTargetMatchesDetaches) {
+  Parts p(kSleepFull);
+  Child sleeper;
+  const pid_t pid = sleeper.pid();
+  p.discovery.consider(pid, 0);
+  p.tracer.events.push_back({pid, 0, true, 0});
+  p.discovery.handle_events();  // still "sleep": kept
+  EXPECT_EQ(p.state.tracked.count(pid), 1u);
+  p.state.config.targets[0].match.comm->regex = std::regex("^other$");  // as if it exec'd "other"
+  p.tracer.events.push_back({pid, 0, true, 0});
+  p.discovery.handle_events();
+  EXPECT_EQ(p.state.tracked.count(pid), 0u);
+  EXPECT_EQ(p.tracer.procs.count(pid), 0u);
+}
+
 TEST(DaemonDiscovery, AttachFailuresAreCountedByReasonAndNothingIsTracked) {
   Parts p(kSleepFull);
   Child sleeper;
