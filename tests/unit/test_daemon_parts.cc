@@ -56,9 +56,11 @@ class Child {
       _exit(0);
     }
     if (!exec_sleep) return;
-    // Wait for the exec: the identity is read from /proc.
-    for (int i = 0; i < 500 && comm() != "sleep"; ++i)
+    // Wait for the exec (the identity is read from /proc): up to 10 s on a
+    // loaded machine.
+    for (int i = 0; i < 5000 && comm() != "sleep"; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(comm(), "sleep") << "child " << pid_ << " did not exec sleep";
   }
   ~Child() {
     kill(pid_, SIGKILL);
@@ -89,6 +91,12 @@ struct Parts {
     return it->second;
   }};
   Publisher publisher{state, tracer};
+
+  // Discovery looks at `child` (found by a /proc scan); returns its pid.
+  pid_t track(const Child& child) {
+    discovery.consider(child.pid(), 0);
+    return child.pid();
+  }
 };
 
 const char* kSleepFull = R"(
@@ -169,16 +177,20 @@ TEST(DaemonDiscovery, APidReusedUnderTheAttachIsMatchedAfresh) {
   EXPECT_EQ(p.state.counters.attached_total, 1u);
 }
 
+// The tracer reports an exec of the traced `pid`.
+void exec_seen(Parts& p, pid_t pid) {
+  p.tracer.events.push_back({pid, 0, true, 0});
+  p.discovery.handle_events();
+}
+
 TEST(DaemonDiscovery, AnExecOfATracedPidByAnotherProcessIsMatchedAfresh) {
   Parts p(kSleepFull);
   Child sleeper;
-  const pid_t pid = sleeper.pid();
-  p.discovery.consider(pid, 0);
+  const pid_t pid = p.track(sleeper);
   // The traced process's exit went unseen and another took its pid: the
   // exec event's process has another start time.
   p.state.tracked.at(pid).info.identity.start_time = 1;
-  p.tracer.events.push_back({pid, 0, true, 0});
-  p.discovery.handle_events();
+  exec_seen(p, pid);
   EXPECT_EQ(p.state.counters.pid_reuse_detected, 1u);
   EXPECT_EQ(p.state.counters.detached_total, 1u);
   ASSERT_EQ(p.state.tracked.count(pid), 1u);
@@ -189,14 +201,11 @@ TEST(DaemonDiscovery, AnExecOfATracedPidByAnotherProcessIsMatchedAfresh) {
 TEST(DaemonDiscovery, AnExecIntoAnImageNoTargetMatchesDetaches) {
   Parts p(kSleepFull);
   Child sleeper;
-  const pid_t pid = sleeper.pid();
-  p.discovery.consider(pid, 0);
-  p.tracer.events.push_back({pid, 0, true, 0});
-  p.discovery.handle_events();  // still "sleep": kept
+  const pid_t pid = p.track(sleeper);
+  exec_seen(p, pid);  // still "sleep": kept
   EXPECT_EQ(p.state.tracked.count(pid), 1u);
   p.state.config.targets[0].match.comm->regex = std::regex("^other$");  // as if it exec'd "other"
-  p.tracer.events.push_back({pid, 0, true, 0});
-  p.discovery.handle_events();
+  exec_seen(p, pid);
   EXPECT_EQ(p.state.tracked.count(pid), 0u);
   EXPECT_EQ(p.tracer.procs.count(pid), 0u);
 }
@@ -243,8 +252,7 @@ TEST(DaemonDiscovery, ReconcileFindsAProcessAndDropsOneThatIsGone) {
 TEST(DaemonOverhead, EscalationUpAndDownThroughTheController) {
   Parts p(kSleepAuto);
   Child sleeper;
-  const pid_t pid = sleeper.pid();
-  p.discovery.consider(pid, 0);
+  const pid_t pid = p.track(sleeper);
   ASSERT_FALSE(p.state.tracked.at(pid).info.heap_attached);
   p.memory[pid] = {100 * kMiB, 10 * kMiB};
   p.overhead.tick(0);
@@ -299,8 +307,7 @@ TEST(DaemonOverhead, FullModeIsNeverReadOrSteppedDown) {
 TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
   Parts p(std::string(kSleepFull) + "governor: {max_hits_per_second: 1000, backoff_initial_seconds: 60}\n");
   Child sleeper;
-  const pid_t pid = sleeper.pid();
-  p.discovery.consider(pid, 0);
+  const pid_t pid = p.track(sleeper);
   p.overhead.tick(0);  // first hit count: no rate yet
   p.tracer.procs.at(pid).hits = 5000;
   p.overhead.tick(1);  // 5000 hits/s
@@ -325,8 +332,7 @@ TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
 TEST(DaemonOverhead, ABudgetShedSuspendsHeapTracingWithTheGovernorsBackoff) {
   Parts p(kSleepFull);
   Child sleeper;
-  const pid_t pid = sleeper.pid();
-  p.discovery.consider(pid, 0);
+  const pid_t pid = p.track(sleeper);
   p.overhead.apply_memory_budget(64 * kMiB);
   EXPECT_EQ(p.tracer.live_record_cap, live_record_cap(p.state.config.limits.max_daemon_memory_bytes, 64 * kMiB));
   p.tracer.sheds = {pid, 99999999};  // the second is no longer tracked
