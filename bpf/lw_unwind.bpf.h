@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The native unwinder (docs/architecture.md, decision 31): user stacks from
+ * The native unwinder (docs/architecture.md, decision 32): user stacks from
  * each object's call-frame information, compiled by the daemon into sorted
  * rows (bpf/lw_unwind_abi.h), with frame pointers as the fallback per frame.
  *

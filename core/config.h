@@ -113,7 +113,7 @@ struct GovernorConfig {
   uint32_t backoff_max_seconds = 3600;
 };
 
-// The native unwinder's tables (docs/architecture.md, decision 31).
+// The native unwinder's tables (docs/architecture.md, decision 32).
 struct UnwindConfig {
   bool cfi = true;  // mode: cfi (call-frame information) | frame_pointers
   uint64_t max_table_bytes = 256ull << 20;

@@ -20,6 +20,12 @@ namespace lw {
 // The executable file mappings are copied for pprof.
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer = nullptr);
+// The same with the engine-wide figures read once by the caller: a publish
+// of many processes reads the kernel counters (one map lookup per counter)
+// once, not once per process (docs/architecture.md, 31).
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer,
+                              const Counters& kernel_counters, const TracerStats& tracer_stats);
 
 // The file mappings of a process as pprof mappings.
 std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps);

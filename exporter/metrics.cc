@@ -269,7 +269,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_resyncs_total",
                      "Process states rebuilt from the kernel's live map after a loss.", C),
           {}, static_cast<double>(snap.tracer_stats.resyncs));
-  // The unwind tables (decision 31).
+  // The unwind tables (decision 32).
   const UnwindStats& u = snap.tracer_stats.unwind;
   MetricFamily& objs = fam.family(
       "leakwatch_unwind_objects",

@@ -88,7 +88,7 @@ struct AllocatorInfo {
   std::string mmap_tracing_reason;     // why not "wrappers"
 };
 
-// The unwind tables (engine/unwind_tables.h, decision 31).
+// The unwind tables (engine/unwind_tables.h, decision 32).
 struct UnwindStats {
   uint64_t objects = 0;          // registered (inode, device) pairs
   uint64_t objects_pending = 0;

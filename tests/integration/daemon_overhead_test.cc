@@ -294,7 +294,7 @@ governor:
 
   // Exact bytes at every mmap site: mmap, a partial munmap, mremap, sbrk.
   // The stacks start inside libc's wrappers (after their `syscall`): their
-  // callers come from libc's call-frame information (decision 31), so the
+  // callers come from libc's call-frame information (decision 32), so the
   // tables must be in before the workload (the daemon does not wait for
   // them; until then a stack falls back to frame pointers, marked
   // table_pending, and glibc's sbrk uses %rbp as a general register).
