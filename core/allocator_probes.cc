@@ -155,16 +155,12 @@ ProbeRole mimalloc_role() {
   return r;
 }
 
-std::vector<ProbeRole>& roles() {
-  static std::vector<ProbeRole>* all = new std::vector<ProbeRole>{
+}  // namespace
+
+const std::vector<ProbeRole>& probe_roles() {
+  static const std::vector<ProbeRole>* all = new std::vector<ProbeRole>{
       interposed_role(), jemalloc_role(), tcmalloc_role(), mimalloc_role()};
   return *all;
 }
-
-}  // namespace
-
-const std::vector<ProbeRole>& probe_roles() { return roles(); }
-
-void register_probe_role(ProbeRole role) { roles().push_back(std::move(role)); }
 
 }  // namespace lw

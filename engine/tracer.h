@@ -70,7 +70,7 @@ struct TracedProcess {
   bool exited = false;
   uint64_t execs = 0;
   HeapTracker heap;
-  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 15)
+  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 20)
   std::unique_ptr<ProcessAttacher> attacher;
   AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization
@@ -85,7 +85,7 @@ struct TracedProcess {
   // are then frozen and stale (ProcessSnapshot::heap_stale_since).
   double heap_stale_since = 0;
   // The memory budget shed this process's heap records (architecture.md,
-  // 25): its kernel flags leave heap accounting off at once, before the
+  // 28): its kernel flags leave heap accounting off at once, before the
   // daemon detaches the heap probes; cleared when heap tracing resumes.
   bool heap_shed = false;
   // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
