@@ -46,6 +46,11 @@ struct ProbeSpec {
   bool required;       // the process cannot be traced without it (malloc, free)
   bool movable;        // entry-only and may move past a NULL check
   ProviderClass provider = ProviderClass::kAny;
+  // Only there to lend its caller's return address to the allocation made
+  // inside it (libstdc++'s plain operator new): not probed when stacks are
+  // unwound from call-frame information, which finds that caller anyway
+  // (decision 32); its body still counts as the allocator's own frames.
+  bool hint_only = false;
 };
 
 struct ProbeRole {

@@ -52,6 +52,10 @@ struct AttachOptions {
   // samples, 0 = record every allocation. Heap figures are then estimates.
   uint64_t sample_mean_bytes = 0;
   bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (architecture.md 20)
+  // Place the probes that only lend a hint to the unwinder (libstdc++'s
+  // plain operator new) even when stacks come from call-frame information
+  // (decision 32; benchmarks compare both).
+  bool hint_probes = false;
 };
 
 // A process the daemon may want to look at: it exec'd, or a target forked it.
