@@ -59,6 +59,9 @@ void top_usage(FILE* out) {
           "      --stack-max N           kernel stack map entries (16384)\n"
           "      --mode full|light       full (default): heap probes and mmap tracing;\n"
           "                              light: only anonymous mmap/munmap/brk tracing\n"
+          "      --unwind cfi|frame_pointers\n"
+          "                              how stacks are found: call-frame information\n"
+          "                              (default) or the kernel's frame-pointer walk\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
           "      --record-events FILE    also write every raw event record to FILE\n"
@@ -155,6 +158,13 @@ int parse(int argc, char** argv, TopOptions& o) {
         return exit_code::kUsage;
       }
       o.light = strcmp(v, "light") == 0;
+    } else if (a == "--unwind") {
+      const char* v = value("--unwind");
+      if (!v || (strcmp(v, "cfi") != 0 && strcmp(v, "frame_pointers") != 0)) {
+        fprintf(stderr, "leakwatch top: --unwind must be cfi or frame_pointers\n");
+        return exit_code::kUsage;
+      }
+      o.bpf.unwind_cfi = strcmp(v, "cfi") == 0;
     } else if (a == "--sample-mean") {
       const char* v = value("--sample-mean");
       if (!v || !parse_u64(v, n) || n < 1 || n > LW_SAMPLE_MAX_MEAN) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <random>
 
 #include <cerrno>
 #include <cstdarg>
@@ -294,6 +295,12 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
     t.lost = old->lost;
     t.hits = old->hits;
     t.seen = old->seen;
+    t.maps_gen = old->maps_gen;
+  } else {
+    // A random start: frame-cache entries of an earlier process on this pid
+    // (keyed by pid and generation) never match the new one's.
+    std::random_device rd;
+    t.maps_gen = (static_cast<uint64_t>(rd()) << 32) | rd();
   }
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &t, BPF_ANY) != 0)
     return errno_error("registering target " + std::to_string(tgid) +
