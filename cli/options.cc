@@ -53,6 +53,10 @@ void report_bad_option(const char* command_name, int c, char** argv) {
       fprintf(stderr, "leakwatch%s: option '-%c' needs a value\n", command, optopt);
     else
       fprintf(stderr, "leakwatch%s: option '%s' needs a value\n", command, word);
+  } else if (optopt != 0 && word[0] == '-' && word[1] == '-') {
+    // A known long option that takes no value, given one (--json=yes).
+    const std::string name(word, strcspn(word, "="));
+    fprintf(stderr, "leakwatch%s: option '%s' takes no value\n", command, name.c_str());
   } else if (optopt > 0 && optopt < 256 && !(word[0] == '-' && word[1] == '-')) {
     fprintf(stderr, "leakwatch%s: unknown option '-%c'\n", command, optopt);
   } else {

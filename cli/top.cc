@@ -372,8 +372,9 @@ int run_top(int argc, char** argv) {
     return exit_code::kUsage;
   }
   ProcessAnalyzer analyzer(params);
-  const double t0 = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
+  using clock = std::chrono::steady_clock;
+  const clock::time_point started = clock::now();
+  const double t0 = std::chrono::duration<double>(started.time_since_epoch()).count();
   const LiveFilter* filter = opt.filter.active() ? &opt.filter : nullptr;
   auto snapshot = [&](TracedProcess& proc) {
     double now = std::chrono::duration<double>(
@@ -407,10 +408,11 @@ int run_top(int argc, char** argv) {
   if (output_ok && opt.stall_consumer_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.stall_consumer_ms));
 
-  using clock = std::chrono::steady_clock;
   const auto interval = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(opt.interval_s));
-  auto next = clock::now() + interval;
+  // From the first sample, so that the samples are an interval apart
+  // (the analysis's wait estimate measures their spacing).
+  auto next = started + interval;
   long printed = 0;
   bool counted_out = false;
   while (output_ok) {

@@ -26,7 +26,8 @@ std::string human_bytes(uint64_t b) {
 }
 
 std::string human_duration(double seconds) {
-  const long s = std::max(0L, std::lround(std::ceil(seconds)));
+  // Up, but not for a float's dust: 24.0008 is "24s".
+  const long s = std::max(0L, std::lround(std::ceil(seconds - 0.01)));
   char buf[32];
   if (s < 60) {
     snprintf(buf, sizeof(buf), "%lds", s);
@@ -247,7 +248,7 @@ bool print_snapshot(const ProcessSnapshot& s, bool json, const TextOptions& text
 
 bool print_attached(const ProcessSnapshot& s, double interval_s, const TextOptions& text) {
   char interval[32];
-  snprintf(interval, sizeof(interval), "%g s", interval_s);
+  snprintf(interval, sizeof(interval), "%gs", interval_s);
   std::vector<std::string> segments = {
       "leakwatch top: attached to pid " + std::to_string(s.pid) + " (" + s.comm + ");",
       std::string("first table in ") + interval};

@@ -24,7 +24,7 @@ started=$SECONDS
 "$BUILD_DIR/leakwatch" top -p "$demo_pid" --interval 3 --top 3 --analysis-window 120 --count 20 |
   awk '{ print; fflush() } / LEAK /{ leak = 1 } leak && /^$/ { exit }'
 echo
-echo "== $((SECONDS - started)) s after attaching."
+echo "== $((SECONDS - started)) s after starting leakwatch (attaching included)."
 echo "The top site is handle_request -> remember_session: it keeps a 4 KiB session per"
 echo "request and never frees it (demo/leaky_service.cc). TREND says 'wait ...' until"
 echo "the analysis has enough samples, then LEAK: its live bytes grow steadily and"
