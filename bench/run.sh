@@ -2,7 +2,13 @@
 # Probe-cost benchmark: how much slower a malloc+free loop runs with each
 # tracer attached. See bench/README.md for what each row means.
 #
-#   bench/run.sh [--quick] [BUILD_DIR]      (as root; BUILD_DIR defaults to ./build)
+#   bench/run.sh [--quick] [--baseline LEAKWATCH_BIN] [BUILD_DIR]
+#                                           (as root; BUILD_DIR defaults to ./build)
+#
+# --baseline BIN: also measures leakwatch full with BIN (another build, e.g.
+# the previous commit's) and this build's, alternately three times each,
+# and prints the median ratio new/baseline (refactorings must stay within
+# +-10%).
 #
 # Builds nothing: BUILD_DIR must already hold bench/malloc_free_loop,
 # bench/lw_bench_noop and, for its row, leakwatch.
@@ -17,13 +23,15 @@
 # shellcheck disable=SC2317
 set -euo pipefail
 
-usage() { echo "usage: $0 [--quick] [BUILD_DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 [--quick] [--baseline LEAKWATCH_BIN] [BUILD_DIR]" >&2; exit 2; }
 
 quick=0
 build=./build
+baseline_bin=
 while (($#)); do
   case $1 in
     --quick) quick=1 ;;
+    --baseline) [[ $# -ge 2 ]] || usage; baseline_bin=$2; shift ;;
     -h|--help) usage ;;
     -*) usage ;;
     *) build=$1 ;;
@@ -111,6 +119,7 @@ ready_leakwatch() { (($(wc -l <"$1") >= 1)); }
 # only the host-wide mmap/munmap/brk tracepoints).
 tracer_leakwatch_sampled() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json --sample-mean 524288; }
 tracer_leakwatch_light() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json --mode light; }
+tracer_leakwatch_baseline() { exec "$baseline_bin" top -p "$1" --interval 1 --json; }
 
 # The anchor: what a memleak-style tracer costs when written the usual way,
 # every probe at the symbol (so free's single-stepped first instruction is
@@ -229,6 +238,24 @@ else
   unavailable+=("bpftrace memleak-like (anchor): not available (bpftrace not installed)")
 fi
 
+# This build against a baseline binary, alternately, so that drift of the
+# machine affects both alike.
+baseline_pairs=()
+if [[ -n $baseline_bin ]]; then
+  if [[ ! -x $baseline_bin || ! -x $leakwatch_bin ]]; then
+    unavailable+=("baseline comparison: not available ($baseline_bin or $leakwatch_bin missing)")
+  else
+    for round in 1 2 3; do
+      n=${#results[@]}
+      measure "leakwatch full, this build #$round" leakwatch leakwatch
+      measure "leakwatch full, baseline #$round" leakwatch_baseline leakwatch
+      if ((${#results[@]} == n + 2)); then
+        baseline_pairs+=("${results[n]} ${results[n+1]}")
+      fi
+    done
+  fi
+fi
+
 # The same loop with another allocator preloaded (jemalloc, tcmalloc,
 # mimalloc), bare and under leakwatch: each ratio is against its own bare
 # row, since the allocators differ by themselves. Their entry points begin
@@ -271,6 +298,17 @@ if ((${#alloc_rows[@]})); then
   echo
   printf '%-34s %12s %12s %10s\n' "preloaded allocator" "bare ns" "leakwatch ns" "x own bare"
   for row in "${alloc_rows[@]}"; do echo "$row"; done
+fi
+if ((${#baseline_pairs[@]})); then
+  echo
+  printf '%s\n' "${baseline_pairs[@]}" | awk -v b="$baseline_bin" '
+    { n++; new[n] = $1; old[n] = $2; r[n] = $1 / $2 }
+    END {
+      # median of the per-round ratios (1 to 3 rounds)
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+      m = n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+      printf "this build / baseline (%s), leakwatch full, median of %d alternating rounds: %.3f\n", b, n, m
+    }'
 fi
 for line in "${unavailable[@]}"; do echo "$line"; done
 [[ -n $floor_placement ]] && echo "floor probes: ${floor_placement#lw_bench_noop: }"

@@ -15,10 +15,9 @@
 #include <linux/types.h>
 #endif
 
-#define LW_ABI_VERSION 1
+#define LW_ABI_VERSION 2
 
-/* Deepest user stack we record. PERF_MAX_STACK_DEPTH is 127 by default. */
-#define LW_MAX_STACK_DEPTH 127
+#include "lw_unwind_abi.h"
 
 /* What kind of memory a live record describes. Frees match only their own
  * kind, so a munmap can never retire a malloc block at the same address. */
@@ -66,7 +65,7 @@ enum lw_func {
   LW_FUNC_SYS_MREMAP = 17,
   LW_FUNC_SYS_BRK = 18,
   LW_FUNC_DL_STATE = 19,     /* ld.so's _dl_debug_state: the link map changed (dlopen) */
-  /* 20..31: free. 32..63: CUDA (see bpf/cuda.bpf.h and
+  /* 20..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
    * docs/architecture.md, "GPU memory"). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,
@@ -142,19 +141,75 @@ struct lw_live_val {
   __u64 stack_hash; /* key into the stacks map; 0 = unknown stack */
 };
 
-/* lw_stack.flags */
-#define LW_STACK_RET_HINT 1u         /* ips[1] is *(user sp) at a syscall, see below */
-#define LW_STACK_RET_HINT_TRUSTED 2u /* ips[1] is the return address of operator new */
+/* How a frame of a stored stack was found (lw_stack.how[i]). */
+enum lw_unwound {
+  LW_UNWOUND_LEAF = 0,  /* the probe's own pc (frame 0) */
+  LW_UNWOUND_CFI = 1,   /* return address found through the object's call-frame information */
+  LW_UNWOUND_FP = 2,    /* through the frame pointer (no table for the code above it) */
+  LW_UNWOUND_HINT = 3,  /* operator new's return address, read at its entry */
+};
 
-/* Stored stack: user addresses, leaf first. With LW_STACK_RET_HINT, ips[0]
- * is the ip inside a syscall wrapper and ips[1] the word at the user sp,
- * which is the return address into the wrapper's caller when the wrapper
- * has no frame (glibc's mmap). Frame-pointer walking skips that caller, so
- * the daemon keeps the hint if it validates as a return address. */
+/* Why a stored stack ends (lw_stack.flags & LW_STACK_END_MASK). */
+enum lw_stack_end {
+  LW_END_COMPLETE = 0,      /* reached the outermost frame (_start, thread start) */
+  LW_END_NO_CFI = 1,        /* code without call-frame information (JIT, stripped .eh_frame)
+                             * and no valid frame pointer above it */
+  LW_END_DEPTH = 2,         /* LW_MAX_STACK_DEPTH frames */
+  LW_END_TABLE_PENDING = 3, /* the object's table was not built yet, and the frame-pointer
+                             * walk stopped */
+  LW_END_MEMORY_BUDGET = 4, /* the object's table was refused by the unwind-table memory
+                             * bound, and the frame-pointer walk stopped */
+  LW_END_UNMAPPED = 5,      /* a return address outside any executable mapping */
+  LW_END_READ_FAILED = 6,   /* user stack memory could not be read */
+  LW_END_VMA_BUSY = 7,      /* the mapping lookup could not take the mmap lock */
+  LW_END_FRAME_POINTERS = 8,/* captured by the kernel's frame-pointer walk (unwinding off):
+                             * the end is unknown */
+};
+#define LW_STACK_END_MASK 0xffu
+#define LW_STACK_USES_FP 0x100u /* at least one frame was found through a frame pointer */
+
+/* Deepest user stack stored (native frames). */
+#define LW_MAX_STACK_DEPTH 96
+
+/* One frame: the object's identity (the inode of the mapped file, as the
+ * kernel's vma has it) and the file offset of the address in it, so that
+ * one stack is one entry whichever process runs it and wherever the object
+ * is mapped. A frame outside any file mapping (JIT code) has ino 0 and the
+ * absolute address split over dev (high half) and off (low half). */
+struct lw_frame {
+  __u64 ino;
+  __u32 dev;   /* the inode's super block s_dev (MKDEV(major, minor) as the kernel encodes it) */
+  __u32 off;   /* file offset */
+};
+
+/* Stored stack, leaf first. how[i] says how frame i was found. */
 struct lw_stack {
   __u32 nr;
-  __u32 flags;
-  __u64 ips[LW_MAX_STACK_DEPTH];
+  __u32 flags;  /* enum lw_stack_end | LW_STACK_* */
+  __u8 how[LW_MAX_STACK_DEPTH];
+  struct lw_frame frames[LW_MAX_STACK_DEPTH];
+};
+
+/* The identity of a mapped object in the unwind maps. */
+struct lw_obj_key {
+  __u64 ino;
+  __u32 dev;
+  __u32 pad;
+};
+
+/* State of an object's unwind table (lw_unwind_obj.state). */
+enum lw_table_state {
+  LW_TABLE_PENDING = 0,  /* registered, being built: frame pointers meanwhile */
+  LW_TABLE_READY = 1,    /* rows in unwind_rows[table], pages in unwind_pages[table] */
+  LW_TABLE_NO_CFI = 2,   /* the object has no call-frame information */
+  LW_TABLE_BUDGET = 3,   /* refused by unwind.max_table_bytes */
+};
+
+struct lw_unwind_obj {
+  __u32 state;   /* enum lw_table_state */
+  __u32 table;   /* index in unwind_rows / unwind_pages */
+  __u32 nrows;
+  __u32 npages;
 };
 
 struct lw_ctx_key {
@@ -247,7 +302,7 @@ struct lw_event {
   __u64 stack_hash; /* ALLOC only */
 };
 
-/* ---- CUDA state (bpf/cuda.bpf.h) ---- */
+/* ---- CUDA state (bpf/lw_cuda.bpf.h) ---- */
 
 #define LW_CUDA_CTX_STACK 4
 
@@ -298,7 +353,10 @@ _Static_assert(sizeof(struct lw_cuda_map_val) == 16, "lw_cuda_map_val ABI");
 #ifdef __cplusplus
 static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
 static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
-static_assert(sizeof(struct lw_stack) == 8 + 8 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
+static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
+static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_target) == 40, "lw_target ABI");
@@ -306,7 +364,10 @@ static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
 _Static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
-_Static_assert(sizeof(struct lw_stack) == 8 + 8 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+_Static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
+_Static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+_Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
+_Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_target) == 40, "lw_target ABI");

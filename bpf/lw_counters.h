@@ -20,6 +20,7 @@
 #define LEAKWATCH_COUNTERS_H
 
 #define LW_FAM_FAILURES "leakwatch_bpf_failures_total"
+#define LW_FAM_TRUNCATED "leakwatch_stacks_truncated_total"
 
 #define LW_COUNTERS(X)                                                                          \
   X(EVENTS_SEEN, 0, "events_seen", "leakwatch_events_seen_total", 0,                            \
@@ -75,13 +76,31 @@
   X(CTX_ORPHANED, 29, "ctx_orphaned", LW_FAM_FAILURES, "ctx_orphaned",                          \
     "entry context of a call left without returning: reclaimed")                                \
   X(RET_PROBE_OMITTED, 30, "ret_probe_omitted", LW_FAM_FAILURES, "ret_probe_omitted",           \
-    "allocator call entered past the kernel's uretprobe nesting limit: not counted")
+    "allocator call entered past the kernel's uretprobe nesting limit: not counted")            \
+  /* 31..39: the native unwinder (decision 31). */                                              \
+  X(UNWIND_TRAMPOLINE_LOST, 31, "unwind_trampoline_lost", LW_FAM_FAILURES,                      \
+    "unwind_trampoline_lost",                                                                   \
+    "a return slot held the uretprobe trampoline and no return instance matched it")           \
+  X(STACK_END_NO_CFI, 32, "stack_end_no_cfi", LW_FAM_TRUNCATED, "no_cfi",                       \
+    "stack ended at code without call-frame information")                                       \
+  X(STACK_END_DEPTH, 33, "stack_end_depth", LW_FAM_TRUNCATED, "depth",                          \
+    "stack cut at LW_MAX_STACK_DEPTH frames")                                                   \
+  X(STACK_END_TABLE_PENDING, 34, "stack_end_table_pending", LW_FAM_TRUNCATED, "table_pending",  \
+    "stack ended in an object whose unwind table was not built yet")                            \
+  X(STACK_END_MEMORY_BUDGET, 35, "stack_end_memory_budget", LW_FAM_TRUNCATED, "memory_budget",  \
+    "stack ended in an object whose unwind table the memory bound refused")                     \
+  X(STACK_END_UNMAPPED, 36, "stack_end_unmapped", LW_FAM_TRUNCATED, "unmapped",                 \
+    "stack ended at a return address outside any executable mapping")                           \
+  X(STACK_END_READ_FAILED, 37, "stack_end_read_failed", LW_FAM_TRUNCATED, "read_failed",        \
+    "stack ended: user stack memory unreadable")                                                \
+  X(STACK_END_VMA_BUSY, 38, "stack_end_vma_busy", LW_FAM_TRUNCATED, "vma_busy",                 \
+    "stack ended: the mapping lookup could not take the mmap lock")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
   LW_COUNTERS(LW_COUNTER_ENUM)
 #undef LW_COUNTER_ENUM
-  LW_CNT_MAX = 32, /* size of the per-CPU array; unused slots read 0 */
+  LW_CNT_MAX = 40, /* size of the per-CPU array; unused slots read 0 */
 };
 
 /* The values are the ABI (they index the per-CPU array that user space
@@ -116,6 +135,14 @@ LW_CNT_PIN(CUDA_STATE_FAILED, 27);
 LW_CNT_PIN(RESIZE_UNKNOWN, 28);
 LW_CNT_PIN(CTX_ORPHANED, 29);
 LW_CNT_PIN(RET_PROBE_OMITTED, 30);
+LW_CNT_PIN(UNWIND_TRAMPOLINE_LOST, 31);
+LW_CNT_PIN(STACK_END_NO_CFI, 32);
+LW_CNT_PIN(STACK_END_DEPTH, 33);
+LW_CNT_PIN(STACK_END_TABLE_PENDING, 34);
+LW_CNT_PIN(STACK_END_MEMORY_BUDGET, 35);
+LW_CNT_PIN(STACK_END_UNMAPPED, 36);
+LW_CNT_PIN(STACK_END_READ_FAILED, 37);
+LW_CNT_PIN(STACK_END_VMA_BUSY, 38);
 #undef LW_CNT_PIN
 
 #endif /* LEAKWATCH_COUNTERS_H */

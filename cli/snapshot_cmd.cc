@@ -92,7 +92,7 @@ int run_snapshot(int argc, char** argv) {
   }
   if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
   if (pid == 0 || out.empty()) return bad("%s-p PID and -o FILE are required", "");
-  auto tracer = Tracer::create(BpfOptions{});
+  auto tracer = Tracer::create(BpfOptions{}, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
@@ -101,8 +101,10 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", pid, st.error().message.c_str());
     return exit_code_for(st.error());
   }
-  // Said once every probe is in place, so a caller knows from when the
-  // profile covers the process.
+  // Said once every probe is in place (and the unwind tables of what the
+  // process maps are loaded, bounded wait), so a caller knows from when
+  // the profile covers the process.
+  if (UnwindTables* u = (*tracer)->unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
   fprintf(stderr, "leakwatch snapshot: attached to %d, tracing for %g s\n", pid, duration);
   struct sigaction sa = {};
   sa.sa_handler = on_signal;

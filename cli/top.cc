@@ -312,7 +312,7 @@ int run_top(int argc, char** argv) {
   }
   // BPF first: a program started by -c must not run untraced because
   // leakwatch lacks a capability.
-  auto tracer = Tracer::create(opt.bpf);
+  auto tracer = Tracer::create(opt.bpf, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
@@ -334,6 +334,11 @@ int run_top(int argc, char** argv) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", opt.pid, st.error().message.c_str());
     return exit_code_for(st.error());
   }
+  // The first output comes once every probe is attached and the unwind
+  // tables of what the process maps are loaded (bounded wait): a caller
+  // can wait for it before starting the workload, and a program started
+  // by -c runs only then, so even its first allocation unwinds by CFI.
+  if (UnwindTables* u = (*tracer)->unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
   // Every probe is in place: the program may run its first instruction.
   if (launched) {
     if (Status st = launched->resume(); !st) {

@@ -114,7 +114,10 @@ std::string frame_text(const Frame& f, size_t avail) {
   const std::string module = f.module.empty() ? "" : " [" + base_name(f.module) + "]";
   const std::string loc = f.file.empty() ? "" : " (" + f.file + ":" + line + ")";
   const std::string loc_short = f.file.empty() ? "" : " (" + base_name(f.file) + ":" + line + ")";
-  for (const std::string& candidate : {fn + loc + module, fn + loc, fn + loc_short})
+  // How the unwinder found it, when that is worth knowing (frame pointers
+  // where there is no CFI: the caller may be skipped).
+  const std::string how = f.unwound == "fp" ? " (frame pointer)" : "";
+  for (const std::string& candidate : {fn + loc + module + how, fn + loc + module, fn + loc, fn + loc_short})
     if (candidate.size() <= avail) return candidate;
   constexpr size_t kMinName = 8;
   if (loc_short.size() + 3 + kMinName <= avail)
@@ -228,6 +231,8 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
       }
       out.push_back(std::string(kIndent, ' ') + frame_text(f, avail));
     }
+    if (!site.truncated.empty())
+      out.push_back(std::string(kIndent, ' ') + "(stack ends here: " + site.truncated + ")");
   }
   if (s.sites_total > s.sites.size())
     out.push_back("  ... " + std::to_string(s.sites_total - s.sites.size()) + " more sites");

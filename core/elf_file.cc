@@ -4,6 +4,7 @@
 #include <gelf.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -31,6 +32,8 @@ constexpr size_t kMaxProgramHeaders = kElfMaxProgramHeaders;
 constexpr size_t kMaxBuildIdBytes = 64;             // GNU ld emits 16 (md5) or 20 (sha1)
 constexpr size_t kMaxNeeded = 1024;                 // DT_NEEDED entries kept
 constexpr size_t kMaxDynamicEntries = 1u << 16;
+
+constexpr size_t kMaxSectionNameBytes = 256;     // longer names are not indexed
 
 constexpr uint16_t kVersymHidden = 0x8000;
 
@@ -432,6 +435,10 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
     if (have_shstrndx) {
       const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
       if (name != nullptr && strcmp(name, ".go.buildinfo") == 0) file->is_go_ = true;
+      if (name != nullptr && strlen(name) <= kMaxSectionNameBytes) {
+        file->sections_.push_back({name, shdr.sh_addr, shdr.sh_offset, shdr.sh_size,
+                                   shdr.sh_type, shdr.sh_flags});
+      }
     }
     switch (shdr.sh_type) {
       case SHT_DYNAMIC: {
@@ -536,6 +543,63 @@ std::vector<uint8_t> ElfFile::read_at_vaddr(uint64_t vaddr, size_t n) const {
     }
     out.resize(got);
     break;
+  }
+  return out;
+}
+
+std::optional<ElfSection> ElfFile::find_section(std::string_view name) const {
+  for (const ElfSection& s : sections_) {
+    if (s.name == name) return s;
+  }
+  return std::nullopt;
+}
+
+Result<ElfSectionData> ElfFile::read_section(std::string_view name, uint64_t max_bytes) const {
+  const std::optional<ElfSection> section = find_section(name);
+  const std::string what = path_ + ": section " + std::string(name);
+  if (!section) return Error{ENOENT, what + ": not found"};
+  if (section->type == SHT_NOBITS) return Error{ENOENT, what + ": has no contents (NOBITS)"};
+  // validate_layout() checked this against the size at open; the file may
+  // have shrunk since, which the short read below catches.
+  if (!range_in_file(section->offset, section->size, impl_->file_size)) {
+    return Error{EINVAL, what + ": outside the file"};
+  }
+  const bool compressed = (section->flags & SHF_COMPRESSED) != 0;
+  // A compressed section is read whole before inflating: bounded the same.
+  if (section->size > max_bytes) {
+    return Error{EFBIG, what + ": " + std::to_string(section->size) +
+                            (compressed ? " compressed" : "") + " bytes (limit " +
+                            std::to_string(max_bytes) + ")"};
+  }
+  std::vector<uint8_t> raw(static_cast<size_t>(section->size));
+  if (!raw.empty() && !pread_full(impl_->fd, raw.data(), raw.size(), section->offset)) {
+    return Error{EIO, what + ": short read (the file changed since it was opened?)"};
+  }
+  ElfSectionData out;
+  out.vaddr = section->vaddr;
+  if (!compressed) {
+    out.bytes = std::move(raw);
+    return out;
+  }
+  Elf64_Chdr chdr;
+  if (raw.size() < sizeof(chdr)) return Error{EINVAL, what + ": compression header truncated"};
+  memcpy(&chdr, raw.data(), sizeof(chdr));
+  if (chdr.ch_type != ELFCOMPRESS_ZLIB) {
+    return Error{ENOTSUP, what + ": compression type " + std::to_string(chdr.ch_type) +
+                              " (only zlib is read)"};
+  }
+  if (chdr.ch_size > max_bytes) {
+    return Error{EFBIG, what + ": " + std::to_string(chdr.ch_size) +
+                            " bytes decompressed (limit " + std::to_string(max_bytes) + ")"};
+  }
+  out.bytes.resize(static_cast<size_t>(chdr.ch_size));
+  uLongf produced = static_cast<uLongf>(out.bytes.size());
+  // uncompress() writes at most `produced` bytes: the declared size bounds
+  // the output whatever the stream says.
+  const int rc = uncompress(out.bytes.data(), &produced, raw.data() + sizeof(chdr),
+                            static_cast<uLong>(raw.size() - sizeof(chdr)));
+  if (rc != Z_OK || produced != out.bytes.size()) {
+    return Error{EINVAL, what + ": corrupt zlib data or wrong declared size"};
   }
   return out;
 }

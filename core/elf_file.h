@@ -22,6 +22,23 @@ struct ElfSymbol {
   uint64_t size = 0;  // st_size
 };
 
+// A section header, as indexed at open(); contents are read on demand.
+struct ElfSection {
+  std::string name;
+  uint64_t vaddr = 0;   // sh_addr (0 for sections not loaded)
+  uint64_t offset = 0;  // sh_offset
+  uint64_t size = 0;    // sh_size (the compressed size for SHF_COMPRESSED)
+  uint32_t type = 0;    // sh_type
+  uint64_t flags = 0;   // sh_flags
+};
+
+// A section's contents read from the file: decompressed when the section
+// is SHF_COMPRESSED (zlib), as separate debug files usually are.
+struct ElfSectionData {
+  uint64_t vaddr = 0;
+  std::vector<uint8_t> bytes;
+};
+
 struct ElfSegment {   // a PT_LOAD program header
   uint64_t vaddr = 0, memsz = 0, offset = 0, filesz = 0;
   bool executable = false;
@@ -102,6 +119,15 @@ class ElfFile {
   // Up to `n` bytes of file content at `vaddr` (fewer at a segment's end).
   std::vector<uint8_t> read_at_vaddr(uint64_t vaddr, size_t n) const;
 
+  // The first section with this name, if any (headers validated at open:
+  // the contents of a non-NOBITS section lie inside the file).
+  std::optional<ElfSection> find_section(std::string_view name) const;
+  // The contents of the named section. Refused, with an Error saying why,
+  // when there is no such section, when it is SHT_NOBITS, when its size (or
+  // decompressed size) is over `max_bytes`, or when the file changed under
+  // us (short read, corrupt compressed data).
+  Result<ElfSectionData> read_section(std::string_view name, uint64_t max_bytes) const;
+
   ElfFile(const ElfFile&) = delete;
   ElfFile& operator=(const ElfFile&) = delete;
 
@@ -117,6 +143,7 @@ class ElfFile {
   std::vector<std::string> needed_;
   std::string soname_;
   std::vector<ElfSegment> segments_;
+  std::vector<ElfSection> sections_;
 };
 
 }  // namespace lw

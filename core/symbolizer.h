@@ -25,6 +25,9 @@ struct Frame {
   std::string module;    // path of the object as the target sees it
   std::string build_id;  // lowercase hex, may be ""
   uint64_t offset = 0;   // file offset of the address within the module
+  // How the unwinder found this frame: "leaf", "cfi", "fp", "hint" (the
+  // return address read at operator new's entry); "" when not recorded.
+  std::string unwound;
 };
 
 // Where to find a module's file from the daemon's point of view.

@@ -1,5 +1,7 @@
 #include "engine/bpf_session.h"
 
+#include "core/fd.h"
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
@@ -148,6 +150,11 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   sk->rodata->collect_stacks = options.collect_stacks;
   sk->rodata->report_all_execs = options.report_all_execs;
   sk->rodata->wakeup_bytes = options.batch_wakeups ? options.ringbuf_bytes / 8 : 0;
+  sk->rodata->unwind_cfi = options.unwind_cfi ? 1 : 0;
+  bpf_map__set_max_entries(sk->maps.unwind_rows, std::max<uint32_t>(options.max_unwind_tables, 1));
+  bpf_map__set_max_entries(sk->maps.unwind_pages, std::max<uint32_t>(options.max_unwind_tables, 1));
+  bpf_map__set_max_entries(sk->maps.unwind_objs, std::max<uint32_t>(options.max_unwind_objects, 1));
+  s->max_unwind_tables_ = std::max<uint32_t>(options.max_unwind_tables, 1);
   bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
   bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
   bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
@@ -375,10 +382,87 @@ Status BpfSession::purge_live(pid_t tgid, int kind) {
 
 StoredStack BpfSession::read_stack(uint64_t stack_hash) const {
   if (stack_hash == 0) return {};
-  lw_stack s{};
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, &s) != 0) return {};
-  uint32_t nr = s.nr > LW_MAX_STACK_DEPTH ? LW_MAX_STACK_DEPTH : s.nr;
-  return StoredStack{s.flags, std::vector<uint64_t>(s.ips, s.ips + nr)};
+  auto s = std::make_unique<lw_stack>();
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, s.get()) != 0) return {};
+  uint32_t nr = s->nr > LW_MAX_STACK_DEPTH ? LW_MAX_STACK_DEPTH : s->nr;
+  StoredStack out;
+  out.flags = s->flags;
+  out.frames.reserve(nr);
+  for (uint32_t i = 0; i < nr; ++i) {
+    const lw_frame& f = s->frames[i];
+    StoredFrame sf;
+    sf.ino = f.ino;
+    sf.how = s->how[i];
+    if (f.ino) {
+      sf.dev = f.dev;
+      sf.addr = f.off;
+    } else {
+      sf.addr = (static_cast<uint64_t>(f.dev) << 32) | f.off;
+    }
+    out.frames.push_back(sf);
+  }
+  return out;
+}
+
+Status BpfSession::set_unwind_object(const lw_obj_key& key, const lw_unwind_obj& obj) {
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.unwind_objs), &key, &obj, BPF_ANY) != 0)
+    return errno_error("registering an object for unwinding");
+  return ok_status();
+}
+
+Status BpfSession::remove_unwind_object(const lw_obj_key& key) {
+  if (bpf_map_delete_elem(bpf_map__fd(skel_->maps.unwind_objs), &key) != 0 && errno != ENOENT)
+    return errno_error("removing an object from unwinding");
+  return ok_status();
+}
+
+namespace {
+
+// An inner array map of `n` values of `value_size` bytes, filled in batches.
+Result<Fd> make_filled_array(const char* name, uint32_t value_size, const void* values, uint32_t n) {
+  LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_INNER_MAP);
+  int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, name, sizeof(uint32_t), value_size, n, &opts);
+  if (fd < 0) return errno_error(std::string("creating unwind map ") + name);
+  Fd map(fd);
+  constexpr uint32_t kBatch = 65536;
+  std::vector<uint32_t> keys(std::min(n, kBatch));
+  for (uint32_t done = 0; done < n;) {
+    uint32_t count = std::min(kBatch, n - done);
+    for (uint32_t i = 0; i < count; ++i) keys[i] = done + i;
+    LIBBPF_OPTS(bpf_map_batch_opts, bopts);
+    const char* bytes = static_cast<const char*>(values) + static_cast<size_t>(done) * value_size;
+    if (bpf_map_update_batch(map.get(), keys.data(), bytes, &count, &bopts) != 0)
+      return errno_error(std::string("filling unwind map ") + name);
+    done += count;
+  }
+  return map;
+}
+
+}  // namespace
+
+Status BpfSession::load_unwind_table(uint32_t table, const std::vector<lw_unwind_row>& rows,
+                                     const std::vector<uint32_t>& pages) {
+  if (table >= max_unwind_tables_) return Error{ENOSPC, "unwind table slot out of range"};
+  if (rows.empty() || pages.empty()) return Error{EINVAL, "empty unwind table"};
+  Result<Fd> r = make_filled_array("lw_rows", sizeof(lw_unwind_row), rows.data(),
+                                   static_cast<uint32_t>(rows.size()));
+  if (!r) return r.error();
+  Result<Fd> p = make_filled_array("lw_pages", sizeof(uint32_t), pages.data(),
+                                   static_cast<uint32_t>(pages.size()));
+  if (!p) return p.error();
+  // Pages first: the BPF side looks up both and uses neither without the other.
+  int rfd = r->get(), pfd = p->get();
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.unwind_pages), &table, &pfd, BPF_ANY) != 0 ||
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.unwind_rows), &table, &rfd, BPF_ANY) != 0)
+    return errno_error("installing an unwind table");
+  return ok_status();  // the outer maps hold the inner maps now; our fds close
+}
+
+Status BpfSession::remove_unwind_table(uint32_t table) {
+  if (table >= max_unwind_tables_) return Error{EINVAL, "unwind table slot out of range"};
+  bpf_map_delete_elem(bpf_map__fd(skel_->maps.unwind_rows), &table);
+  bpf_map_delete_elem(bpf_map__fd(skel_->maps.unwind_pages), &table);
+  return ok_status();
 }
 
 Counters BpfSession::read_counters() const {

@@ -40,6 +40,11 @@ struct BpfOptions {
   // (the consumer must poll with a timeout; every caller polls <= 100 ms).
   bool batch_wakeups = true;
   bool report_all_execs = false;  // daemon: discover new processes at exec
+  // Stacks from each object's call-frame information (decision 31), with
+  // frame pointers as the fallback; false: the kernel's frame-pointer walk.
+  bool unwind_cfi = true;
+  uint32_t max_unwind_tables = 4096;    // objects with a table loaded at once
+  uint32_t max_unwind_objects = 16384;  // objects registered (inode, device)
 };
 
 // One uprobe to place: where, and which allocator function it stands for
@@ -51,9 +56,17 @@ struct UprobeSpec {
   uint64_t cookie() const { return func | (static_cast<uint64_t>(cookie_arg) << 16); }
 };
 
+// One frame of a stored stack (bpf/leakwatch_abi.h, struct lw_frame).
+struct StoredFrame {
+  uint64_t ino = 0;   // 0: not file-backed; `addr` is then the absolute address
+  uint32_t dev = 0;   // the kernel's s_dev (MKDEV(major, minor) = major << 20 | minor)
+  uint64_t addr = 0;  // file offset in the object, or the absolute address when ino is 0
+  uint8_t how = 0;    // enum lw_unwound
+};
+
 struct StoredStack {
-  uint32_t flags = 0;          // LW_STACK_*
-  std::vector<uint64_t> ips;   // leaf first
+  uint32_t flags = 0;              // enum lw_stack_end | LW_STACK_*
+  std::vector<StoredFrame> frames; // leaf first
 };
 
 // Move-only owner of one attached probe.
@@ -124,6 +137,20 @@ class BpfSession {
   // The user stack stored under `stack_hash` (leaf first), or empty.
   StoredStack read_stack(uint64_t stack_hash) const;
 
+  // ---- unwind tables (decision 31) ----
+  // These may be called from the unwind-table thread as well as the owner's:
+  // they only make bpf syscalls on map fds fixed at load.
+  // Registers an object (its state, and its table when ready).
+  Status set_unwind_object(const lw_obj_key& key, const lw_unwind_obj& obj);
+  Status remove_unwind_object(const lw_obj_key& key);
+  // Loads a table's rows and page index into slot `table` of the outer maps
+  // (one inner array map each, sized exactly; the kernel charges them to
+  // our memory cgroup). Replaces what the slot held.
+  Status load_unwind_table(uint32_t table, const std::vector<lw_unwind_row>& rows,
+                           const std::vector<uint32_t>& pages);
+  Status remove_unwind_table(uint32_t table);
+  uint32_t max_unwind_tables() const { return max_unwind_tables_; }
+
   // Sum over CPUs of the per-CPU counters.
   Counters read_counters() const;
 
@@ -148,6 +175,7 @@ class BpfSession {
   ring_buffer* ringbuf_ = nullptr;
   RecordHandler handler_;
   bool uprobe_multi_ = false;
+  uint32_t max_unwind_tables_ = 0;
 };
 
 }  // namespace lw

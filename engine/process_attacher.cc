@@ -1,5 +1,7 @@
 #include "engine/process_attacher.h"
 
+#include "core/stack_frames.h"
+
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
@@ -15,6 +17,7 @@
 
 #include "core/elf_file.h"
 #include "core/fd.h"
+#include "core/procfs.h"
 #include "core/probe_placement.h"
 #include "engine/cuda_probes.h"
 #include "core/capabilities.h"
@@ -47,53 +50,6 @@ std::string read_bounded(const std::string& path, size_t limit) {
   return out;
 }
 
-// Opens the mapped file as the target sees it. /proc/PID/map_files/ names
-// the exact mapping (it works for deleted or replaced files and for other
-// mount namespaces); /proc/PID/root/PATH is the fallback where map_files is
-// not readable. The inode is checked, so a file swapped under the same path
-// is never probed by mistake.
-Result<int> open_mapped_file(pid_t pid, const MapEntry& m) {
-  char buf[128];
-  snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, m.start, m.end);
-  const std::string candidates[] = {buf, "/proc/" + std::to_string(pid) + "/root" + m.path};
-  int errors[2] = {0, 0};
-  Error last{ENOENT, "no path"};
-  for (int i = 0; i < 2; ++i) {
-    const std::string& p = candidates[i];
-    // Regular files only, never blocking on a FIFO; the /proc/PID/root
-    // fallback resolves every link inside the target's root (fd.h).
-    Result<int> opened = open_untrusted_file(p);
-    if (!opened) {
-      errors[i] = opened.error().code;
-      last = Error{opened.error().code, p + ": " + opened.error().message};
-      continue;
-    }
-    int fd = *opened;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_ino == m.inode && S_ISREG(st.st_mode)) return fd;
-    close(fd);
-    errors[i] = ESTALE;
-    last = Error{ESTALE, p + ": file changed since it was mapped"};
-  }
-  // Name the capability that would have opened it (README, "Capabilities").
-  // map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN); without it
-  // only the path is left, which fails for a deleted or replaced file.
-  if (errors[0] == EPERM && !has_capability(CAP_CHECKPOINT_RESTORE) && !has_capability(CAP_SYS_ADMIN) &&
-      (errors[1] == ENOENT || errors[1] == ESTALE))
-    return Error{EPERM, "permission denied opening " + candidates[0] +
-                            ": missing CAP_CHECKPOINT_RESTORE (needed to open " + m.path +
-                            " through /proc/PID/map_files: it was deleted or replaced on disk since pid " +
-                            std::to_string(pid) + " mapped it)"};
-  if (errors[1] == EACCES || errors[1] == EPERM) {
-    if (std::string missing = missing_capabilities({CAP_SYS_PTRACE}); !missing.empty())
-      return Error{EPERM, "permission denied opening " + candidates[1] + ": missing " + missing +
-                              " (needed to read another user's /proc/PID/root)"};
-    if (std::string missing = missing_capabilities({CAP_DAC_READ_SEARCH}); !missing.empty())
-      return Error{EPERM, "permission denied opening " + candidates[1] + ": missing " + missing +
-                              " (the file or a directory above it is not readable by leakwatch's user)"};
-  }
-  return last;
-}
 
 
 // Roles of the probe objects that are neither the allocator's nor CUDA's:
@@ -432,6 +388,7 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
   }
   std::vector<ProbeReport> reports;
   std::vector<UprobeSpec> specs;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const WrapperSpec& w : kWrappers) {
     std::optional<ElfSymbol> sym;
     for (const char* name : w.names)
@@ -455,6 +412,8 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
       }
       continue;
     }
+    if (std::optional<uint64_t> start = elf.vaddr_to_offset(sym->vaddr))
+      ranges.emplace_back(*start, *start + std::max<uint64_t>(sym->size, 1));
     for (const SyscallSite& site : sites) {
       std::optional<uint64_t> off = elf.vaddr_to_offset(site.vaddr);
       if (!off) continue;
@@ -468,7 +427,8 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
       specs.push_back(u);
     }
   }
-  if (Status st = attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs); !st) {
+  if (Status st = attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges));
+      !st) {
     set_syscall_state(SyscallTracing::kTracepoints, st.error().message);
     return;
   }
@@ -477,13 +437,15 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
 
 Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
                                      std::vector<ProbeReport> reports,
-                                     const std::vector<UprobeSpec>& specs) {
+                                     const std::vector<UprobeSpec>& specs,
+                                     std::vector<std::pair<uint64_t, uint64_t>> ranges) {
   Result<int> fd_or = open_mapped_file(pid_, m);
   if (!fd_or) return fd_or.error();
   Fd fd(*fd_or);
   AttachedObject obj = new_object(m, elf);
   obj.role = role;
   obj.probes = std::move(reports);
+  obj.function_ranges = std::move(ranges);
   Result<std::vector<Link>> links =
       session_.attach_uprobes(pid_, "/proc/self/fd/" + std::to_string(fd.get()), specs, false);
   // Not kept on failure: the next rescan tries again, and the caller
@@ -529,6 +491,8 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
       probe_vaddr = pl.vaddr;
       report.placement = pl.reason;
     }
+    if (std::optional<uint64_t> start = elf.vaddr_to_offset(planned->symbol.vaddr))
+      obj.function_ranges.emplace_back(*start, *start + std::max<uint64_t>(planned->symbol.size, 1));
     std::optional<uint64_t> off = elf.vaddr_to_offset(probe_vaddr);
     if (!off) {
       report.error = "address not in a loadable segment";
@@ -566,6 +530,15 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
   for (Link& l : *return_links) obj.links.push_back(std::move(l));
   objects_.push_back(std::move(obj));
   return ok_status();
+}
+
+bool ProcessAttacher::in_probed_function(uint32_t dev, uint64_t inode, uint64_t offset) const {
+  for (const AttachedObject& o : objects_) {
+    if (o.inode != inode || kernel_dev(major(o.dev), minor(o.dev)) != dev) continue;
+    for (const auto& [start, end] : o.function_ranges)
+      if (offset >= start && offset < end) return true;
+  }
+  return false;
 }
 
 }  // namespace lw

@@ -36,6 +36,9 @@ struct AttachedObject {
   std::string role;        // the probe roles placed here: "libc", "libc,tcmalloc", ...
   std::vector<ProbeReport> probes;
   std::vector<Link> links;
+  // File-offset ranges [start, end) of the probed functions' bodies: a
+  // stack's frames inside them are the allocator's own, not the site.
+  std::vector<std::pair<uint64_t, uint64_t>> function_ranges;
 };
 
 // How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
@@ -55,6 +58,10 @@ class ProcessAttacher {
   // made and reported; nothing is attached.
   Status attach_new_objects(bool place_probes = true);
   const AllocatorInfo& allocator() const { return info_; }
+  // Whether file offset `offset` of the object (kernel device encoding,
+  // inode) lies inside a function this attacher probes (operator new, a
+  // syscall wrapper, ...).
+  bool in_probed_function(uint32_t dev, uint64_t inode, uint64_t offset) const;
 
   // Whether attach_new_objects() places the optional CUDA probes (on by
   // default; off while the kill switch holds the process).
@@ -90,7 +97,8 @@ class ProcessAttacher {
                             bool static_exe);
   void set_syscall_state(SyscallTracing state, std::string reason);
   Status attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
-                      std::vector<ProbeReport> reports, const std::vector<UprobeSpec>& specs);
+                      std::vector<ProbeReport> reports, const std::vector<UprobeSpec>& specs,
+                      std::vector<std::pair<uint64_t, uint64_t>> ranges = {});
 
   BpfSession& session_;
   pid_t pid_;

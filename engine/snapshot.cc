@@ -102,6 +102,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
       site.stack_id = rs.stack_id;
       site.kind = s->kind;
       site.frames = rs.frames;
+      site.truncated = rs.end;
       snap.sites.push_back(std::move(site));
     }
     SiteSnapshot& site = snap.sites[it->second];

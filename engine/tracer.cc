@@ -1,7 +1,5 @@
 #include "engine/tracer.h"
 
-#include "core/memory_budget.h"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/uio.h>
@@ -14,67 +12,25 @@
 
 #include "core/elf_file.h"
 #include "core/event.h"
+#include "core/memory_budget.h"
+#include "core/stack_frames.h"
 #include "core/stack_id.h"
 
 namespace lw {
 
-namespace {
-
-std::string read_small_file(const std::string& path, size_t max = 4096) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string out(max, '\0');
-  ssize_t n = read(fd, out.data(), max);
-  close(fd);
-  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return out;
-}
-
-// True if the bytes before `addr` in the target end in a call instruction,
-// i.e. `addr` is a return address. Used to validate the word read at the
-// user sp of a frameless syscall wrapper.
-bool is_return_address(pid_t pid, uint64_t addr) {
-  if (addr < 8) return false;
-  uint8_t b[7];
-  struct iovec local = {b, sizeof(b)};
-  struct iovec remote = {reinterpret_cast<void*>(addr - sizeof(b)), sizeof(b)};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(b)))
-    return false;
-  if (b[2] == 0xe8) return true;                                      // call rel32
-  if (b[1] == 0xff && b[2] == 0x15) return true;                      // call *rel32(%rip)
-  if (b[5] == 0xff && (b[6] & 0xf8) == 0xd0) return true;             // call *%reg
-  if (b[4] == 0x41 && b[5] == 0xff && (b[6] & 0xf8) == 0xd0) return true;  // call *%r8-15
-  if (b[4] == 0xff && (b[5] & 0x38) == 0x10) return true;             // call *disp8(%reg)
-  return false;
-}
-
-}  // namespace
-
-uint64_t process_start_ticks(pid_t pid) {
-  std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
-  // comm may contain spaces and parentheses: fields start after the last ')'.
-  size_t close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  const char* p = stat.c_str() + close_paren + 1;
-  // Field 22 (starttime) is the 20th field after comm.
-  for (int field = 3; field < 22 && *p; ++field) {
-    p = strchr(p + 1, ' ');
-    if (!p) return 0;
-  }
-  return strtoull(p, nullptr, 10);
-}
-
-std::string process_comm(pid_t pid) {
-  std::string comm = read_small_file("/proc/" + std::to_string(pid) + "/comm", 64);
-  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();
-  return comm;
-}
-
-Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options) {
+Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
+                                               const UnwindTableOptions& unwind) {
   auto session = BpfSession::create(options);
   if (!session) return session.error();
   std::unique_ptr<Tracer> t(new Tracer(std::move(*session)));
+  if (options.unwind_cfi && options.collect_stacks)
+    t->unwind_ = std::make_unique<UnwindTables>(*t->session_, unwind);
   return t;
+}
+
+void Tracer::refresh_maps(TracedProcess& proc) {
+  if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+  if (unwind_) unwind_->add_process(proc.pid, proc.maps);
 }
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
@@ -265,7 +221,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
       return Error{ESRCH, "no such process: " + std::to_string(pid)};
     return st;
   }
-  if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
+  refresh_maps(*proc);
   procs_[pid] = std::move(proc);
   return ok_status();
 }
@@ -278,6 +234,7 @@ void Tracer::detach(pid_t pid) {
   // this pid, and the target entry only filters events.
   (void)session_->remove_target(pid);
   (void)session_->purge_live(pid);
+  if (unwind_) unwind_->remove_process(pid);
   procs_.erase(it);
   recount_records();
 }
@@ -290,6 +247,7 @@ void Tracer::detach_many(const std::vector<pid_t>& pids) {
     for (Link& l : it->second->attacher->take_links()) links.push_back(std::move(l));
     (void)session_->remove_target(pid);
     (void)session_->purge_live(pid);
+    if (unwind_) unwind_->remove_process(pid);
     procs_.erase(it);
   }
   destroy_links(std::move(links));
@@ -375,7 +333,7 @@ void Tracer::after_poll() {
       if ((proc->options.heap || proc->options.mmap || proc->options.cuda) &&
           proc->accounting && !attach_objects(*proc, proc->options.heap))
         ++stats_.attach_errors;
-      if (auto maps = read_proc_maps(pid)) proc->maps = std::move(*maps);
+      refresh_maps(*proc);
     }
     if (drops) {
       auto t = session_->get_target(pid);
@@ -414,7 +372,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.cuda_devices.clear();
   proc.stacks.clear();
   proc.comm = process_comm(proc.pid);
-  if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+  refresh_maps(proc);
   // The exec cleared the kernel flags, and the new image's wrappers are
   // decided again below: until then the raw tracepoints (if attached) must
   // not skip this process.
@@ -478,34 +436,69 @@ const std::string& Tracer::build_id_of(const MapEntry& m, const std::string& ope
   return build_ids_.emplace(key, (*elf)->build_id()).first->second;
 }
 
+namespace {
+
+// The mapping of the object (kernel device, inode) in `maps`, preferring an
+// executable one.
+const MapEntry* find_object_mapping(const ParsedMaps& maps, uint32_t dev, uint64_t ino) {
+  const MapEntry* any = nullptr;
+  for (const MapEntry& m : maps.entries) {
+    if (m.inode != ino || kernel_dev(m.dev_major, m.dev_minor) != dev) continue;
+    if (m.executable) return &m;
+    if (!any) any = &m;
+  }
+  return any;
+}
+
+}  // namespace
+
 const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_hash) {
   auto it = proc.stacks.find(stack_hash);
   if (it != proc.stacks.end()) return it->second;
   ResolvedStack rs;
   StoredStack stored = session_->read_stack(stack_hash);
-  std::vector<uint64_t> ips = std::move(stored.ips);
-  if ((stored.flags & LW_STACK_RET_HINT_TRUSTED) && ips.size() >= 2) {
-    // Allocated inside operator new: ips[0] is in libstdc++ and ips[1] is
-    // new's own return address (read at its entry), i.e. its caller.
-    ips.erase(ips.begin());
-  } else if ((stored.flags & LW_STACK_RET_HINT) && ips.size() >= 2) {
-    // A syscall stack: ips[0] is inside the (frameless) wrapper and ips[1]
-    // the word at the user sp. The leaf we report is the wrapper's caller,
-    // so keep the hint in place of the wrapper if it is a real return
-    // address; otherwise drop the hint and keep the wrapper.
-    const MapEntry* m = find_mapping(proc.maps, ips[1]);
-    bool valid = m && m->executable && is_return_address(proc.pid, ips[1]);
-    ips.erase(ips.begin() + (valid ? 0 : 1));
-  }
   bool refreshed = false;
-  for (size_t i = 0; i < ips.size(); ++i) {
-    uint64_t ip = ips[i];
-    const MapEntry* m = find_mapping(proc.maps, ip);
-    if (!m && !refreshed && !proc.exited) {
-      if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
-      refreshed = true;
-      m = find_mapping(proc.maps, ip);
+  auto refresh = [&] {
+    if (refreshed || proc.exited) return false;
+    refreshed = true;
+    refresh_maps(proc);
+    return true;
+  };
+  // Where each frame is: its mapping and file offset (a frame stored by
+  // object identity, or by address from the frame-pointer walk).
+  struct Located {
+    const MapEntry* map = nullptr;
+    uint64_t offset = 0;
+  };
+  auto locate = [&](const StoredFrame& f) {
+    Located l;
+    if (f.ino) {
+      l.map = find_object_mapping(proc.maps, f.dev, f.ino);
+      if (!l.map && refresh()) l.map = find_object_mapping(proc.maps, f.dev, f.ino);
+      l.offset = f.addr;
+    } else {
+      l.map = find_mapping(proc.maps, f.addr);
+      if (!l.map && refresh()) l.map = find_mapping(proc.maps, f.addr);
+      l.offset = l.map && l.map->is_file() ? f.addr - l.map->start + l.map->offset : f.addr;
     }
+    return l;
+  };
+  std::vector<Located> where;
+  where.reserve(stored.frames.size());
+  for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
+  // The leaf is the allocator's caller: frames inside the probed functions
+  // themselves (operator new calling malloc, the mmap wrapper around its
+  // syscall) are not the site (decision 31).
+  size_t first = 0;
+  if (proc.attacher) {
+    while (first + 1 < where.size() && where[first].map && where[first].map->is_file() &&
+           proc.attacher->in_probed_function(
+               kernel_dev(where[first].map->dev_major, where[first].map->dev_minor),
+               where[first].map->inode, where[first].offset))
+      ++first;
+  }
+  for (size_t i = first; i < where.size(); ++i) {
+    const MapEntry* m = where[i].map;
     Frame f;
     if (m && m->is_file()) {
       ModuleRef ref;
@@ -516,18 +509,20 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
       ref.open_path = buf;
       ref.inode = m->inode;
       ref.build_id = build_id_of(*m, ref.open_path);
-      f = symbolizer_.symbolize(ref, ip - m->start + m->offset);
+      f = symbolizer_.symbolize(ref, where[i].offset);
       if (f.build_id.empty() && f.function.empty()) {
         // map_files is gone (the process exited): try the path in its root.
         ref.open_path = "/proc/" + std::to_string(proc.pid) + "/root" + m->path;
-        f = symbolizer_.symbolize(ref, ip - m->start + m->offset);
+        f = symbolizer_.symbolize(ref, where[i].offset);
       }
     } else {
       f.module = m ? m->path : "[unknown]";
-      f.offset = ip;
+      f.offset = stored.frames[i].ino ? stored.frames[i].addr : where[i].offset;
     }
+    f.unwound = unwound_name(stored.frames[i].how);
     rs.frames.push_back(std::move(f));
   }
+  rs.end = stack_end_name(stored.flags & LW_STACK_END_MASK);
   rs.stack_id = stable_stack_id(rs.frames);
   return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }

@@ -25,9 +25,11 @@
 
 #include "core/heap_tracker.h"
 #include "core/proc_maps.h"
+#include "core/procfs.h"
 #include "core/symbolizer.h"
 #include "engine/bpf_session.h"
 #include "engine/process_attacher.h"
+#include "engine/unwind_tables.h"
 #include "view/process_view.h"
 
 namespace lw {
@@ -35,6 +37,9 @@ namespace lw {
 struct ResolvedStack {
   uint64_t stack_id = 0;      // stable_stack_id() of the frames
   std::vector<Frame> frames;  // leaf first
+  // Why the stack ends before the outermost frame (stack_end_name():
+  // "no_cfi", "depth", "table_pending", ...); "" when it is complete.
+  std::string end;
 };
 
 // How to trace one process.
@@ -89,7 +94,8 @@ struct TracedProcess {
 
 class Tracer {
  public:
-  static Result<std::unique_ptr<Tracer>> create(const BpfOptions& options);
+  static Result<std::unique_ptr<Tracer>> create(const BpfOptions& options,
+                                                const UnwindTableOptions& unwind = {});
   ~Tracer();  // detaches every process's probes at once
 
   // Attaches to a running process. Errors: ESRCH (no such process), EPERM,
@@ -156,15 +162,20 @@ class Tracer {
     s.symbolization_errors = symbolizer_.errors();
     s.elf_rejections = elf_rejection_counts();
     s.raw_syscall_tracepoints = session_->syscall_tracing();
+    if (unwind_) s.unwind = unwind_->stats();
     return s;
   }
 
   // Execs and forks seen since the last call (daemon discovery).
   std::vector<Discovery> take_discoveries() { return std::exchange(discoveries_, {}); }
   BpfSession& session() { return *session_; }
+  // The unwind tables (null when stacks come from frame pointers only).
+  UnwindTables* unwind_tables() { return unwind_.get(); }
 
  private:
   explicit Tracer(std::unique_ptr<BpfSession> session);
+  // Reads `proc`'s mappings again and registers its objects' unwind tables.
+  void refresh_maps(TracedProcess& proc);
   void on_record(const void* data, size_t len);
   void after_poll();
   void resync(TracedProcess& proc);
@@ -179,6 +190,7 @@ class Tracer {
   static constexpr size_t kMaxBuildIdCache = 4096;
 
   std::unique_ptr<BpfSession> session_;
+  std::unique_ptr<UnwindTables> unwind_;  // after session_: stops before it goes
   std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;
   Symbolizer symbolizer_;
   TracerStats stats_;
@@ -193,8 +205,5 @@ class Tracer {
   uint64_t shed_blocked_at_ = 0;
 };
 
-// /proc/PID/stat starttime (clock ticks since boot), or 0.
-uint64_t process_start_ticks(pid_t pid);
-std::string process_comm(pid_t pid);
 
 }  // namespace lw

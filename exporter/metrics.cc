@@ -189,6 +189,8 @@ const char* counter_family_help(std::string_view family) {
       {"leakwatch_events_delivered_total", "Events written to the ring buffer."},
       {"leakwatch_events_dropped_total", "Events lost before reaching the daemon, by reason."},
       {LW_FAM_FAILURES, "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md."},
+      {LW_FAM_TRUNCATED,
+       "Stacks that ended before the outermost frame, by reason (no_cfi, depth, table_pending, ...)."},
       {"leakwatch_cuda_nested_calls_total",
        "CUDA driver allocations made inside a runtime call, counted once (at the runtime)."},
       {"leakwatch_cuda_context_released_total", "CUDA records released implicitly by cuCtxDestroy."},

@@ -15,7 +15,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                         {"line", f.line},
                         {"module", f.module},
                         {"build_id", f.build_id},
-                        {"offset", f.offset}});
+                        {"offset", f.offset},
+                        {"unwound", f.unwound}});
     }
     sites.push_back({{"stack_id", stack_id_hex(s.stack_id)},
                      {"kind", kind_name(s.kind)},
@@ -33,6 +34,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                        {"lt_10m", s.ages.lt_10m},
                        {"lt_1h", s.ages.lt_1h},
                        {"older", s.ages.older}}},
+                     {"truncated", s.truncated.empty() ? json(nullptr) : json(s.truncated)},
                      {"frames", std::move(frames)}});
   }
   json counters = json::object();

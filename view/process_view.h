@@ -33,6 +33,10 @@ struct SiteSnapshot {
   uint64_t freed_bytes = 0;
   uint64_t frees = 0;
   std::vector<Frame> frames;
+  // Why the stack ends before the outermost frame ("no_cfi", "depth",
+  // "table_pending", "memory_budget", ...; core/stack_frames.h), "" when
+  // it is complete: a stack is never silently short.
+  std::string truncated;
   // Leak analysis (zero/unknown until the analyzer has enough samples).
   AgeBuckets ages;
   double leak_rate_bytes_per_second = 0;
@@ -87,6 +91,24 @@ struct AllocatorInfo {
   std::string mmap_tracing_reason;     // why not "wrappers"
 };
 
+// The unwind tables (engine/unwind_tables.h, decision 31).
+struct UnwindStats {
+  uint64_t objects = 0;          // registered (inode, device) pairs
+  uint64_t objects_pending = 0;
+  uint64_t objects_ready = 0;
+  uint64_t objects_no_cfi = 0;   // no call-frame information in the file
+  uint64_t objects_budget = 0;   // refused by max_table_bytes
+  uint64_t tables = 0;           // loaded (one per build-id)
+  uint64_t table_bytes = 0;      // rows and pages loaded
+  uint64_t max_table_bytes = 0;
+  uint64_t builds = 0;           // tables compiled from an object's CFI
+  uint64_t build_failures = 0;   // CFI refused (hostile or broken), or a load failed
+  double build_seconds = 0;      // spent compiling, in total
+  uint64_t disk_cache_hits = 0;
+  uint64_t memory_cache_hits = 0;  // an object with a build-id already loaded
+  uint64_t queue_depth = 0;        // objects waiting for the worker
+};
+
 // The engine's own figures (not per process).
 struct TracerStats {
   uint64_t decode_errors = 0;       // ring-buffer records that did not decode
@@ -107,6 +129,7 @@ struct TracerStats {
   uint64_t live_records = 0;         // per-address records held, all processes
   uint64_t live_record_cap = 0;      // 0: no cap
   uint64_t memory_budget_sheds = 0;  // processes whose heap records were shed
+  UnwindStats unwind;
 };
 
 // A point-in-time view of one traced process: its sites merged by stable

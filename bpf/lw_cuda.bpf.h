@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * CUDA runtime and driver allocations. Included once, by leakwatch.bpf.c,
- * after its helpers (count, emit, capture_stack, the maps); the entry and
- * return programs dispatch here on attach cookies >= LW_FUNC_CUDA_FIRST.
+ * CUDA runtime and driver allocations. The entry and return programs
+ * (leakwatch.bpf.c) dispatch here on attach cookies >= LW_FUNC_CUDA_FIRST;
+ * records go through the one record/retire path (lw_record.bpf.h).
  *
  * Design (docs/architecture.md, decision 20):
  *  - Allocations are read at return: the output pointer (void **devPtr,
@@ -22,6 +22,11 @@
  *    memory only once the handle is released *and* no longer mapped.
  *  - cuCtxDestroy retires, in the kernel, every record made in that context.
  */
+#ifndef LW_CUDA_BPF_H_
+#define LW_CUDA_BPF_H_
+
+#include "lw_record.bpf.h"
+#include "lw_stack.bpf.h"
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -144,7 +149,7 @@ static __always_inline void cuda_set_current(__u32 tgid, __u32 tid, __u64 ctx)
   cuda_ctx_became_current(tgid, th, ctx);
 }
 
-static __always_inline void cuda_record(void *ctx, struct lw_target *t, __u32 tgid, __u32 tid,
+static __always_inline void cuda_record(struct pt_regs *ctx, struct lw_target *t, __u32 tgid, __u32 tid,
                                         __u32 kind, __u64 addr, __u64 size)
 {
   struct lw_cuda_rec rec = {.device = -1};
@@ -153,45 +158,34 @@ static __always_inline void cuda_record(void *ctx, struct lw_target *t, __u32 tg
     rec.ctx = cuda_thread_ctx(th);
     rec.device = th->device;
   }
-  __u32 flags = cuda_device_flags(rec.device);
   struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
+  struct lw_regs regs = lw_probe_regs(ctx);
   struct lw_live_val val = {.size = size, .alloc_ns = bpf_ktime_get_ns(),
-                            .stack_hash = capture_stack(ctx, 0, 0)};
-  if (bpf_map_lookup_elem(&live, &key)) {
-    count(LW_CNT_MISSED_FREE);
-    flags |= LW_EVF_REPLACED;
-  }
-  if (bpf_map_update_elem(&live, &key, &val, BPF_ANY)) {
-    count(LW_CNT_LIVE_INSERT_FAILED);
-    if (flags & LW_EVF_REPLACED) {
-      bpf_map_delete_elem(&live, &key);
+                            .stack_hash = capture_stack(ctx, &regs, true, 0)};
+  bool replaced;
+  if (live_insert(t, tgid, kind, addr, &val, &replaced)) {
+    if (replaced)
       bpf_map_delete_elem(&cuda_recs, &key);
-      emit(t, LW_EV_FREE, tgid, kind, addr, 0, 0, 0, LW_EVF_REPLACED);
-    }
     return;
   }
+  /* The side record before the event: a free racing the event finds it. */
   if (bpf_map_update_elem(&cuda_recs, &key, &rec, BPF_ANY))
     count(LW_CNT_CUDA_STATE_FAILED);
   t->seen |= LW_SEEN_CUDA;
-  emit(t, LW_EV_ALLOC, tgid, kind, addr, size, val.alloc_ns, val.stack_hash, flags);
+  emit(t, LW_EV_ALLOC, tgid, kind, addr, size, val.alloc_ns, val.stack_hash,
+       cuda_device_flags(rec.device) | (replaced ? LW_EVF_REPLACED : 0));
 }
 
-/* Retires the CUDA record at (tgid, kind, addr). Returns 0 if there was one. */
+/* Retires the CUDA record at (tgid, kind, addr), its device on the event.
+ * Returns 0 if there was one. */
 static __always_inline int cuda_retire(struct lw_target *t, __u32 tgid, __u32 kind, __u64 addr)
 {
   struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
-  struct lw_live_val *v = bpf_map_lookup_elem(&live, &key);
-  if (!v)
-    return -1;
-  __u64 size = v->size, alloc_ns = v->alloc_ns;
-  __u32 flags = 0;
   struct lw_cuda_rec *rec = bpf_map_lookup_elem(&cuda_recs, &key);
-  if (rec)
-    flags = cuda_device_flags(rec->device);
-  if (bpf_map_delete_elem(&live, &key))
-    return -1; /* a concurrent free won */
+  __u32 flags = rec ? cuda_device_flags(rec->device) : 0;
+  if (retire_flags(t, tgid, kind, addr, flags) < 0)
+    return -1;
   bpf_map_delete_elem(&cuda_recs, &key);
-  emit(t, LW_EV_FREE, tgid, kind, addr, size, alloc_ns, 0, flags);
   return 0;
 }
 
@@ -274,16 +268,9 @@ static long cuda_destroy_cb(struct bpf_map *map, struct lw_live_key *key, struct
   if (key->tgid != arg->tgid || rec->ctx != arg->ctx)
     return 0;
   struct lw_live_key k = *key;
-  __u32 flags = cuda_device_flags(rec->device);
-  struct lw_live_val *v = bpf_map_lookup_elem(&live, &k);
-  if (v) {
-    __u64 size = v->size, alloc_ns = v->alloc_ns;
-    if (bpf_map_delete_elem(&live, &k) == 0) {
-      struct lw_target *t = bpf_map_lookup_elem(&targets, &k.tgid);
-      emit(t, LW_EV_FREE, k.tgid, k.kind, k.addr, size, alloc_ns, 0, flags);
-      arg->retired++;
-    }
-  }
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &k.tgid);
+  if (retire_flags(t, k.tgid, k.kind, k.addr, cuda_device_flags(rec->device)) >= 0)
+    arg->retired++;
   bpf_map_delete_elem(&cuda_recs, &k);
   return 0;
 }
@@ -374,10 +361,9 @@ static __always_inline bool cuda_call_in_flight(__u32 tid, __u32 cls, __u64 sp, 
 
 static __always_inline int cuda_enter(struct pt_regs *ctx, __u32 func)
 {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u32 tgid = id >> 32, tid = (__u32)id;
-  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
-  if (!t || !(t->flags & LW_TARGET_CUDA))
+  __u32 tgid, tid = (__u32)bpf_get_current_pid_tgid();
+  struct lw_target *t = current_target(LW_TARGET_CUDA, &tgid);
+  if (!t)
     return 0;
   __u64 a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx),
         a3 = PT_REGS_PARM4(ctx);
@@ -469,10 +455,9 @@ static __always_inline int cuda_enter(struct pt_regs *ctx, __u32 func)
 
 static __always_inline int cuda_return(struct pt_regs *ctx, __u32 func, __u64 ret)
 {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u32 tgid = id >> 32, tid = (__u32)id;
-  struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
-  if (!t || !(t->flags & LW_TARGET_CUDA))
+  __u32 tgid, tid = (__u32)bpf_get_current_pid_tgid();
+  struct lw_target *t = current_target(LW_TARGET_CUDA, &tgid);
+  if (!t)
     return 0;
   __u32 cls = cuda_is_runtime(func) ? LW_CTX_CUDA_RUNTIME : LW_CTX_CUDA_DRIVER;
   struct lw_ctx_key key = {.tid = tid, .cls = cls};
@@ -552,3 +537,5 @@ static __always_inline void cuda_drop_thread(__u32 tid)
   bpf_map_delete_elem(&ctxs, &key);
   bpf_map_delete_elem(&cuda_threads, &tid);
 }
+
+#endif /* LW_CUDA_BPF_H_ */

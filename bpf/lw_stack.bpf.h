@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * User stacks: captured at the allocation and stored once per distinct
+ * stack in the `stacks` map under a 64-bit hash of its frames (object
+ * identity and file offset, so one stack is one entry whichever process
+ * runs it; docs/architecture.md, decisions 7 and 31).
+ */
+#ifndef LW_STACK_BPF_H_
+#define LW_STACK_BPF_H_
+
+#include "lw_unwind.bpf.h"
+
+/* The kernel's frame-pointer walk (unwind_cfi off): raw addresses, stored
+ * as anonymous frames (ino 0) for the daemon to map with the process's
+ * mappings. */
+static __always_inline void lw_fp_stack(void *ctx, __u64 hint, struct lw_stack *s)
+{
+  __u64 *ips = (__u64 *)s->frames;  /* converted in place below, last first */
+  /* Inside operator new, its caller goes in as frame 1: libstdc++ keeps
+   * no frame pointer, so the walk skips it. */
+  __u32 first = hint ? 1 : 0;
+  long n = bpf_get_stack(ctx, &ips[1], (LW_MAX_STACK_DEPTH - 1) * sizeof(__u64),
+                         BPF_F_USER_STACK);
+  if (n <= 0) {
+    s->nr = 0;
+    return;
+  }
+  __u32 nr = (__u32)n / 8 + 1;
+  ips[0] = ips[1];
+  if (hint) {
+    ips[1] = hint;
+  } else {
+    for (int i = 1; i < LW_MAX_STACK_DEPTH - 1; i++) {
+      if ((__u32)i + 1 >= nr)
+        break;
+      ips[i] = ips[i + 1];
+    }
+    nr -= 1;
+  }
+  if (nr > LW_MAX_STACK_DEPTH)
+    nr = LW_MAX_STACK_DEPTH;
+  /* frames[i] covers ips[2i] and ips[2i+1]: going down from the end never
+   * overwrites an ips[j] still to be read (j <= i). */
+  for (int i = LW_MAX_STACK_DEPTH - 1; i >= 0; i--) {
+    if ((__u32)i >= nr)
+      continue;
+    __u64 ip = ips[i];
+    s->frames[i].ino = 0;
+    s->frames[i].dev = (__u32)(ip >> 32);
+    s->frames[i].off = (__u32)ip;
+    s->how[i] = i == 0 ? LW_UNWOUND_LEAF : (i == 1 && first) ? LW_UNWOUND_HINT : LW_UNWOUND_FP;
+  }
+  s->nr = nr;
+  s->flags = LW_END_FRAME_POINTERS | LW_STACK_USES_FP;
+}
+
+/* Stores the per-CPU scratch stack in `stacks` (once per distinct stack)
+ * and returns its hash, or 0 when it is unknown (counted). Global: verified
+ * once for every caller. */
+__noinline __u64 lw_store_stack(void)
+{
+  __u32 zero = 0;
+  struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+  if (!s) {
+    count(LW_CNT_SCRATCH_FAILED);
+    return 0;
+  }
+  __u32 nr = s->nr;
+  if (nr == 0) {
+    count(LW_CNT_STACK_FAILED);
+    return 0;
+  }
+  __u64 h = 0x6c65616b77617463ULL ^ ((__u64)s->flags << 32) ^ nr;
+  for (__u32 i = 0; i < LW_MAX_STACK_DEPTH; i++) {
+    if (i >= nr)
+      break;
+    h = mix64(h ^ s->frames[i].ino ^ ((__u64)s->how[i] << 56));
+    h = mix64(h ^ (((__u64)s->frames[i].dev << 32) | s->frames[i].off));
+  }
+  if (h == 0)
+    h = 1;
+  if (!bpf_map_lookup_elem(&stacks, &h)) {
+    long err = bpf_map_update_elem(&stacks, &h, s, BPF_NOEXIST);
+    if (err && err != -17 /* EEXIST: another CPU stored it */) {
+      count(LW_CNT_STACK_MAP_FULL);
+      return 0;
+    }
+  }
+  return h;
+}
+
+/* Stores the current user stack in `stacks` and returns its hash, or 0 when
+ * the stack is unknown (counted). `r`: the user registers; `at_return`:
+ * r->ip is a return address (a return probe); `hint`: operator new's
+ * return address when allocating inside it. The daemon derives the stable,
+ * cross-host stack_id from (build-id, offset). */
+static __always_inline __u64 capture_stack(void *ctx, const struct lw_regs *r, bool at_return,
+                                           __u64 hint)
+{
+  if (!collect_stacks)
+    return 0;
+  if (unwind_cfi) {
+    if (lw_unwind_stack(r->ip, r->sp, r->bp, hint, at_return ? 1 : 0)) {
+      count(LW_CNT_SCRATCH_FAILED);
+      return 0;
+    }
+  } else {
+    __u32 zero = 0;
+    struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+    if (!s) {
+      count(LW_CNT_SCRATCH_FAILED);
+      return 0;
+    }
+    lw_fp_stack(ctx, hint, s);
+  }
+  return lw_store_stack();
+}
+
+/* The registers of a uprobe's context. */
+static __always_inline struct lw_regs lw_probe_regs(struct pt_regs *ctx)
+{
+  struct lw_regs r = {.ip = PT_REGS_IP(ctx), .sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx)};
+  return r;
+}
+
+#endif /* LW_STACK_BPF_H_ */

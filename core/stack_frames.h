@@ -1,0 +1,23 @@
+// Names and encodings shared by the stored stacks (bpf/leakwatch_abi.h,
+// struct lw_stack) and what readers see of them.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+namespace lw {
+
+// The kernel's encoding of a device number (MKDEV: major << 20 | minor), as
+// a super block's s_dev holds it; /proc/PID/maps prints major and minor.
+constexpr uint32_t kernel_dev(uint32_t major, uint32_t minor) { return (major << 20) | minor; }
+
+// How a frame was found (enum lw_unwound): "leaf", "cfi", "fp", "hint";
+// "unknown" for other values.
+const char* unwound_name(uint8_t how);
+
+// Why a stack ends (enum lw_stack_end): "" when complete; "no_cfi", "depth",
+// "table_pending", "memory_budget", "unmapped", "read_failed", "vma_busy",
+// "frame_pointers"; "unknown" for other values.
+const char* stack_end_name(uint32_t end);
+
+}  // namespace lw

@@ -1,0 +1,118 @@
+// The unwind tables of every object a traced process maps (docs/
+// architecture.md, decision 31): each executable file mapping is
+// registered in the kernel's unwind_objs map as pending, its call-frame
+// information is compiled into rows (core/unwind_table.h) on a worker
+// thread, off the attach path, and loaded into BPF array maps; until then
+// the BPF unwinder falls back to frame pointers and marks the stack
+// `table_pending`. A table is built once per build-id and shared by every
+// object (inode) and process with that build-id; built tables are cached on
+// disk under unwind.cache_dir, so a restart does not build them again. The
+// tables loaded at once are bounded by unwind.max_table_bytes: an object
+// whose table does not fit is marked so (`memory_budget`) and unwound with
+// frame pointers.
+//
+// Thread-safety: add_process(), remove_process(), stats() and wait_idle()
+// may be called from any thread (one mutex); the worker thread builds and
+// loads tables. The BpfSession must outlive this object.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/fd.h"
+#include "core/proc_maps.h"
+#include "engine/bpf_session.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+struct UnwindTableOptions {
+  // Loaded tables, rows and page indexes together, at most this many bytes
+  // (kernel memory, charged to the daemon's memory cgroup).
+  uint64_t max_table_bytes = 256ull << 20;
+  // Built tables are kept here by build-id ("" = no disk cache), within
+  // cache_max_bytes (files written past it are not kept).
+  std::string cache_dir;
+  uint64_t cache_max_bytes = 1ull << 30;
+};
+
+inline constexpr const char* kDefaultUnwindCacheDir = "/var/cache/leakwatch/unwind";
+
+// `top` and `snapshot`: the daemon's default cache directory when it can be
+// created (root), else no disk cache.
+UnwindTableOptions default_unwind_options();
+
+class UnwindTables {
+ public:
+  UnwindTables(BpfSession& session, UnwindTableOptions options);
+  ~UnwindTables();  // stops the worker; loaded tables stay with the session
+
+  // Makes `pid`'s objects exactly the executable file mappings of `maps`
+  // (attach, exec, dlopen/dlclose rescans): new objects are registered
+  // (pending) and queued, objects the process no longer maps are released.
+  void add_process(pid_t pid, const ParsedMaps& maps);
+  // The process is gone: its objects are released (an object no traced
+  // process maps any more leaves the kernel maps; its table goes once no
+  // object uses it).
+  void remove_process(pid_t pid);
+
+  UnwindStats stats() const;
+  // Waits until no object is queued or being built (tests; `snapshot`).
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  UnwindTables(const UnwindTables&) = delete;
+  UnwindTables& operator=(const UnwindTables&) = delete;
+
+ private:
+  using ObjectKey = std::pair<uint32_t, uint64_t>;  // (kernel device, inode)
+  struct Object {
+    std::set<pid_t> users;
+    uint32_t state = LW_TABLE_PENDING;
+    std::string table_key;  // tables_ key once ready
+  };
+  struct Table {
+    uint32_t slot = 0;
+    uint64_t bytes = 0;
+    std::set<ObjectKey> objects;
+    uint32_t nrows = 0, npages = 0;
+  };
+  struct Job {
+    ObjectKey key;
+    Fd fd;
+    std::string path;  // for messages
+  };
+
+  void worker();
+  void process_job(Job& job);
+  void release_locked(const ObjectKey& key, pid_t pid);
+  void set_state_locked(const ObjectKey& key, Object& o, uint32_t state, const Table* table);
+
+  BpfSession& session_;
+  UnwindTableOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::map<ObjectKey, Object> objects_;
+  std::map<pid_t, std::set<ObjectKey>> by_pid_;
+  std::map<std::string, Table> tables_;  // by build-id ("ino:dev" without one)
+  std::vector<uint32_t> free_slots_;
+  std::deque<Job> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  UnwindStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace lw
