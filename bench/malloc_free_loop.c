@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Probe-cost benchmark target: a tight loop of malloc+free pairs.
 //
 // Usage: malloc_free_loop [--posix-memalign | --getppid | --mmap] PAIRS [ROUNDS]

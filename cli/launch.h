@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch top -c COMMAND`: start a program stopped at its entry point,
 // so the probes are attached before it runs any code of its own.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the commands' getopt_long parsing (docs/cli.md, "Options,
 // every command"): value parsers and one way to report a bad option.
 // Thread-safety: getopt_long's state is global; parse on the main thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch top`: attach to one running process and print the stacks that
 // hold its memory, once per interval, as a table or as JSON lines.
 #include "cli/top.h"

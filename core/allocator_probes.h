@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Which functions leakwatch probes, as data: one table per role, each row a
 // symbol and how its arguments and result are read (enum lw_func, the
 // attach cookie). The resolver (allocator_resolver.h) decides, per process,

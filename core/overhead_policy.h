@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The decisions of the overhead controls, pure and unit-tested: when an
 // `auto` process escalates from light to full (GrowthWatch), and when the
 // governor suspends or resumes a process's heap probes (GovernorState).
-// The daemon (service/daemon.cc) feeds them /proc and kernel counters
-// and carries the decisions out. Thread-safety: not thread-safe; plain data.
+// The escalation's whole light/full/cooldown cycle is core/escalation.h.
+// The daemon's overhead controller (service/overhead_controller.cc) feeds
+// them /proc and kernel counters and carries the decisions out. Thread-safety: not thread-safe; plain data.
 #pragma once
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Who a process is, for labels: systemd unit, Kubernetes pod and container,
 // from /proc and the kubelet's log directory, without an API server.
 //

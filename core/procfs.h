@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place that reads a traced process's /proc files and opens the
 // files it maps (docs/architecture.md, "Layers": core/). Everything read
 // here comes from a process that may be hostile or gone: every read is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "engine/process_attacher.h"
 
 #include "core/stack_frames.h"
@@ -427,6 +428,12 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
       specs.push_back(u);
     }
   }
+  // sbrk is brk's wrapper (probed itself only in mode full): its frame is
+  // the allocator's too, not the site.
+  for (const char* name : {"sbrk", "__sbrk"})
+    if (std::optional<ElfSymbol> sym = elf.find_function(name))
+      if (std::optional<uint64_t> start = elf.vaddr_to_offset(sym->vaddr))
+        ranges.emplace_back(*start, *start + std::max<uint64_t>(sym->size, 1));
   if (Status st = attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges));
       !st) {
     set_syscall_state(SyscallTracing::kTracepoints, st.error().message);

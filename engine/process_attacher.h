@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Attaches the allocator probes to one process: reads its mapped objects
 // from /proc/PID/maps (a container has its own), decides which object's
 // malloc, free, operator new... calls reach, the way the dynamic linker does

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "engine/tracer.h"
 
 #include <fcntl.h>
@@ -488,7 +489,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
   // The leaf is the allocator's caller: frames inside the probed functions
   // themselves (operator new calling malloc, the mmap wrapper around its
-  // syscall) are not the site (decision 31).
+  // syscall) are not the site (decision 32).
   size_t first = 0;
   if (proc.attacher) {
     while (first + 1 < where.size() && where[first].map && where[first].map->is_file() &&

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The tracing engine shared by `leakwatch top` and the daemon: one BPF
 // session, the processes attached to it, their heap trackers, and the stack
 // resolver. Consumes the ring buffer, applies events, resyncs a process from

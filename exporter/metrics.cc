@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "exporter/metrics.h"
 
 #include <dirent.h>
@@ -268,6 +269,38 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_resyncs_total",
                      "Process states rebuilt from the kernel's live map after a loss.", C),
           {}, static_cast<double>(snap.tracer_stats.resyncs));
+  // The unwind tables (decision 32).
+  const UnwindStats& u = snap.tracer_stats.unwind;
+  MetricFamily& objs = fam.family(
+      "leakwatch_unwind_objects",
+      "Mapped objects registered for unwinding, by table state (pending: being built; "
+      "no_cfi: no call-frame information; memory_budget: refused by unwind.max_table_bytes).", G);
+  fam.add(objs, {{"state", "pending"}}, static_cast<double>(u.objects_pending));
+  fam.add(objs, {{"state", "ready"}}, static_cast<double>(u.objects_ready));
+  fam.add(objs, {{"state", "no_cfi"}}, static_cast<double>(u.objects_no_cfi));
+  fam.add(objs, {{"state", "memory_budget"}}, static_cast<double>(u.objects_budget));
+  fam.add(fam.family("leakwatch_unwind_tables", "Unwind tables loaded (one per build-id).", G), {},
+          static_cast<double>(u.tables));
+  fam.add(fam.family("leakwatch_unwind_table_bytes",
+                     "Kernel memory of the loaded unwind tables (rows and page indexes).", G),
+          {}, static_cast<double>(u.table_bytes));
+  fam.add(fam.family("leakwatch_unwind_table_max_bytes", "unwind.max_table_bytes.", G), {},
+          static_cast<double>(u.max_table_bytes));
+  fam.add(fam.family("leakwatch_unwind_table_builds_total",
+                     "Unwind tables compiled from an object's call-frame information.", C),
+          {}, static_cast<double>(u.builds));
+  fam.add(fam.family("leakwatch_unwind_table_build_failures_total",
+                     "Objects whose call-frame information was refused or whose table failed to load.", C),
+          {}, static_cast<double>(u.build_failures));
+  fam.add(fam.family("leakwatch_unwind_table_build_seconds_total",
+                     "Time spent compiling unwind tables (off the event path).", C),
+          {}, u.build_seconds);
+  MetricFamily& hits = fam.family("leakwatch_unwind_table_cache_hits_total",
+                                  "Unwind tables found already built, by cache.", C);
+  fam.add(hits, {{"cache", "disk"}}, static_cast<double>(u.disk_cache_hits));
+  fam.add(hits, {{"cache", "memory"}}, static_cast<double>(u.memory_cache_hits));
+  fam.add(fam.family("leakwatch_unwind_table_queue", "Objects waiting for their unwind table.", G), {},
+          static_cast<double>(u.queue_depth));
   MetricFamily& map_entries = fam.family("leakwatch_kernel_map_entries",
                                          "Entries used in a kernel map (live: tracked processes' records).", G);
   fam.add(map_entries, {{"map", "live"}}, static_cast<double>(snap.live_map_entries));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every allocator a serving host runs: the same leaking program
 // (tests/targets/alloc/alloc_leaker.cc) under glibc, linked with jemalloc,
 // with tcmalloc or mimalloc preloaded, and statically linked; a stripped

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command line as a user meets it (docs/cli.md), against the built
 // binary: option parsing on every command, `top` ending when its reader
 // goes away, libbpf's messages kept for --log-level debug, the text view's

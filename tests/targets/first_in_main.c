@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* For `leakwatch top -c`: the very first statement of main allocates, and
  * the block stays live, so it is counted only if the probes were attached
  * before main ran. Not a line-protocol target: leakwatch starts it (its

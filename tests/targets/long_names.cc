@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // For the text view's width (tests/integration/cli_test.cc): one site whose
 // demangled function name is far longer than any terminal line, so `top`
 // must cut it, keeping its start and its file:line. See target_protocol.h
