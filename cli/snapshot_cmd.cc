@@ -101,15 +101,15 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: %s\n", gz.error().message.c_str());
     return exit_code::kError;
   }
-  Result<int> fd = create_output_file(out);
-  if (!fd) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), fd.error().message.c_str());
+  Result<OutputFile> file = create_output_file(out);
+  if (!file) {
+    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), file.error().message.c_str());
     return exit_code::kError;
   }
-  FILE* f = fdopen(*fd, "wb");
-  if (!f) close(*fd);
-  if (!f || fwrite(gz->data(), 1, gz->size(), f) != gz->size() || fclose(f) != 0) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), strerror(errno));
+  Status written = file->write(gz->data(), gz->size());
+  if (written) written = file->commit();
+  if (!written) {
+    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), written.error().message.c_str());
     return exit_code::kError;
   }
   fprintf(stderr, "leakwatch: wrote %s: %zu sites, %llu live bytes\n", out.c_str(),

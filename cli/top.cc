@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -216,20 +217,27 @@ int run_top(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Tracer& t = **tracer;
-  std::unique_ptr<FILE, int (*)(FILE*)> record(nullptr, fclose);
+  // Recorded events: every write checked; a failed one ends `top` with an
+  // error (core/fd.h, OutputFile).
+  std::optional<OutputFile> record;
   if (!opt.record_path.empty()) {
-    Result<int> fd = create_output_file(opt.record_path);
-    if (fd) {
-      record.reset(fdopen(*fd, "wb"));
-      if (!record) close(*fd);
-    }
-    if (!record) {
+    Result<OutputFile> file = create_output_file(opt.record_path, OutputFile::Publish::kNow);
+    if (!file) {
       fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
-              fd ? strerror(errno) : fd.error().message.c_str());
+              file.error().message.c_str());
       return exit_code::kError;
     }
-    t.set_record_tap([f = record.get()](const void* data, size_t len) { fwrite(data, 1, len, f); });
+    record.emplace(std::move(*file));
+    t.set_record_tap([&record](const void* data, size_t len) { (void)record->write(data, len); });
   }
+  auto record_failed = [&](bool finish) {
+    if (!record) return false;
+    Status st = finish ? record->commit() : record->status();
+    if (st) return false;
+    fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
+            st.error().message.c_str());
+    return true;
+  };
   // Leak analysis with the default parameters (docs/analysis.md), sampled
   // at every snapshot; samples closer than its resolution are merged.
   ProcessAnalyzer analyzer;
@@ -258,7 +266,8 @@ int run_top(int argc, char** argv) {
     auto now = clock::now();
     if (now >= next) {
       print_snapshot(snapshot(*proc), opt.json);
-      if (opt.count > 0 && ++printed >= opt.count) return exit_code::kOk;
+      if (opt.count > 0 && ++printed >= opt.count)
+        return record_failed(true) ? exit_code::kError : exit_code::kOk;
       next += interval;
       if (next < now) next = now + interval;
       continue;
@@ -269,6 +278,7 @@ int run_top(int argc, char** argv) {
       fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
       return exit_code::kError;
     }
+    if (record_failed(false)) return exit_code::kError;
   }
   // Exit or signal: apply what is still buffered, then the last word.
   while (true) {
@@ -276,7 +286,7 @@ int run_top(int argc, char** argv) {
     if (!n || *n == 0) break;
   }
   print_snapshot(snapshot(*t.process(opt.pid)), opt.json);
-  return exit_code::kOk;
+  return record_failed(true) ? exit_code::kError : exit_code::kOk;
 }
 
 }  // namespace lw
