@@ -139,7 +139,11 @@ int run_daemon(int argc, char** argv) {
   sigaction(SIGHUP, &hup, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  HttpServer http([&d] { return d.snapshot(); }, max_series, web);
+  HttpServerOptions http_options;
+  http_options.max_series = max_series;
+  http_options.web = web;
+  http_options.web_config_path = web_path;  // re-read when it changes
+  HttpServer http([&d] { return d.snapshot(); }, std::move(http_options));
   bool http_failed = false;
   Status st = d.run([&] {
     Result<int> bound = http.start(host, port);

@@ -135,6 +135,47 @@ std::string site_label(const SiteSnapshot& s) {
   return "unknown";
 }
 
+// The HTTP front (exporter/http_server.h): connections, refusals, the
+// response memory it holds and its web config reloads.
+template <typename Families>
+void add_http_families(Families& fam, const HttpFrontStats& h) {
+  const auto G = prometheus::MetricType::Gauge;
+  const auto C = prometheus::MetricType::Counter;
+  fam.add(fam.family("leakwatch_http_connections", "HTTP connections held now.", G), {},
+          static_cast<double>(h.connections_open));
+  fam.add(fam.family("leakwatch_http_max_connections", "HTTP connections held at most.", G), {},
+          static_cast<double>(h.max_connections));
+  fam.add(fam.family("leakwatch_http_connections_accepted_total", "HTTP connections accepted.", C), {},
+          static_cast<double>(h.connections_accepted));
+  MetricFamily& closed = fam.family("leakwatch_http_connections_closed_total",
+                                    "HTTP connections closed by leakwatch, by reason.", C);
+  for (const char* reason : {"cap", "timeout", "write_timeout", "tls_handshake"}) {
+    auto it = h.connections_closed.find(reason);
+    fam.add(closed, {{"reason", reason}},
+            static_cast<double>(it == h.connections_closed.end() ? 0 : it->second));
+  }
+  fam.add(fam.family("leakwatch_http_requests_total", "HTTP request heads received.", C), {},
+          static_cast<double>(h.requests));
+  MetricFamily& refused = fam.family("leakwatch_http_requests_refused_total",
+                                     "HTTP requests answered with an error before any route, by reason.", C);
+  for (const char* reason : {"malformed", "head_too_large", "body", "method", "unauthorized", "rate_limited",
+                             "overloaded", "plain_on_tls"}) {
+    auto it = h.refused.find(reason);
+    fam.add(refused, {{"reason", reason}}, static_cast<double>(it == h.refused.end() ? 0 : it->second));
+  }
+  fam.add(fam.family("leakwatch_http_response_bytes_held", "Bytes of HTTP responses held for clients now.", G),
+          {}, static_cast<double>(h.response_bytes_in_flight));
+  fam.add(fam.family("leakwatch_http_response_bytes_limit", "Bytes of HTTP responses held at most.", G), {},
+          static_cast<double>(h.response_bytes_limit));
+  fam.add(fam.family("leakwatch_web_config_reloads_total", "Web config files re-read after a change.", C), {},
+          static_cast<double>(h.web_config_reloads));
+  fam.add(fam.family("leakwatch_web_config_reload_failures_total",
+                     "Web config re-reads rejected (the running one kept).", C),
+          {}, static_cast<double>(h.web_config_reload_failures));
+  fam.add(fam.family("leakwatch_web_config_last_reload_successful", "1 if the last web config re-read succeeded.", G),
+          {}, h.web_config_last_reload_successful ? 1 : 0);
+}
+
 struct SelfStats {
   double cpu_seconds = 0, start_time = 0, rss = 0, vsize = 0, open_fds = 0, max_fds = 0;
   int threads = 0;
@@ -351,6 +392,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
           static_cast<double>(self.threads));
   MetricFamily& limit = fam.family("leakwatch_series_limit", "The cap on series per scrape.", G);
   fam.add(limit, {}, static_cast<double>(options.max_series));
+  if (const HttpFrontStats* h = options.http) add_http_families(fam, *h);
 
   // Per process and kind.
   MetricFamily& p_live = fam.family("leakwatch_process_live_bytes", "Bytes live now, by kind.", G);

@@ -216,12 +216,13 @@ RawReply raw_request(int port, const std::string& path, const RawOptions& o) {
   return r;
 }
 
-std::string raw_exchange(int port, const std::string& bytes, double timeout_seconds) {
+std::string raw_exchange(int port, const std::string& bytes, double timeout_seconds, size_t* accepted) {
   std::string error;
   int fd = connect_loopback(port, timeout_seconds, &error);
   if (fd < 0) return "";
   Wire wire(fd, nullptr);
-  wire.send_all(bytes);
+  long sent = wire.send_all(bytes);
+  if (accepted) *accepted = static_cast<size_t>(std::max(0L, sent));
   const auto t0 = Clock::now();
   std::string in;
   char buf[65536];

@@ -44,7 +44,10 @@ RawReply raw_request(int port, const std::string& path, const RawOptions& option
 
 // Sends `bytes` (one or more requests) on one plain connection, then reads
 // until the peer closes or `timeout_seconds` pass; returns what came back.
-std::string raw_exchange(int port, const std::string& bytes, double timeout_seconds = 5);
+// `accepted`, when given, receives how many bytes the server took before it
+// closed the connection.
+std::string raw_exchange(int port, const std::string& bytes, double timeout_seconds = 5,
+                         size_t* accepted = nullptr);
 
 // Parses every HTTP/1.1 response in `stream` (Content-Length bodies).
 std::vector<RawReply> parse_replies(const std::string& stream);
