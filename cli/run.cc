@@ -12,6 +12,7 @@
 #include "cli/exit_codes.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/sandbox.h"
 #include "core/sd_notify.h"
 #include "service/daemon.h"
 #include "exporter/http_server.h"
@@ -44,18 +45,45 @@ std::optional<LogLevel> parse_level(const std::string& s) {
 }  // namespace
 
 int run_check_config(int argc, char** argv) {
-  if (argc != 2 || argv[1][0] == '-') {
-    fprintf(stderr, "usage: leakwatch check-config FILE\n");
+  // FILE, then optionally the web config as `run` takes it.
+  std::optional<std::string> web_config_flag;
+  constexpr std::string_view kWebConfigEq = "--web.config.file=";
+  bool usage_ok = argc >= 2 && argv[1][0] != '-';
+  for (int i = 2; usage_ok && i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--web.config.file" && i + 1 < argc) web_config_flag = argv[++i];
+    else if (a.starts_with(kWebConfigEq)) web_config_flag = a.substr(kWebConfigEq.size());
+    else usage_ok = false;
+  }
+  if (!usage_ok) {
+    fprintf(stderr, "usage: leakwatch check-config FILE [--web.config.file WEB_CONFIG]\n");
     return exit_code::kUsage;
   }
   std::vector<ConfigError> errors;
   Result<Config> cfg = load_config_file(argv[1], &errors);
-  if (!cfg) {
+  // The web config `run` would load is checked too: a unit's
+  // ExecStartPre=check-config must fail exactly when ExecStart=run would.
+  const std::string web_path = web_config_flag.value_or(cfg ? cfg->web_config_file : std::string());
+  std::optional<WebConfig> web;
+  if (!web_path.empty()) {
+    Result<WebConfig> loaded = load_web_config(web_path, &errors);
+    if (loaded) web = std::move(*loaded);
+  }
+  if (!errors.empty()) {
     for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());
     fprintf(stderr, "%s: %zu error%s\n", argv[1], errors.size(), errors.size() == 1 ? "" : "s");
     return exit_code::kError;
   }
-  printf("%s: valid (%zu targets, listen %s)\n", argv[1], cfg->targets.size(), cfg->listen.c_str());
+  std::string web_summary;
+  if (web) {
+    web_summary = ", web config " + web_path + ": " +
+                  (web->tls ? std::string("TLS, client certificates ") + client_auth_name(web->tls->client_auth)
+                            : std::string("plain HTTP")) +
+                  (web->users.empty() ? ", no basic auth" : ", basic auth") +
+                  (web->rate_limit.interval_ms ? ", rate limited" : "");
+  }
+  printf("%s: valid (%zu targets, listen %s%s)\n", argv[1], cfg->targets.size(), cfg->listen.c_str(),
+         web_summary.c_str());
   return exit_code::kOk;
 }
 
@@ -103,6 +131,24 @@ int run_daemon(int argc, char** argv) {
   }
   set_log_level(options.log_level_override.value_or(cfg->log_level));
   if (!raise_fd_limit()) LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
+  // Before any thread starts, so every thread inherits it: only the
+  // documented capabilities from here on (core/sandbox.h). Binding a port
+  // under 1024 happens later, at the HTTP start, and needs one more.
+  const bool sandbox = cfg->sandbox;
+  if (sandbox) {
+    std::vector<int> keep(std::begin(kDaemonCapabilities), std::end(kDaemonCapabilities));
+    if (cfg->listen_port < 1024) keep.push_back(CAP_NET_BIND_SERVICE);
+    Result<CapabilityReport> caps = restrict_capabilities(keep);
+    if (!caps) {
+      LW_LOG_ERROR("sandbox: %s", caps.error().message.c_str());
+      return exit_code::kError;
+    }
+    LW_LOG_INFO("sandbox: capabilities kept: %s; dropped: %s%s", capability_list(caps->kept).c_str(),
+                capability_list(caps->dropped).c_str(),
+                caps->bounding_set_restricted ? "; bounding set restricted" : "");
+  } else {
+    LW_LOG_WARN("sandbox: off (config 'sandbox: false'): every capability kept, no seccomp filter");
+  }
 
   // Before anything is attached: a bad web config is a startup error.
   std::shared_ptr<const WebConfig> web;
@@ -154,6 +200,20 @@ int run_daemon(int argc, char** argv) {
       return;
     }
     LW_LOG_INFO("listening on %s:%d", host.c_str(), *bound);
+    // Everything the daemon opens, binds and loads at start is done: from
+    // here on, only the system calls on the list (core/sandbox.h).
+    if (sandbox && !kSeccompInThisBuild) {
+      LW_LOG_WARN("sandbox: no seccomp filter in a sanitizer build (its runtime needs ptrace)");
+    } else if (sandbox) {
+      Result<size_t> rules = install_seccomp();
+      if (!rules) {
+        LW_LOG_ERROR("sandbox: %s", rules.error().message.c_str());
+        http_failed = true;
+        d.request_stop();
+        return;
+      }
+      LW_LOG_INFO("sandbox: no_new_privs set, seccomp filter installed (%zu rules)", *rules);
+    }
     sd_notify_send("READY=1");
   });
   http.stop();

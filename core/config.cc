@@ -524,6 +524,7 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
         true},
        {"kill_switch",
         [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
+       {"sandbox", [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.sandbox); }},
        {"web_config_file", [&](const Node& v, const Path& p) {
           std::optional<std::string> s = read_string(errors, v, p);
           if (!s) return;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <latch>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -23,6 +24,7 @@
 #include "core/log.h"
 #include "exporter/http_web_state.h"
 #include "core/memory_budget.h"
+#include "core/sandbox.h"
 #include "exporter/job_queue.h"
 
 namespace lw {
@@ -226,11 +228,25 @@ Result<int> HttpServer::Impl::start(const std::string& host, int port) {
   // be an error return, not a SIGPIPE for the whole daemon.
   signal(SIGPIPE, SIG_IGN);
 
-  for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i)
-    threads_.emplace_back([this] { work_.run(); });
-  threads_.emplace_back([this] { auth_work_.run(); });
+  // The front's threads parse requests, TLS and credentials from the
+  // network and need no capability at all: each drops them for itself
+  // (capabilities are per thread), whatever the daemon keeps, before
+  // start() returns (after which the daemon's seccomp filter may forbid
+  // capset).
+  const size_t workers = std::max<size_t>(1, options_.workers);
+  std::latch dropped(static_cast<std::ptrdiff_t>(workers + 2));
+  auto with_no_capabilities = [&dropped](auto body) {
+    return [&dropped, body] {
+      (void)drop_thread_capabilities();
+      dropped.count_down();
+      body();
+    };
+  };
+  for (size_t i = 0; i < workers; ++i) threads_.emplace_back(with_no_capabilities([this] { work_.run(); }));
+  threads_.emplace_back(with_no_capabilities([this] { auth_work_.run(); }));
   last_sweep_ = last_reload_check_ = Clock::now();
-  io_thread_ = std::thread([this] { loop(); });
+  io_thread_ = std::thread(with_no_capabilities([this] { loop(); }));
+  dropped.wait();
   return bound;
 }
 
