@@ -60,6 +60,13 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "usage: leakwatch snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n");
     return exit_code::kUsage;
   }
+  // Created first, so a path that will be refused (a symlink anywhere in
+  // it, another user's file) fails before any tracing (core/fd.h).
+  Result<OutputFile> file = create_output_file(out);
+  if (!file) {
+    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), file.error().message.c_str());
+    return exit_code::kError;
+  }
   auto tracer = Tracer::create(BpfOptions{});
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
@@ -99,11 +106,6 @@ int run_snapshot(int argc, char** argv) {
   Result<std::string> gz = encode_pprof_gz(in);
   if (!gz) {
     fprintf(stderr, "leakwatch: %s\n", gz.error().message.c_str());
-    return exit_code::kError;
-  }
-  Result<OutputFile> file = create_output_file(out);
-  if (!file) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), file.error().message.c_str());
     return exit_code::kError;
   }
   Status written = file->write(gz->data(), gz->size());
