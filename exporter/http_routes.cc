@@ -5,6 +5,7 @@
 #include <charconv>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -250,8 +251,49 @@ HttpResponse healthz_response(const DaemonSnapshot* snap) {
   return r;
 }
 
-HttpResponse route_request(const HttpRequest& req, const DaemonSnapshot* snap,
-                           const RouteOptions& options) {
+namespace {
+
+// Whether the client takes gzip (Accept-Encoding lists it without q=0).
+bool accepts_gzip(const HttpRequest& req) {
+  std::optional<std::string_view> accept = req.header("accept-encoding");
+  if (!accept) return false;
+  std::string_view rest = *accept;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    if (item.substr(0, 4) == "gzip" || item.substr(0, 4) == "GZIP") {
+      return item.find("q=0") == std::string_view::npos || item.find("q=0.") != std::string_view::npos;
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+HttpResponse route(const HttpRequest& req, const DaemonSnapshot* snap, const RouteOptions& options);
+
+}  // namespace
+
+HttpResponse route_request(const HttpRequest& req, const DaemonSnapshot* snap, const RouteOptions& options) {
+  HttpResponse r = route(req, snap, options);
+  // Prometheus asks for gzip: /metrics shrinks about tenfold, and so do the
+  // bytes the front holds for a slow client. pprof is gzipped already.
+  constexpr size_t kWorthCompressing = 4096;
+  if (r.status == 200 && r.body.size() >= kWorthCompressing && r.content_type != "application/octet-stream" &&
+      accepts_gzip(req)) {
+    if (Result<std::string> gz = gzip(r.body)) {
+      r.body = std::move(*gz);
+      r.headers.emplace_back("Content-Encoding", "gzip");
+    }
+  }
+  if (r.status == 200) r.headers.emplace_back("Vary", "Accept-Encoding");
+  return r;
+}
+
+namespace {
+
+HttpResponse route(const HttpRequest& req, const DaemonSnapshot* snap, const RouteOptions& options) {
   const std::string& path = req.path;
   if (path == "/") return ok(kLanding, "text/html; charset=utf-8");
   constexpr std::string_view kProcesses = "/api/v1/processes";
@@ -264,6 +306,11 @@ HttpResponse route_request(const HttpRequest& req, const DaemonSnapshot* snap,
     MetricsOptions opts;
     opts.max_series = options.max_series;
     opts.http = options.http;
+    // One rendering at a time: each holds about 1 KiB per series while it
+    // builds the families (docs/metrics.md, "Series cap"), so two workers
+    // rendering at once would double the daemon's peak for nothing.
+    static std::mutex rendering;
+    std::lock_guard lock(rendering);
     return ok(render_metrics(*snap, opts), "text/plain; version=0.0.4; charset=utf-8");
   }
   if (path == kProcesses) return ok(processes_json(*snap), "application/json");
@@ -274,5 +321,7 @@ HttpResponse route_request(const HttpRequest& req, const DaemonSnapshot* snap,
   rest.remove_suffix(std::string_view("/sites").size());
   return sites(req, *snap, rest);
 }
+
+}  // namespace
 
 }  // namespace lw

@@ -750,7 +750,16 @@ void HttpServer::Impl::handle_completions() {
     if (c.dead || c.phase != Phase::kWait) continue;
     switch (done.kind) {
       case Completion::Kind::kResponse:
-        respond(c, std::move(done.response));
+        // The responses held for clients stay within their bound: one that
+        // would pass it is not sent (the client may retry).
+        if (held_bytes_ + done.response.body.size() > options_.max_response_bytes) {
+          count_refused("overloaded");
+          HttpResponse busy = json_error(503, "busy: too many response bytes held for clients; retry");
+          busy.headers.emplace_back("Retry-After", "1");
+          respond(c, std::move(busy));
+        } else {
+          respond(c, std::move(done.response));
+        }
         break;
       case Completion::Kind::kAuthorized:
         schedule_route(c, std::move(done.request));

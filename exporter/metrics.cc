@@ -1,5 +1,7 @@
 #include "exporter/metrics.h"
 
+#include "exporter/http_routes.h"
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -421,8 +423,16 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "leakwatch_process_sampling_mean_bytes",
       "Byte-sampling mean of the process's heap; > 0: its heap figures are estimates.", G);
   MetricFamily& p_stale = fam.family(
-      "leakwatch_process_heap_stale_since_seconds",
+      "leakwatch_process_heap_stale_since_timestamp_seconds",
       "When the heap probes were detached (unix seconds): heap figures frozen since; 0 when current.", G);
+  // The old name, for one release (docs/metrics.md, "Renamed").
+  MetricFamily& p_stale_old = fam.family(
+      "leakwatch_process_heap_stale_since_seconds",
+      "Deprecated: leakwatch_process_heap_stale_since_timestamp_seconds, under its old name for one release.", G);
+  MetricFamily& p_start = fam.family(
+      "leakwatch_process_start_time_seconds",
+      "When the process started (unix seconds); the start_time label holds the same in clock ticks since boot.",
+      G);
   MetricFamily& p_mode = fam.family(
       "leakwatch_process_mode", "1 for the process's current mode (full while its heap probes are attached).", G);
   MetricFamily& p_suspended = fam.family(
@@ -439,6 +449,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     const ProcessSnapshot& ps = e.snapshot;
     fam.add(p_sampling, base, static_cast<double>(ps.sample_mean_bytes));
     fam.add(p_stale, base, ps.heap_stale_since);
+    fam.add(p_stale_old, base, ps.heap_stale_since);
+    fam.add(p_start, base, start_time_unix_seconds(e.process.identity.start_time));
     fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
     fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
     fam.add(p_suspended, base, e.process.tracing_suspended ? 1 : 0);
