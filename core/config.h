@@ -121,9 +121,7 @@ struct Config {
   std::vector<ExcludeConfig> exclude;
   LimitsConfig limits;
   uint32_t ringbuf_bytes = 8u << 20;  // power of two in [4096, 1 GiB]
-  // 10: at the other defaults (256 processes, 50,000 series) every series
-  // fits (docs/metrics.md, "Series cap").
-  uint32_t top_sites_per_process = 10;
+  uint32_t top_sites_per_process = 20;
   uint32_t reconcile_interval_seconds = 10;
   AnalysisConfig analysis;
   SamplingConfig sampling;

@@ -444,6 +444,20 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "leakwatch_process_allocator_info",
       "1 per process: the allocator probed (family), the object whose malloc wins, and how "
       "well it is supported (full, partial, unsupported, pending).", G);
+  // Per-site series share what the cap leaves fairly: every process gets
+  // the same number of site rows (its suspected leaks first, then by live
+  // bytes), the rest of its bytes going to its "other" row, instead of the
+  // processes late in the list losing every series. Each process also has
+  // about 16 per-process series per kind and one "other" pair per kind.
+  const size_t processes = snap.processes.size();
+  size_t sites_per_process = SIZE_MAX;
+  if (processes > 0) {
+    constexpr size_t kSeriesPerSite = 8, kProcessSeries = 36;
+    const size_t used = stats->series + processes * kProcessSeries + 1;
+    const size_t left = options.max_series > used ? options.max_series - used : 0;
+    sites_per_process = std::max<size_t>(1, left / (processes * kSeriesPerSite));
+  }
+  size_t sites_folded = 0;
   for (const ProcessEntry& e : snap.processes) {
     const Labels base = process_labels(e.process);
     const ProcessSnapshot& ps = e.snapshot;
@@ -484,7 +498,17 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                                     {"start_time", std::to_string(e.process.identity.start_time)},
                                     {"comm", e.process.identity.comm},
                                     {"target", e.process.target}});
-    for (const SiteSnapshot& s : ps.sites) {
+    std::vector<const SiteSnapshot*> shown;
+    for (const SiteSnapshot& s : ps.sites)
+      if (s.suspected_leak) shown.push_back(&s);
+    for (const SiteSnapshot& s : ps.sites)
+      if (!s.suspected_leak) shown.push_back(&s);
+    if (shown.size() > sites_per_process) {
+      sites_folded += shown.size() - sites_per_process;
+      shown.resize(sites_per_process);
+    }
+    for (const SiteSnapshot* site : shown) {
+      const SiteSnapshot& s = *site;
       Labels l = with(site_base, {{"kind", kind_name(s.kind)},
                                   {"stack_id", stack_id_hex(s.stack_id)},
                                   {"site", sanitize_label_value(site_label(s))}});
@@ -507,6 +531,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       fam.add(s_allocs, l, static_cast<double>(t.live_allocations - shown_allocs[kind]));
     }
   }
+  MetricFamily& folded = fam.family(
+      "leakwatch_series_sites_folded",
+      "Sites of the snapshot folded into their process's site=\"other\" row in this scrape so that every "
+      "process fits under the series cap.", G);
+  fam.add(folded, {}, static_cast<double>(sites_folded));
   // Counted in this scrape: how many series the cap cut.
   MetricFamily& dropped_series = fam.family(
       "leakwatch_series_dropped", "Series not exported in this scrape because of the series cap.", G);

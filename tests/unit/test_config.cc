@@ -122,7 +122,7 @@ TEST(Config, DocumentedDefaults) {
   EXPECT_EQ(d.limits.max_daemon_memory_bytes, 536870912u);
   EXPECT_EQ(d.limits.max_series, 50000u);
   EXPECT_EQ(d.ringbuf_bytes, 8388608u);
-  EXPECT_EQ(d.top_sites_per_process, 10u);
+  EXPECT_EQ(d.top_sites_per_process, 20u);
   EXPECT_EQ(d.reconcile_interval_seconds, 10u);
   EXPECT_EQ(d.analysis.window_seconds, 600u);
   EXPECT_EQ(d.analysis.sample_interval_seconds, 10u);

@@ -282,6 +282,13 @@ TEST(Metrics, DefaultsFitUnderTheDefaultSeriesCap) {
   printf("[ figures  ] defaults' worst case: %zu series, %zu dropped, %zu bytes of text\n", stats.series,
          stats.series_dropped, text.size());
   EXPECT_EQ(stats.series_dropped, 0u);
+  // Every process keeps its top sites and its "other" row: the cap took
+  // detail, evenly, and said so.
+  for (const ProcessEntry& e : snap.processes) {
+    const std::string pid = "pid=\"" + std::to_string(e.process.identity.pid) + "\"";
+    EXPECT_NE(text.find("leakwatch_site_live_bytes{" + pid), std::string::npos) << pid;
+  }
+  EXPECT_EQ(text.find("leakwatch_series_sites_folded 0\n"), std::string::npos);
   EXPECT_EQ(defaults.max_series, Config{}.limits.max_series);
 }
 
