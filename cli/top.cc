@@ -369,20 +369,27 @@ int run_top(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Tracer& t = **tracer;
-  std::unique_ptr<FILE, int (*)(FILE*)> record(nullptr, fclose);
+  // Recorded events: every write checked; a failed one ends `top` with an
+  // error (core/fd.h, OutputFile).
+  std::optional<OutputFile> record;
   if (!opt.record_path.empty()) {
-    Result<int> fd = create_output_file(opt.record_path);
-    if (fd) {
-      record.reset(fdopen(*fd, "wb"));
-      if (!record) close(*fd);
-    }
-    if (!record) {
+    Result<OutputFile> file = create_output_file(opt.record_path, OutputFile::Publish::kNow);
+    if (!file) {
       fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
-              fd ? strerror(errno) : fd.error().message.c_str());
+              file.error().message.c_str());
       return exit_code::kError;
     }
-    t.set_record_tap([f = record.get()](const void* data, size_t len) { fwrite(data, 1, len, f); });
+    record.emplace(std::move(*file));
+    t.set_record_tap([&record](const void* data, size_t len) { (void)record->write(data, len); });
   }
+  auto record_failed = [&](bool finish) {
+    if (!record) return false;
+    Status st = finish ? record->commit() : record->status();
+    if (st) return false;
+    fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
+            st.error().message.c_str());
+    return true;
+  };
   // Leak analysis (docs/analysis.md), sampled at every snapshot; samples
   // closer than its resolution are merged.
   const AnalysisParams params = analysis_params(opt.analysis_window_s);
@@ -456,6 +463,7 @@ int run_top(int argc, char** argv) {
       fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
       return exit_code::kError;
     }
+    if (record_failed(false)) return exit_code::kError;
   }
   if (output_ok && !counted_out) {
     // Exit or signal: apply what is still buffered, then the last word.
@@ -477,6 +485,7 @@ int run_top(int argc, char** argv) {
       fprintf(stderr, "leakwatch top: %s %s\n", opt.command[0].c_str(),
               LaunchedCommand::describe(*status).c_str());
   }
+  if (record_failed(true)) failed = true;
   return failed ? exit_code::kError : exit_code::kOk;
 }
 

@@ -139,6 +139,9 @@ struct Config {
   UnwindConfig unwind;
   bool kill_switch = false;  // every probe detached (SIGUSR2 toggles it too)
   std::string web_config_file;  // absolute path, or "" for plain HTTP
+  // After start: only the documented capabilities, no_new_privs and a
+  // seccomp allow-list (core/sandbox.h). Read at start only.
+  bool sandbox = true;
 };
 
 struct ConfigError {

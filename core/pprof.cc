@@ -28,7 +28,7 @@ constexpr uint32_t kProfileSampleType = 1, kProfileSample = 2, kProfileMapping =
                    kProfilePeriod = 12, kProfileComment = 13, kProfileDefaultSampleType = 14;
 constexpr uint32_t kValueTypeType = 1, kValueTypeUnit = 2;
 constexpr uint32_t kSampleLocationId = 1, kSampleValue = 2, kSampleLabel = 3;
-constexpr uint32_t kLabelKey = 1, kLabelStr = 2;
+constexpr uint32_t kLabelKey = 1, kLabelStr = 2, kLabelNum = 3;
 constexpr uint32_t kMappingId = 1, kMappingMemoryStart = 2, kMappingMemoryLimit = 3,
                    kMappingFileOffset = 4, kMappingFilename = 5, kMappingBuildId = 6,
                    kMappingHasFunctions = 7, kMappingHasFilenames = 8, kMappingHasLineNumbers = 9;
@@ -338,6 +338,19 @@ class Encoder {
       submessage_.clear();
       put_uint(submessage_, field::kLabelKey, kind_key_);
       put_uint(submessage_, field::kLabelStr, strings_.index(site.kind));
+      put_bytes(message_, field::kSampleLabel, submessage_);
+    }
+    for (const auto& [key, value] : site.labels) {
+      if (value.empty()) continue;
+      submessage_.clear();
+      put_uint(submessage_, field::kLabelKey, strings_.index(key));
+      put_uint(submessage_, field::kLabelStr, strings_.index(value));
+      put_bytes(message_, field::kSampleLabel, submessage_);
+    }
+    for (const auto& [key, value] : site.num_labels) {
+      submessage_.clear();
+      put_uint(submessage_, field::kLabelKey, strings_.index(key));
+      put_int(submessage_, field::kLabelNum, value);
       put_bytes(message_, field::kSampleLabel, submessage_);
     }
     put_bytes(out, field::kProfileSample, message_);

@@ -101,10 +101,16 @@ nlohmann::json kinds_to_json(const ProcessSnapshot& snap) {
 }
 
 nlohmann::json to_json(const AllocatorInfo& a) {
+  nlohmann::json preload_objects = nlohmann::json::array();
+  for (const PreloadInfo::Object& o : a.preload.objects)
+    preload_objects.push_back({{"file", o.file}, {"build_id", o.build_id}});
+  nlohmann::json preload = {{"present", a.preload.entries > 0},
+                            {"entries", a.preload.entries},
+                            {"objects", std::move(preload_objects)}};
   return {{"support", a.support},       {"reason", a.reason},
           {"family", a.family},         {"object", a.object},
           {"build_id", a.build_id},     {"static", a.static_exe},
-          {"go", a.go},                 {"preload", a.preload},
+          {"go", a.go},                 {"preload", std::move(preload)},
           {"functions", a.functions},   {"objects", a.objects},
           {"mmap_tracing", a.mmap_tracing}, {"mmap_tracing_reason", a.mmap_tracing_reason}};
 }
