@@ -78,6 +78,10 @@ const SyscallRule kRules[] = {
     LW_ALLOW(access), LW_ALLOW(faccessat), LW_ALLOW(faccessat2), LW_ALLOW(readlink), LW_ALLOW(readlinkat),
     LW_ALLOW(getdents64), LW_ALLOW(getcwd), LW_ALLOW(fcntl), LW_ALLOW(dup), LW_ALLOW(dup3),
     LW_ALLOW(fadvise64), LW_ALLOW(pipe2),
+    // Writing its own files: the unwind-table cache (unwind.cache_dir),
+    // through a temporary name, fsync and rename (engine/unwind_tables.cc).
+    LW_ALLOW(mkdir), LW_ALLOW(mkdirat), LW_ALLOW(rename), LW_ALLOW(renameat), LW_ALLOW(renameat2),
+    LW_ALLOW(unlink), LW_ALLOW(unlinkat), LW_ALLOW(fsync), LW_ALLOW(fdatasync), LW_ALLOW(ftruncate),
     // Memory: malloc, malloc_trim, mapped ELF files, thread stacks.
     LW_ALLOW(mmap), LW_ALLOW(munmap), LW_ALLOW(mprotect), LW_ALLOW(mremap), LW_ALLOW(madvise), LW_ALLOW(brk),
     // Threads, time, signals (the daemon's own; kill is checked above).
