@@ -5,6 +5,7 @@
 #include "cli/exit_codes.h"
 #include "cli/run.h"
 #include "cli/top.h"
+#include "core/debuginfod.h"
 
 namespace {
 
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
   if (cmd == "run") return lw::run_daemon(argc - 1, argv + 1);
   if (cmd == "check-config") return lw::run_check_config(argc - 1, argv + 1);
   if (cmd == "snapshot") return lw::run_snapshot(argc - 1, argv + 1);
+  // Internal: the debuginfod fetch child (core/debuginfod.h), not for users.
+  if (cmd == "debuginfod-fetch") return lw::debuginfod_fetch_main(argc - 1, argv + 1);
   fprintf(stderr, "leakwatch: unknown command '%s'\n", cmd.c_str());
   usage(stderr);
   return lw::exit_code::kUsage;

@@ -19,6 +19,7 @@
 
 #include "cli/exit_codes.h"
 #include "core/analyzer.h"
+#include "core/config.h"
 #include "engine/snapshot.h"
 #include "engine/tracer.h"
 #include "cli/top_printer.h"
@@ -42,6 +43,7 @@ struct TopOptions {
   std::string record_path;  // raw ring-buffer records, for bench/ replay
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
   bool light = false;              // --mode light: no heap probes
+  std::string config_path;         // --config: only its `symbols` section is used
   BpfOptions bpf;
 };
 
@@ -60,6 +62,8 @@ void top_usage(FILE* out) {
           "                              light: only anonymous mmap/munmap/brk tracing\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
+          "      --config FILE           take the `symbols` section of this daemon config\n"
+          "                              (debug directories, debuginfod servers)\n"
           "      --record-events FILE    also write every raw event record to FILE\n"
           "                              (replayed by bench/lw_bench_consumer --replay)\n"
           "      --debug-stall-consumer-ms N\n"
@@ -161,6 +165,10 @@ int parse(int argc, char** argv, TopOptions& o) {
         return exit_code::kUsage;
       }
       o.sample_mean_bytes = n;
+    } else if (a == "--config") {
+      const char* v = value("--config");
+      if (!v || !*v) return exit_code::kUsage;
+      o.config_path = v;
     } else if (a == "--record-events") {
       const char* v = value("--record-events");
       if (!v || !*v) return exit_code::kUsage;
@@ -201,6 +209,16 @@ int run_top(int argc, char** argv) {
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
+  }
+  if (!opt.config_path.empty()) {
+    std::vector<ConfigError> errors;
+    auto config = load_config_file(opt.config_path, &errors);
+    if (!config) {
+      for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());
+      if (errors.empty()) fprintf(stderr, "leakwatch: %s\n", config.error().message.c_str());
+      return exit_code::kUsage;
+    }
+    (*tracer)->configure_symbols(config->symbols);
   }
   AttachOptions attach_opts;
   attach_opts.sample_mean_bytes = opt.sample_mean_bytes;
@@ -275,6 +293,9 @@ int run_top(int argc, char** argv) {
     Result<int> n = t.poll(0);
     if (!n || *n == 0) break;
   }
+  // The last word names what it can: give the symbol thread a moment for
+  // what is still queued (it runs on its own thread; nothing else is left).
+  (void)t.wait_for_symbols(std::chrono::seconds(2));
   print_snapshot(snapshot(*t.process(opt.pid)), opt.json);
   return exit_code::kOk;
 }

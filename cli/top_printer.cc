@@ -57,7 +57,7 @@ void print_table(const ProcessSnapshot& s) {
         break;
       }
       std::string where = f.file.empty() ? "" : " (" + f.file + ":" + std::to_string(f.line) + ")";
-      printf("%32s %s%s [%s]\n", "", f.function.empty() ? "??" : f.function.c_str(),
+      printf("%32s %s%s%s [%s]\n", "", frame_display_name(f).c_str(), f.inlined ? " (inlined)" : "",
              where.c_str(), f.module.c_str());
     }
   }

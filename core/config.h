@@ -112,6 +112,18 @@ struct GovernorConfig {
   uint32_t backoff_max_seconds = 3600;
 };
 
+// Symbolization (docs/config.md, "Symbols"): where debug files are looked
+// for, and the debuginfod servers asked (none by default).
+inline constexpr size_t kMaxSymbolPaths = 16;  // debug_dirs, debuginfod_urls
+struct SymbolsConfig {
+  std::vector<std::string> debug_dirs = {"/usr/lib/debug"};  // absolute
+  std::vector<std::string> debuginfod_urls;                   // empty: off
+  std::string cache_dir = "/var/cache/leakwatch/debuginfod";
+  uint64_t cache_max_bytes = 1ull << 30;
+  uint32_t timeout_seconds = 30;
+  bool operator==(const SymbolsConfig&) const = default;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:9478";  // as written
   std::string listen_host = "127.0.0.1";  // IPv6 without brackets
@@ -129,6 +141,7 @@ struct Config {
   GovernorConfig governor;
   bool kill_switch = false;  // every probe detached (SIGUSR2 toggles it too)
   std::string web_config_file;  // absolute path, or "" for plain HTTP
+  SymbolsConfig symbols;
 };
 
 struct ConfigError {
