@@ -248,9 +248,14 @@ TraceSession::TraceSession(TraceOptions options)
   const double attached_at = attach_snapshot_.at("timestamp").get<double>();
   const double settled_at =
       std::max(done_at + options_.settle_after_done_s, attached_at + options_.settle_after_attach_s);
+  // Symbols arrive from leakwatch's symbol thread a snapshot or two after
+  // a stack is first seen (docs/architecture.md, "Symbolization"): the
+  // settled snapshot is also one without pending frames, or the last
+  // before a 20 s grace runs out.
   for (;;) {
     Json snapshot = next_snapshot(milliseconds(30000));
-    if (snapshot.at("timestamp").get<double>() >= settled_at) {
+    const double at = snapshot.at("timestamp").get<double>();
+    if (at >= settled_at && (!symbols_pending(snapshot) || at >= settled_at + 20)) {
       snapshot_ = std::move(snapshot);
       break;
     }
@@ -268,6 +273,12 @@ Json TraceSession::next_snapshot(milliseconds timeout) {
 
 std::string TraceSession::diagnostics() const {
   return "\nleakwatch stderr:\n" + leakwatch_.stderr_text();
+}
+
+bool symbols_pending(const Json &snapshot) {
+  for (const Json &site : snapshot.at("sites"))
+    if (site.value("symbols_pending", false)) return true;
+  return false;
 }
 
 std::map<std::string, LeafTotals> live_by_leaf(const Json &snapshot) {

@@ -111,6 +111,9 @@ class TraceSession {
   Json snapshot_;
 };
 
+// Whether any site of a snapshot still has frames waiting for symbols.
+bool symbols_pending(const Json &snapshot);
+
 // Live bytes, grouped by the leaf frame's function (the allocating call
 // site), with the kinds and modules reported for that leaf.
 struct LeafTotals {
