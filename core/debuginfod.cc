@@ -91,6 +91,7 @@ void DebuginfodFetcher::start(const std::string& build_id) {
     ++counters_.failures;
     LW_LOG_WARN("debuginfod: cannot fetch %s: %s", build_id.c_str(), why);
     done_[build_id] = Clock::now() + options_.retry_after;
+    ended_.push_back({build_id, false});
   };
   if (!make_dirs(options_.cache_dir)) return fail("cannot create the cache directory");
   int pipe_fds[2];
@@ -163,7 +164,7 @@ void DebuginfodFetcher::finish(const std::string& build_id, Child& child, bool t
     // Fetched: never asked again while this fetcher lives (the file is in
     // the cache, unless trimmed away: then a new fetcher asks again).
     done_[build_id] = Clock::time_point::max();
-    arrived_.push_back(build_id);
+    ended_.push_back({build_id, true});
     trim_cache();
   } else {
     ++counters_.failures;
@@ -172,6 +173,7 @@ void DebuginfodFetcher::finish(const std::string& build_id, Child& child, bool t
     LW_LOG_INFO("debuginfod: no debug file for %s: %s", build_id.c_str(),
                 why.empty() ? "helper failed" : why.c_str());
     done_[build_id] = Clock::now() + options_.retry_after;
+    ended_.push_back({build_id, false});
   }
   if (done_.size() > kMaxRemembered) {
     // Forget the failures (fetched ones stay: they are in the cache).
@@ -180,7 +182,7 @@ void DebuginfodFetcher::finish(const std::string& build_id, Child& child, bool t
   }
 }
 
-std::vector<std::string> DebuginfodFetcher::poll() {
+std::vector<DebuginfodFetcher::Outcome> DebuginfodFetcher::poll() {
   const auto now = Clock::now();
   for (auto it = running_.begin(); it != running_.end();) {
     Child& child = it->second;
@@ -205,7 +207,7 @@ std::vector<std::string> DebuginfodFetcher::poll() {
     queue_.pop_front();
     start(id);
   }
-  return std::exchange(arrived_, {});
+  return std::exchange(ended_, {});
 }
 
 void DebuginfodFetcher::trim_cache() {

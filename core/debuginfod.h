@@ -64,8 +64,13 @@ class DebuginfodFetcher {
   // fetched, or failed within retry_after. False when nothing will happen.
   bool want(const std::string& build_id);
   // Starts queued fetches, reaps finished ones, kills overdue ones. Returns
-  // the build-ids whose file arrived in the cache since the last call.
-  std::vector<std::string> poll();
+  // the fetches that ended since the last call: ok, the file is in the
+  // cache; not ok, it will not come (for retry_after at least).
+  struct Outcome {
+    std::string build_id;
+    bool ok = false;
+  };
+  std::vector<Outcome> poll();
   // Fetches queued or running.
   size_t busy() const { return queue_.size() + running_.size(); }
   const DebuginfodCounters& counters() const { return counters_; }
@@ -87,7 +92,7 @@ class DebuginfodFetcher {
   std::map<std::string, Child> running_;
   // build-id -> when it may be asked again (max(): fetched, never again).
   std::map<std::string, std::chrono::steady_clock::time_point> done_;
-  std::vector<std::string> arrived_;
+  std::vector<Outcome> ended_;
 };
 
 // Sizes of the build-id directories under `cache_dir` and deletes the least

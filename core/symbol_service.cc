@@ -55,20 +55,20 @@ SymbolService::~SymbolService() {
   thread_.join();
 }
 
-SymbolService::Frames SymbolService::lookup(const ModuleRef& module, uint64_t file_offset) {
+SymbolService::Lookup SymbolService::lookup(const ModuleRef& module, uint64_t file_offset) {
   std::string key = address_key(module, file_offset);
   std::lock_guard<std::mutex> lk(mu_);
   auto it = results_.find(key);
-  if (it != results_.end()) return it->second;  // nullptr: still pending
+  if (it != results_.end()) return {it->second.frames, it->second.provisional};
   if (queue_.size() >= options_.max_queue) {
     ++counters_.requests_dropped;
-    return nullptr;
+    return {};
   }
-  results_.emplace(key, nullptr);
+  results_.emplace(key, Entry{});
   queue_.push_back({std::move(key), module, file_offset});
   ++counters_.requests;
   wake_.notify_one();
-  return nullptr;
+  return {};
 }
 
 SymbolCounters SymbolService::counters() const {
@@ -105,7 +105,7 @@ void SymbolService::run() {
       busy_ = !batch.empty();
     }
     resolve_batch(batch);
-    for (const std::string& build_id : fetcher_->poll()) refetched(build_id);
+    for (const DebuginfodFetcher::Outcome& o : fetcher_->poll()) fetched(o.build_id, o.ok);
     std::lock_guard<std::mutex> lk(mu_);
     fetches_busy_ = fetcher_->busy();
     counters_.symbolizer = symbolizer_->stats();
@@ -115,32 +115,39 @@ void SymbolService::run() {
 
 void SymbolService::resolve_batch(std::vector<Request>& batch) {
   if (batch.empty()) return;
-  std::vector<std::pair<std::string, Frames>> done;
+  struct Done {
+    std::string key;
+    Entry entry;
+  };
+  std::vector<Done> done;
   done.reserve(batch.size());
   for (Request& r : batch) {
-    auto frames = std::make_shared<const std::vector<Frame>>(symbolizer_->symbolize_inline(r.module, r.offset));
+    Entry e;
+    e.frames = std::make_shared<const std::vector<Frame>>(symbolizer_->symbolize_inline(r.module, r.offset));
     if (fetcher_->enabled()) {
       Symbolizer::ModuleInfo info = symbolizer_->module_info(r.module);
       if (info.opened && info.wants_debug_file && !info.build_id.empty() &&
           info.source != DebugSource::kDebuginfod && fetcher_->want(info.build_id)) {
         Known& k = known_[info.build_id];
         k.module = r.module;
-        if (k.addresses.size() < options_.limits.max_cached_addresses_per_module)
+        if (k.addresses.size() < options_.limits.max_cached_addresses_per_module) {
           k.addresses.emplace_back(r.key, r.offset);
+          e.provisional = true;
+        }
       }
     }
-    done.emplace_back(std::move(r.key), std::move(frames));
+    done.push_back({std::move(r.key), std::move(e)});
   }
   std::lock_guard<std::mutex> lk(mu_);
-  for (auto& [key, frames] : done) {
-    auto [it, inserted] = results_.insert_or_assign(key, std::move(frames));
+  for (Done& d : done) {
+    auto [it, inserted] = results_.insert_or_assign(d.key, std::move(d.entry));
     (void)inserted;
     result_order_.push_back(it->first);
     ++counters_.resolved;
   }
   while (result_order_.size() > std::max<size_t>(options_.max_results, 1)) {
     auto it = results_.find(result_order_.front());
-    if (it != results_.end() && it->second != nullptr) {
+    if (it != results_.end() && it->second.frames != nullptr) {
       results_.erase(it);
       ++counters_.results_evicted;
     }
@@ -149,23 +156,34 @@ void SymbolService::resolve_batch(std::vector<Request>& batch) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void SymbolService::refetched(const std::string& build_id) {
+// A fetch ended: with the file, the module is opened again (the cache is
+// one of the places searched) and its addresses resolved again; without
+// it, what they have is final.
+void SymbolService::fetched(const std::string& build_id, bool ok) {
   auto it = known_.find(build_id);
   if (it == known_.end()) return;
   Known k = std::move(it->second);
   known_.erase(it);
-  symbolizer_->forget(k.module);
   std::vector<std::pair<std::string, Frames>> done;
-  for (const auto& [key, offset] : k.addresses) {
-    done.emplace_back(key, std::make_shared<const std::vector<Frame>>(
-                               symbolizer_->symbolize_inline(k.module, offset)));
+  if (ok) {
+    symbolizer_->forget(k.module);
+    for (const auto& [key, offset] : k.addresses) {
+      done.emplace_back(key, std::make_shared<const std::vector<Frame>>(
+                                 symbolizer_->symbolize_inline(k.module, offset)));
+    }
+  } else {
+    for (const auto& [key, offset] : k.addresses) done.emplace_back(key, nullptr);
   }
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& [key, frames] : done) {
     // Replaced in place: an address evicted meanwhile is not brought back.
     auto r = results_.find(key);
-    if (r != results_.end() && r->second != nullptr) r->second = std::move(frames);
-    ++counters_.resolved;
+    if (r == results_.end() || r->second.frames == nullptr) continue;
+    if (frames != nullptr) {
+      r->second.frames = std::move(frames);
+      ++counters_.resolved;
+    }
+    r->second.provisional = false;
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }

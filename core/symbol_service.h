@@ -63,12 +63,19 @@ class SymbolService {
   SymbolService& operator=(const SymbolService&) = delete;
 
   using Frames = std::shared_ptr<const std::vector<Frame>>;
-  // The frames of the return address at `file_offset` in `module`: its
-  // inline chain, innermost first, the physical frame last; every frame
-  // carries module, build_id and offset. nullptr while not resolved yet
-  // (queued now, unless already queued or the queue is full). Never blocks
-  // on I/O.
-  Frames lookup(const ModuleRef& module, uint64_t file_offset);
+  struct Lookup {
+    // The frames of the address: its inline chain, innermost first, the
+    // physical frame last; every frame carries module, build_id and
+    // offset. nullptr while not resolved yet.
+    Frames frames;
+    // Resolved with what is there now, while a debuginfod fetch for the
+    // module runs: the frames may still be replaced.
+    bool provisional = false;
+  };
+  // The return address at `file_offset` in `module`. Not resolved yet: it
+  // is queued now (unless already queued, or the queue is full). Never
+  // blocks on I/O.
+  Lookup lookup(const ModuleRef& module, uint64_t file_offset);
   // Changes whenever results were published.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   SymbolCounters counters() const;
@@ -85,7 +92,7 @@ class SymbolService {
   };
   void run();
   void resolve_batch(std::vector<Request>& batch);
-  void refetched(const std::string& build_id);
+  void fetched(const std::string& build_id, bool ok);
 
   const SymbolServiceOptions options_;
 
@@ -93,7 +100,11 @@ class SymbolService {
   std::condition_variable wake_;       // requests arrived, or stop
   std::condition_variable idle_;       // the thread finished a round
   std::deque<Request> queue_;
-  std::unordered_map<std::string, Frames> results_;  // key -> frames, or nullptr: pending
+  struct Entry {
+    Frames frames;  // nullptr: queued
+    bool provisional = false;
+  };
+  std::unordered_map<std::string, Entry> results_;
   std::deque<std::string> result_order_;              // oldest first, for eviction
   bool busy_ = false;                                 // the thread holds a batch
   size_t fetches_busy_ = 0;

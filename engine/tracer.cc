@@ -504,8 +504,10 @@ void Tracer::render_symbols(ResolvedStack& rs) {
       rs.frames.push_back(a.unmapped);
       continue;
     }
-    if (SymbolService::Frames frames = symbols_->lookup(a.module, a.offset)) {
-      rs.frames.insert(rs.frames.end(), frames->begin(), frames->end());
+    SymbolService::Lookup found = symbols_->lookup(a.module, a.offset);
+    if (found.frames != nullptr) {
+      rs.frames.insert(rs.frames.end(), found.frames->begin(), found.frames->end());
+      rs.symbols_pending = rs.symbols_pending || found.provisional;
       continue;
     }
     Frame f;

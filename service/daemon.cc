@@ -103,6 +103,7 @@ ProcessInfo process_info(const TrackedProcess& t) {
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
   auto tracer = Tracer::create(bpf_options(config));
   if (!tracer) return tracer.error();
+  (*tracer)->configure_symbols(config.symbols);
   std::unique_ptr<Daemon> d(new Daemon(std::move(options), std::move(config), std::move(*tracer)));
   return d;
 }
@@ -376,6 +377,7 @@ void Daemon::reload() {
     LW_LOG_WARN("config reload: listen, ringbuf_bytes and kernel map sizes take effect at the "
                 "next restart");
   config_ = std::move(next);
+  tracer_->configure_symbols(config_.symbols);  // a new symbol thread only if `symbols` changed
   set_log_level(options_.log_level_override.value_or(config_.log_level));
   apply_memory_budget();
   if (config_.kill_switch != counters_.kill_switch_engaged)

@@ -13,6 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -433,10 +434,12 @@ TEST(SymbolService, PendingThenResolvedAndGenerationMoves) {
   const uint64_t offset = return_offset("leak_through_inline");
   const uint64_t g0 = service.generation();
   // The first look never blocks on the file: it queues the address.
-  EXPECT_EQ(service.lookup(ref, offset), nullptr);
+  EXPECT_EQ(service.lookup(ref, offset).frames, nullptr);
   ASSERT_TRUE(service.wait_idle(std::chrono::seconds(30)));
   EXPECT_NE(service.generation(), g0);
-  SymbolService::Frames frames = service.lookup(ref, offset);
+  SymbolService::Lookup found = service.lookup(ref, offset);
+  EXPECT_FALSE(found.provisional);
+  SymbolService::Frames frames = found.frames;
   ASSERT_NE(frames, nullptr);
   ASSERT_EQ(frames->size(), 2u);
   EXPECT_EQ((*frames)[0].function, "inlined_alloc");
@@ -457,7 +460,7 @@ TEST(SymbolService, BoundedQueueAndResults) {
   // However fast the thread takes the first, the queue holds one: of many
   // distinct requests at once, some are dropped, counted, and asked again.
   uint64_t nulls = 0;
-  for (uint64_t off = 0x1000; off < 0x1000 + 64; ++off) nulls += service.lookup(ref, off) == nullptr;
+  for (uint64_t off = 0x1000; off < 0x1000 + 64; ++off) nulls += service.lookup(ref, off).frames == nullptr;
   EXPECT_EQ(nulls, 64u);
   ASSERT_TRUE(service.wait_idle(std::chrono::seconds(30)));
   SymbolCounters c = service.counters();
@@ -470,9 +473,9 @@ TEST(SymbolService, BoundedQueueAndResults) {
 TEST(SymbolService, UnreadableModuleResolvesToModulePlusOffset) {
   SymbolService service(SymbolServiceOptions{});
   ModuleRef ref{"/usr/lib/libgone.so", "/nonexistent/lw/libgone.so", 7, ""};
-  EXPECT_EQ(service.lookup(ref, 0x42), nullptr);
+  EXPECT_EQ(service.lookup(ref, 0x42).frames, nullptr);
   ASSERT_TRUE(service.wait_idle(std::chrono::seconds(30)));
-  SymbolService::Frames frames = service.lookup(ref, 0x42);
+  SymbolService::Frames frames = service.lookup(ref, 0x42).frames;
   ASSERT_NE(frames, nullptr);  // resolved: nothing more will come
   ASSERT_EQ(frames->size(), 1u);
   EXPECT_EQ(frame_display_name(frames->front()), "libgone.so+0x42");
@@ -528,6 +531,63 @@ TEST(Debuginfod, HelperFailureIsCountedAndNotRetriedAtOnce) {
   EXPECT_EQ(fetcher.counters().hits, 0u);
   EXPECT_FALSE(fetcher.want("aabbccdd"));  // within retry_after
   EXPECT_TRUE(fs::is_directory(o.cache_dir));
+}
+
+// The whole fetch path without a server: a stand-in for
+// `leakwatch debuginfod-fetch` that copies the debug file where
+// libdebuginfod would put it and records the environment it was given.
+TEST(Debuginfod, FetchedFileReplacesWhatTheModuleHad) {
+  auto stripped = open_elf(kStripped);
+  ASSERT_TRUE(stripped);
+  TempDir dir;
+  const std::string helper = dir.path() + "/fetch.sh";
+  {
+    std::ofstream out(helper);
+    out << "#!/bin/sh\n"
+        << "# argv: debuginfod-fetch BUILD_ID TIMEOUT_SECONDS\n"
+        << "/usr/bin/env > " << dir.path() << "/env.txt\n"
+        << "/bin/mkdir -p \"$DEBUGINFOD_CACHE_PATH/$2\" || exit 1\n"
+        << "/bin/cp " << kDebug << " \"$DEBUGINFOD_CACHE_PATH/$2/debuginfo\" || exit 1\n"
+        << "echo \"ok $(/usr/bin/stat -c %s " << kDebug << ") $DEBUGINFOD_CACHE_PATH/$2/debuginfo\"\n";
+  }
+  ASSERT_EQ(chmod(helper.c_str(), 0755), 0);
+  setenv("DEBUGINFOD_URLS", "http://192.0.2.1:1", 1);  // the process's own: must not leak through
+  SymbolServiceOptions o;
+  o.search.debug_dirs = {};
+  o.debuginfod.urls = {"http://127.0.0.1:9", "https://example.invalid"};
+  o.debuginfod.cache_dir = dir.path() + "/cache";
+  o.debuginfod.timeout_seconds = 7;
+  o.debuginfod.helper = helper;
+  SymbolService service(o);
+  unsetenv("DEBUGINFOD_URLS");
+  const ModuleRef ref = ref_of(kStripped, stripped->build_id());
+  const uint64_t offset = return_offset("leak_named");
+  EXPECT_EQ(service.lookup(ref, offset).frames, nullptr);
+  ASSERT_TRUE(service.wait_idle(std::chrono::seconds(30)));
+  SymbolService::Lookup found = service.lookup(ref, offset);
+  ASSERT_NE(found.frames, nullptr);
+  EXPECT_FALSE(found.provisional);
+  EXPECT_EQ(found.frames->back().function, "leak_named");
+  EXPECT_EQ(found.frames->back().line, marker_line("LW_LINE_NAMED_MALLOC"));
+  SymbolCounters c = service.counters();
+  EXPECT_EQ(c.debuginfod.fetches, 1u);
+  EXPECT_EQ(c.debuginfod.hits, 1u);
+  EXPECT_EQ(c.debuginfod.bytes, fs::file_size(kDebug));
+  EXPECT_EQ(c.symbolizer.modules_debuginfod, 1u);
+
+  std::ifstream env_in(dir.path() + "/env.txt");
+  std::vector<std::string> env;
+  for (std::string line; std::getline(env_in, line);)
+    if (line.rfind("PWD=", 0) != 0 && line.rfind("SHLVL=", 0) != 0 && line.rfind("_=", 0) != 0)
+      env.push_back(line);  // the shell's own
+  std::sort(env.begin(), env.end());
+  EXPECT_EQ(env, (std::vector<std::string>{
+                     "DEBUGINFOD_CACHE_PATH=" + dir.path() + "/cache",
+                     "DEBUGINFOD_MAXSIZE=1073741824",
+                     "DEBUGINFOD_MAXTIME=7",
+                     "DEBUGINFOD_TIMEOUT=7",
+                     "DEBUGINFOD_URLS=http://127.0.0.1:9 https://example.invalid",
+                 }));
 }
 
 }  // namespace
