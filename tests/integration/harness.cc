@@ -231,7 +231,7 @@ TraceSession::TraceSession(TraceOptions options)
                                       "--json", "--interval", "0.2"};
         argv.insert(argv.end(), options_.leakwatch_args.begin(), options_.leakwatch_args.end());
         return argv;
-      }()) {
+      }(), Process::Options{false, options_.leakwatch_env}) {
   // The first line means all probes are attached; only then may the work
   // start. Attaching resolves symbols in every module: allow for it.
   attach_snapshot_ = next_snapshot(milliseconds(60000));

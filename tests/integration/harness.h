@@ -74,6 +74,7 @@ struct TraceOptions {
   std::vector<std::string> target_args;
   std::vector<std::string> target_env;      // "NAME=VALUE" added to the target's environment
   std::vector<std::string> leakwatch_args;  // after top -p PID --json --interval 0.2
+  std::vector<std::string> leakwatch_env;   // "NAME=VALUE" added to leakwatch's environment
   // The result snapshot is the first whose timestamp is at least this long
   // after "done" arrived...
   double settle_after_done_s = 0.5;
