@@ -135,6 +135,48 @@ void call_site(Dwarf_Die* cudie, Dwarf_Die* inlined, std::string& file, int& lin
   }
 }
 
+// Hostile or huge DWARF: the walk below visits at most this many DIEs per
+// address (a real CU's top level plus one nesting path is far less).
+constexpr size_t kMaxDiesVisited = 1u << 20;
+
+// The subprogram and the inlined subroutines containing `pc`, outermost
+// first, found by walking down from `parent` through the DIEs whose ranges
+// contain it. Not dwarf_getscopes(): with LTO (Debian's python3.11) the
+// abstract origins sit in other CUs, and elfutils 0.188 then returns no
+// scope at all, while names need no more than the origin reference.
+bool find_pc_chain(Dwarf_Die* parent, Dwarf_Addr pc, std::vector<Dwarf_Die>& chain, size_t& visited,
+                   int depth) {
+  Dwarf_Die child;
+  if (depth > 64 || dwarf_child(parent, &child) != 0) return false;
+  do {
+    if (++visited > kMaxDiesVisited) return false;
+    switch (dwarf_tag(&child)) {
+      case DW_TAG_namespace:
+      case DW_TAG_module:
+        if (find_pc_chain(&child, pc, chain, visited, depth + 1)) return true;
+        break;
+      case DW_TAG_subprogram:
+      case DW_TAG_inlined_subroutine:
+      case DW_TAG_entry_point:
+      case DW_TAG_lexical_block:
+      case DW_TAG_try_block:
+      case DW_TAG_catch_block:
+        // Ranges nest: the one DIE at this level that contains pc is the
+        // only way down.
+        if (dwarf_haspc(&child, pc) > 0) {
+          const int tag = dwarf_tag(&child);
+          if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) chain.push_back(child);
+          find_pc_chain(&child, pc, chain, visited, depth + 1);
+          return true;
+        }
+        break;
+      default:
+        break;
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+  return false;
+}
+
 }  // namespace
 
 std::string demangle(const std::string& name) {
@@ -362,30 +404,28 @@ struct Symbolizer::Impl {
     out.clear();
     Dwarf_Addr cu_bias = 0;
     Dwarf_Die* cudie = dwfl_module_addrdie(m.mod, addr, &cu_bias);
-    Dwarf_Die* scopes = nullptr;
-    const int nscopes = cudie != nullptr ? dwarf_getscopes(cudie, addr - cu_bias, &scopes) : -1;
-    // scopes[0] is the innermost. Each inlined subroutine is a frame; its
-    // call site is the line of the frame outside it.
+    std::vector<Dwarf_Die> chain;  // outermost first
+    size_t visited = 0;
+    if (cudie != nullptr) find_pc_chain(cudie, addr - cu_bias, chain, visited, 0);
+    // Each inlined subroutine is a frame, innermost first; its call site is
+    // the line of the frame outside it.
     std::string file = leaf_file;
     int line = leaf_line;
-    for (int i = 0; i < nscopes && out.size() < kMaxInlineDepth; ++i) {
-      const int tag = dwarf_tag(&scopes[i]);
-      if (tag == DW_TAG_subprogram) {
-        if (physical.function.empty()) physical.function = die_function_name(&scopes[i]);
+    for (size_t i = chain.size(); i-- > 0 && out.size() < kMaxInlineDepth;) {
+      if (dwarf_tag(&chain[i]) != DW_TAG_inlined_subroutine) {
+        if (physical.function.empty()) physical.function = die_function_name(&chain[i]);
         break;
       }
-      if (tag != DW_TAG_inlined_subroutine) continue;
       CachedFrame f;
-      f.function = die_function_name(&scopes[i]);
+      f.function = die_function_name(&chain[i]);
       f.file = file;
       f.line = line;
       f.inlined = true;
       out.push_back(std::move(f));
       file.clear();
       line = 0;
-      call_site(cudie, &scopes[i], file, line);
+      call_site(cudie, &chain[i], file, line);
     }
-    free(scopes);
     physical.file = file;
     physical.line = line;
     out.push_back(std::move(physical));

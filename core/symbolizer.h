@@ -12,7 +12,7 @@
 // "Symbolization"), and decompresses .gnu_debugdata without a bound.
 //
 // One return address may expand to several frames: the chain of functions
-// inlined at that address (DWARF, dwarf_getscopes), innermost first and
+// inlined at that address (DWARF inlined subroutines), innermost first and
 // marked `inlined`, then the function the code physically lies in.
 //
 // Bounded: at most `max_modules` modules are kept open (least recently used
