@@ -285,12 +285,16 @@ std::map<std::string, LeafTotals> live_by_leaf(const Json &snapshot) {
   std::map<std::string, LeafTotals> leaves;
   for (const Json &site : snapshot.at("sites")) {
     const Json &frames = site.at("frames");
-    std::string function = frames.empty() ? "<no frames>" : frames[0].value("function", "<unknown>");
+    // The physical leaf: functions inlined into it (DWARF inline chains,
+    // e.g. glibc's __brk_call in brk) come first and are skipped.
+    size_t leaf_at = 0;
+    while (leaf_at + 1 < frames.size() && frames[leaf_at].value("inlined", false)) ++leaf_at;
+    std::string function = frames.empty() ? "<no frames>" : frames[leaf_at].value("function", "<unknown>");
     LeafTotals &leaf = leaves[function];
     leaf.live_bytes += site.at("live_bytes").get<int64_t>();
     leaf.live_allocations += site.at("live_allocations").get<int64_t>();
     leaf.kinds.insert(site.at("kind").get<std::string>());
-    if (!frames.empty()) leaf.modules.insert(basename_of(frames[0].value("module", "")));
+    if (!frames.empty()) leaf.modules.insert(basename_of(frames[leaf_at].value("module", "")));
   }
   return leaves;
 }

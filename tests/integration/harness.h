@@ -115,7 +115,7 @@ class TraceSession {
 // Whether any site of a snapshot still has frames waiting for symbols.
 bool symbols_pending(const Json &snapshot);
 
-// Live bytes, grouped by the leaf frame's function (the allocating call
+// Live bytes, grouped by the (physical: inlined frames skipped) leaf frame's function (the allocating call
 // site), with the kinds and modules reported for that leaf.
 struct LeafTotals {
   int64_t live_bytes = 0;
