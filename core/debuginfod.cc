@@ -309,8 +309,10 @@ int debuginfod_fetch_main(int argc, char** argv) {
     printf("error %d usage: debuginfod-fetch BUILD_ID TIMEOUT_SECONDS\n", EINVAL);
     return 1;
   }
+  // No getppid() == 1 check for a parent gone before PR_SET_PDEATHSIG: in
+  // a container the daemon itself may be pid 1. The deadline bounds an
+  // orphan anyway.
   drop_privileges();
-  if (getppid() == 1) return 1;  // the parent is already gone
   const long timeout = std::clamp(strtol(argv[2], nullptr, 10), 1L, 600L);
   g_deadline = Clock::now() + std::chrono::seconds(timeout);
   void* lib = dlopen(DEBUGINFOD_SONAME, RTLD_NOW | RTLD_LOCAL);
