@@ -136,6 +136,11 @@ int run_snapshot(int argc, char** argv) {
     if (!n || *n == 0) break;
   }
   TracedProcess& proc = *t.process(pid);
+  // Symbols come from their own thread: the first pass queues the stacks,
+  // the second takes what arrived (bounded wait; the rest stay
+  // module+offset, which pprof shows as addresses).
+  (void)take_snapshot(t, proc, 100000, false);
+  (void)t.wait_for_symbols(std::chrono::seconds(5));
   ProcessSnapshot snap = take_snapshot(t, proc, 100000, false);
   PprofInput in = profile_input(snap, started);
   Result<std::string> gz = encode_pprof_gz(in);

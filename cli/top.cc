@@ -28,6 +28,7 @@
 #include "cli/top_printer.h"
 #include "core/analyzer.h"
 #include "core/log.h"
+#include "core/config.h"
 #include "engine/snapshot.h"
 #include "engine/tracer.h"
 #include "lw_sampling.h"
@@ -54,6 +55,7 @@ struct TopOptions {
   LiveFilter filter;               // --older, --min-size, --max-size
   double analysis_window_s = 0;    // 0: the default analysis
   std::optional<LogLevel> log_level;
+  std::string config_path;         // --config: only its `symbols` section is used
   BpfOptions bpf;
 };
 
@@ -87,6 +89,8 @@ void top_usage(FILE* out) {
           "                              window (30..86400, default 600): quicker, less\n"
           "                              certain verdicts (docs/cli.md)\n"
           "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
+          "      --config FILE           take the `symbols` section of this daemon config\n"
+          "                              (debug directories, debuginfod servers)\n"
           "      --record-events FILE    also write every raw event record to FILE\n"
           "                              (replayed by bench/lw_bench_consumer --replay)\n"
           "      --debug-stall-consumer-ms N\n"
@@ -134,6 +138,7 @@ enum LongOnly {
   kOptWindow,
   kOptLogLevel,
   kOptUnwind,
+  kOptConfig,
 };
 
 // Returns an exit code on error or --help, or -1 when parsing succeeded.
@@ -159,6 +164,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"analysis-window", required_argument, nullptr, kOptWindow},
       {"log-level", required_argument, nullptr, kOptLogLevel},
       {"unwind", required_argument, nullptr, kOptUnwind},
+      {"config", required_argument, nullptr, kOptConfig},
       {nullptr, 0, nullptr, 0},
   };
   bool have_pid = false;
@@ -252,6 +258,10 @@ int parse(int argc, char** argv, TopOptions& o) {
           return usage_error("--analysis-window must be between 30 and 86400 seconds (got '%s')", optarg);
         o.analysis_window_s = d;
         break;
+      case kOptConfig:
+        if (!*optarg) return usage_error("--config needs a file name");
+        o.config_path = optarg;
+        break;
       case kOptUnwind:
         if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
           return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
@@ -327,6 +337,16 @@ int run_top(int argc, char** argv) {
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
+  }
+  if (!opt.config_path.empty()) {
+    std::vector<ConfigError> errors;
+    auto config = load_config_file(opt.config_path, &errors);
+    if (!config) {
+      for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());
+      if (errors.empty()) fprintf(stderr, "leakwatch: %s\n", config.error().message.c_str());
+      return exit_code::kUsage;
+    }
+    (*tracer)->configure_symbols(config->symbols);
   }
   std::unique_ptr<LaunchedCommand> launched;
   if (!opt.command.empty()) {
@@ -471,6 +491,10 @@ int run_top(int argc, char** argv) {
       Result<int> n = t.poll(0);
       if (!n || *n == 0) break;
     }
+    // The last word names what it can: give the symbol thread a moment for
+    // what is still queued (it runs on its own thread; nothing else is left).
+    (void)snapshot(*t.process(opt.pid));
+    (void)t.wait_for_symbols(std::chrono::seconds(2));
     output_ok = print(snapshot(*t.process(opt.pid)));
   }
   // Detach every probe now, before waiting on a started program.

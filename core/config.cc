@@ -179,6 +179,83 @@ void read_pids(ErrorSink& errors, const YAML::Node& node, const std::string& pat
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
+// A sequence of at most kMaxSymbolPaths strings, each checked by `problem`
+// ("" when fine). An empty sequence is allowed: it turns the feature off.
+void read_symbol_list(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                      const std::function<std::string(const std::string&)>& problem,
+                      std::vector<std::string>& out) {
+  if (!node.IsSequence()) {
+    errors.add(node.Mark(), quoted(path) + " must be a sequence, not " + kind_of(node),
+               node.IsScalar() ? "[" + printable(node.Scalar()) + "]" : std::string());
+    return;
+  }
+  if (node.size() > kMaxSymbolPaths) {
+    errors.add(node.Mark(), quoted(path) + " lists more than " + std::to_string(kMaxSymbolPaths) +
+                                " entries");
+    return;
+  }
+  std::vector<std::string> values;
+  size_t i = 0;
+  for (const YAML::Node& item : node) {
+    const std::string item_path = index_path(path, i++);
+    std::optional<std::string> s = read_string(errors, item, item_path);
+    if (!s) continue;
+    if (std::string p = problem(*s); !p.empty()) {
+      errors.add(item.Mark(), quoted(item_path) + " " + p);
+      continue;
+    }
+    values.push_back(std::move(*s));
+  }
+  out = std::move(values);
+}
+
+std::string absolute_path_problem(const std::string& s) {
+  if (s.empty() || s[0] != '/') return "must be an absolute path";
+  if (s.size() > kMaxPathBytes) return "is longer than PATH_MAX";
+  return {};
+}
+
+// The URL goes into DEBUGINFOD_URLS, a space-separated list: no spaces.
+std::string debuginfod_url_problem(const std::string& s) {
+  if (!s.starts_with("http://") && !s.starts_with("https://")) return "must start with http:// or https://";
+  if (s.size() > 4096) return "is longer than 4096 characters";
+  for (unsigned char ch : s)
+    if (ch <= ' ' || ch == 0x7f) return "must not contain spaces or control characters";
+  return {};
+}
+
+void parse_symbols(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                   SymbolsConfig& out) {
+  parse_mapping(errors, node, path,
+                {{"debug_dirs",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_symbol_list(errors, v, p, absolute_path_problem, out.debug_dirs);
+                  },
+                  true},
+                 {"debuginfod_urls",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_symbol_list(errors, v, p, debuginfod_url_problem, out.debuginfod_urls);
+                  },
+                  true},
+                 {"cache_dir",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    std::optional<std::string> s = read_string(errors, v, p);
+                    if (!s) return;
+                    if (std::string problem = absolute_path_problem(*s); !problem.empty()) {
+                      errors.add(v.Mark(), quoted(p) + " " + problem);
+                      return;
+                    }
+                    out.cache_dir = std::move(*s);
+                  }},
+                 {"cache_max_bytes",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 1u << 20, 1ull << 40, out.cache_max_bytes);
+                  }},
+                 {"timeout_seconds", [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 1, 600, out.timeout_seconds);
+                  }}});
+}
+
 MatchConfig parse_match(ErrorSink& errors, const YAML::Node& node, const std::string& path) {
   MatchConfig m;
   std::vector<std::string_view> seen = parse_mapping(
@@ -553,6 +630,8 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
        {"kill_switch",
         [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
        {"sandbox", [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.sandbox); }},
+       {"symbols", [&](const Node& v, const Path& p) { parse_symbols(errors, v, p, c.symbols); },
+        true},
        {"web_config_file", [&](const Node& v, const Path& p) {
           std::optional<std::string> s = read_string(errors, v, p);
           if (!s) return;

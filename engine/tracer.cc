@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "core/event.h"
 #include "core/memory_budget.h"
 #include "core/stack_frames.h"
+#include "core/fd.h"
 #include "core/stack_id.h"
 
 namespace lw {
@@ -35,6 +37,7 @@ void Tracer::refresh_maps(TracedProcess& proc) {
 }
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
+  configure_symbols(SymbolsConfig{});
   session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
 }
 
@@ -427,13 +430,17 @@ Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {
 
 // With the build-id in the ModuleRef, the symbolizer shares one parsed
 // module among every process mapping the same file (500 workers, one libc).
+// Headers and notes only (no symbol index): this runs on the consumer thread.
 const std::string& Tracer::build_id_of(const MapEntry& m, const std::string& open_path) {
   auto key = std::make_tuple(m.dev_major, m.dev_minor, m.inode);
   auto it = build_ids_.find(key);
   if (it != build_ids_.end()) return it->second;
   static const std::string kUnknown;
-  auto elf = ElfFile::open_path(open_path);
-  if (!elf) return kUnknown;  // not cached: the next process may open it
+  Result<int> fd = open_untrusted_file(open_path);
+  if (!fd) return kUnknown;  // not cached: the next process may open it
+  Fd owned(*fd);
+  auto elf = ElfFile::open_fd(owned.get(), open_path, ElfOpenOptions{.index_symbols = false});
+  if (!elf) return kUnknown;
   if (build_ids_.size() >= kMaxBuildIdCache) build_ids_.clear();
   return build_ids_.emplace(key, (*elf)->build_id()).first->second;
 }
@@ -454,9 +461,56 @@ const MapEntry* find_object_mapping(const ParsedMaps& maps, uint32_t dev, uint64
 
 }  // namespace
 
+void Tracer::configure_symbols(const SymbolsConfig& config) {
+  if (symbols_ && config == symbols_config_) return;
+  symbols_.reset();  // joins the old thread before the new one starts
+  symbols_config_ = config;
+  symbols_ = std::make_unique<SymbolService>(symbol_service_options(config));
+}
+
+// Frames from the symbol service where it has them, module+offset where not
+// yet (docs/architecture.md, "Symbolization"). The generation is read
+// first: results published during the lookups are seen at the next call.
+void Tracer::render_symbols(ResolvedStack& rs) {
+  rs.symbols_generation = symbols_->generation();
+  rs.symbols_pending = false;
+  rs.frames.clear();
+  for (const StackAddress& a : rs.addresses) {
+    if (!a.mapped) {
+      rs.frames.push_back(a.unmapped);
+      continue;
+    }
+    SymbolService::Lookup found = symbols_->lookup(a.module, a.offset);
+    if (found.frames != nullptr) {
+      for (const Frame& fr : *found.frames) {
+        rs.frames.push_back(fr);
+        rs.frames.back().unwound = a.unwound;
+      }
+      rs.symbols_pending = rs.symbols_pending || found.provisional;
+      continue;
+    }
+    Frame f;
+    f.module = a.module.path;
+    f.build_id = a.module.build_id;
+    f.offset = a.offset;
+    f.unwound = a.unwound;
+    rs.frames.push_back(std::move(f));
+    rs.symbols_pending = true;
+  }
+  if (!rs.symbols_pending) {
+    rs.addresses.clear();
+    rs.addresses.shrink_to_fit();
+  }
+}
+
 const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_hash) {
   auto it = proc.stacks.find(stack_hash);
-  if (it != proc.stacks.end()) return it->second;
+  if (it != proc.stacks.end()) {
+    ResolvedStack& cached = it->second;
+    if (cached.symbols_pending && cached.symbols_generation != symbols_->generation())
+      render_symbols(cached);
+    return cached;
+  }
   ResolvedStack rs;
   StoredStack stored = session_->read_stack(stack_hash);
   bool refreshed = false;
@@ -499,33 +553,41 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
                where[first].map->inode, where[first].offset))
       ++first;
   }
+  std::vector<Frame> physical;  // what the stack id hashes: (build-id, offset)
   for (size_t i = first; i < where.size(); ++i) {
     const MapEntry* m = where[i].map;
+    StackAddress a;
+    a.unwound = unwound_name(stored.frames[i].how);
     Frame f;
     if (m && m->is_file()) {
-      ModuleRef ref;
-      ref.path = m->path;
+      a.mapped = true;
+      a.module.path = m->path;
       char buf[96];
       snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, proc.pid, m->start,
                m->end);
-      ref.open_path = buf;
-      ref.inode = m->inode;
-      ref.build_id = build_id_of(*m, ref.open_path);
-      f = symbolizer_.symbolize(ref, where[i].offset);
-      if (f.build_id.empty() && f.function.empty()) {
-        // map_files is gone (the process exited): try the path in its root.
-        ref.open_path = "/proc/" + std::to_string(proc.pid) + "/root" + m->path;
-        f = symbolizer_.symbolize(ref, where[i].offset);
-      }
+      a.module.open_path = buf;
+      a.module.inode = m->inode;
+      a.module.dev = makedev(m->dev_major, m->dev_minor);
+      // The path in the target's root once map_files is gone (it exited),
+      // and the first place debug files are searched.
+      a.module.root = "/proc/" + std::to_string(proc.pid) + "/root";
+      a.module.build_id = build_id_of(*m, a.module.open_path);
+      a.offset = where[i].offset;
+      f.module = a.module.path;
+      f.build_id = a.module.build_id;
+      f.offset = a.offset;
     } else {
       f.module = m ? m->path : "[unknown]";
       f.offset = stored.frames[i].ino ? stored.frames[i].addr : where[i].offset;
+      f.unwound = a.unwound;
+      a.unmapped = f;
     }
-    f.unwound = unwound_name(stored.frames[i].how);
-    rs.frames.push_back(std::move(f));
+    physical.push_back(std::move(f));
+    rs.addresses.push_back(std::move(a));
   }
   rs.end = stack_end_name(stored.flags & LW_STACK_END_MASK);
-  rs.stack_id = stable_stack_id(rs.frames);
+  rs.stack_id = stable_stack_id(physical);
+  render_symbols(rs);
   return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }
 

@@ -128,7 +128,7 @@ Labels with(Labels l, std::initializer_list<ClientMetric::Label> more) {
 std::string site_label(const SiteSnapshot& s) {
   for (const Frame& f : s.frames) {
     if (f.function.empty() && f.file.empty()) continue;
-    std::string out = f.function.empty() ? "??" : f.function;
+    std::string out = frame_display_name(f);
     if (!f.file.empty()) {
       size_t slash = f.file.rfind('/');
       out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
@@ -136,7 +136,8 @@ std::string site_label(const SiteSnapshot& s) {
     }
     return out;
   }
-  return "unknown";
+  // Nothing symbolized (yet): the leaf as module+offset.
+  return s.frames.empty() ? "unknown" : frame_display_name(s.frames.front());
 }
 
 // The HTTP front (exporter/http_server.h): connections, refusals, the

@@ -19,6 +19,7 @@
 #include "core/heap_tracker.h"
 #include "core/leak_analysis.h"
 #include "core/pprof.h"
+#include "core/symbol_counters.h"
 #include "core/symbolizer.h"
 #include "leakwatch_abi.h"
 
@@ -38,6 +39,9 @@ struct SiteSnapshot {
   // "table_pending", "memory_budget", ...; core/stack_frames.h), "" when
   // it is complete: a stack is never silently short.
   std::string truncated;
+  // Some frames show module+offset only because the symbol thread has not
+  // resolved them yet: a later snapshot may name them.
+  bool symbols_pending = false;
   // Leak analysis (zero/unknown until the analyzer has enough samples).
   AgeBuckets ages;
   double leak_rate_bytes_per_second = 0;
@@ -139,6 +143,7 @@ struct TracerStats {
   uint64_t attach_errors = 0;
   uint64_t ringbuf_errors = 0;
   uint64_t symbolization_errors = 0;  // modules that failed to open or parse
+  SymbolCounters symbols;  // the symbol thread and debuginfod (core/symbol_service.h)
   // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
   std::vector<uint64_t> elf_rejections;
   // The memory budget (docs/architecture.md, 28).

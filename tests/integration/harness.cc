@@ -232,7 +232,7 @@ TraceSession::TraceSession(TraceOptions options)
                                       "--json", "--interval", "0.2"};
         argv.insert(argv.end(), options_.leakwatch_args.begin(), options_.leakwatch_args.end());
         return argv;
-      }()) {
+      }(), Process::Options{false, options_.leakwatch_env}) {
   // The first line means all probes are attached; only then may the work
   // start. Attaching resolves symbols in every module: allow for it.
   attach_snapshot_ = next_snapshot(milliseconds(60000));
@@ -249,9 +249,14 @@ TraceSession::TraceSession(TraceOptions options)
   const double attached_at = attach_snapshot_.at("timestamp").get<double>();
   const double settled_at =
       std::max(done_at + options_.settle_after_done_s, attached_at + options_.settle_after_attach_s);
+  // Symbols arrive from leakwatch's symbol thread a snapshot or two after
+  // a stack is first seen (docs/architecture.md, "Symbolization"): the
+  // settled snapshot is also one without pending frames, or the last
+  // before a 20 s grace runs out.
   for (;;) {
     Json snapshot = next_snapshot(milliseconds(30000));
-    if (snapshot.at("timestamp").get<double>() >= settled_at) {
+    const double at = snapshot.at("timestamp").get<double>();
+    if (at >= settled_at && (!symbols_pending(snapshot) || at >= settled_at + 20)) {
       snapshot_ = std::move(snapshot);
       break;
     }
@@ -271,16 +276,26 @@ std::string TraceSession::diagnostics() const {
   return "\nleakwatch stderr:\n" + leakwatch_.stderr_text();
 }
 
+bool symbols_pending(const Json &snapshot) {
+  for (const Json &site : snapshot.at("sites"))
+    if (site.value("symbols_pending", false)) return true;
+  return false;
+}
+
 std::map<std::string, LeafTotals> live_by_leaf(const Json &snapshot) {
   std::map<std::string, LeafTotals> leaves;
   for (const Json &site : snapshot.at("sites")) {
     const Json &frames = site.at("frames");
-    std::string function = frames.empty() ? "<no frames>" : frames[0].value("function", "<unknown>");
+    // The physical leaf: functions inlined into it (DWARF inline chains,
+    // e.g. glibc's __brk_call in brk) come first and are skipped.
+    size_t leaf_at = 0;
+    while (leaf_at + 1 < frames.size() && frames[leaf_at].value("inlined", false)) ++leaf_at;
+    std::string function = frames.empty() ? "<no frames>" : frames[leaf_at].value("function", "<unknown>");
     LeafTotals &leaf = leaves[function];
     leaf.live_bytes += site.at("live_bytes").get<int64_t>();
     leaf.live_allocations += site.at("live_allocations").get<int64_t>();
     leaf.kinds.insert(site.at("kind").get<std::string>());
-    if (!frames.empty()) leaf.modules.insert(basename_of(frames[0].value("module", "")));
+    if (!frames.empty()) leaf.modules.insert(basename_of(frames[leaf_at].value("module", "")));
   }
   return leaves;
 }

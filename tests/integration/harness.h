@@ -75,6 +75,7 @@ struct TraceOptions {
   std::vector<std::string> target_args;
   std::vector<std::string> target_env;      // "NAME=VALUE" added to the target's environment
   std::vector<std::string> leakwatch_args;  // after top -p PID --json --interval 0.2
+  std::vector<std::string> leakwatch_env;   // "NAME=VALUE" added to leakwatch's environment
   // The result snapshot is the first whose timestamp is at least this long
   // after "done" arrived...
   double settle_after_done_s = 0.5;
@@ -112,7 +113,10 @@ class TraceSession {
   Json snapshot_;
 };
 
-// Live bytes, grouped by the leaf frame's function (the allocating call
+// Whether any site of a snapshot still has frames waiting for symbols.
+bool symbols_pending(const Json &snapshot);
+
+// Live bytes, grouped by the (physical: inlined frames skipped) leaf frame's function (the allocating call
 // site), with the kinds and modules reported for that leaf.
 struct LeafTotals {
   int64_t live_bytes = 0;

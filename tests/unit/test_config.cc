@@ -342,6 +342,55 @@ ProcessFacts facts(pid_t pid, std::string comm, std::string exe, std::string cgr
   return p;
 }
 
+TEST(Config, SymbolsDefaultsAreOffAndDocumented) {
+  const Config c = parse_ok("");
+  EXPECT_EQ(c.symbols.debug_dirs, (std::vector<std::string>{"/usr/lib/debug"}));
+  EXPECT_TRUE(c.symbols.debuginfod_urls.empty());
+  EXPECT_EQ(c.symbols.cache_dir, "/var/cache/leakwatch/debuginfod");
+  EXPECT_EQ(c.symbols.cache_max_bytes, 1ull << 30);
+  EXPECT_EQ(c.symbols.timeout_seconds, 30u);
+  EXPECT_EQ(parse_ok("symbols:\n").symbols, SymbolsConfig{});
+}
+
+TEST(Config, SymbolsKeys) {
+  const Config c = parse_ok(
+      "symbols:\n"
+      "  debug_dirs: [/usr/lib/debug, /opt/debug]\n"
+      "  debuginfod_urls: [\"https://debuginfod.debian.net\", \"http://127.0.0.1:8002\"]\n"
+      "  cache_dir: /var/cache/lw\n"
+      "  cache_max_bytes: 1048576\n"
+      "  timeout_seconds: 5\n");
+  EXPECT_EQ(c.symbols.debug_dirs, (std::vector<std::string>{"/usr/lib/debug", "/opt/debug"}));
+  EXPECT_EQ(c.symbols.debuginfod_urls,
+            (std::vector<std::string>{"https://debuginfod.debian.net", "http://127.0.0.1:8002"}));
+  EXPECT_EQ(c.symbols.cache_dir, "/var/cache/lw");
+  EXPECT_EQ(c.symbols.cache_max_bytes, 1048576u);
+  EXPECT_EQ(c.symbols.timeout_seconds, 5u);
+  // An empty list turns the directory search off.
+  EXPECT_TRUE(parse_ok("symbols: {debug_dirs: []}\n").symbols.debug_dirs.empty());
+}
+
+TEST(Config, BadSymbolsKeys) {
+  auto has = [](const std::vector<ConfigError>& errors, const std::string& text) {
+    for (const ConfigError& e : errors)
+      if (e.message.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(parse_bad("symbols: {debug_dirs: [usr/lib/debug]}\n"), "absolute path"));
+  EXPECT_TRUE(has(parse_bad("symbols: {debug_dirs: /usr/lib/debug}\n"), "must be a sequence"));
+  EXPECT_TRUE(has(parse_bad("symbols: {debuginfod_urls: [ftp://x]}\n"), "http:// or https://"));
+  EXPECT_TRUE(has(parse_bad("symbols: {debuginfod_urls: [\"http://a b\"]}\n"), "spaces"));
+  EXPECT_TRUE(has(parse_bad("symbols: {cache_dir: cache}\n"), "absolute path"));
+  EXPECT_TRUE(has(parse_bad("symbols: {cache_max_bytes: 1000}\n"), "between 1048576"));
+  EXPECT_TRUE(has(parse_bad("symbols: {timeout_seconds: 0}\n"), "between 1 and 600"));
+  std::string many = "symbols:\n  debug_dirs:\n";
+  for (int i = 0; i < 17; ++i) many += "    - /d" + std::to_string(i) + "\n";
+  EXPECT_TRUE(has(parse_bad(many), "more than 16"));
+  const std::vector<ConfigError> typo = parse_bad("symbols: {debuginfod_url: []}\n");
+  ASSERT_FALSE(typo.empty());
+  EXPECT_EQ(typo[0].suggestion, "debuginfod_urls");
+}
+
 TEST(ConfigMatch, AllConditionsMustHold) {
   Config c = parse_ok(
       "targets:\n"

@@ -85,6 +85,19 @@ TEST(Metrics, OtherRowMakesSitesSumToProcessTotals) {
   EXPECT_TRUE(promtool_accepts(text, &out)) << out;
 }
 
+// A site whose frames have no name (stripped, or not symbolized yet) is
+// labelled with its leaf as module+offset, never "??" or "unknown".
+TEST(Metrics, UnnamedLeafIsModulePlusOffset) {
+  DaemonSnapshot snap = sample_snapshot("svc", 1, 1);
+  Frame& f = snap.processes[0].snapshot.sites[0].frames[0];
+  f = Frame{};
+  f.module = "/usr/bin/python3.11";
+  f.offset = 0xd0c9d;
+  std::string text = render_metrics(snap, {});
+  EXPECT_NE(text.find("site=\"python3.11+0xd0c9d\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("??"), std::string::npos);
+}
+
 // Every documented attach-error reason is exported from the start, at 0
 // until it happens, so rate()/increase() and the dashboard see the first.
 TEST(Metrics, AttachErrorReasonsStartAtZero) {
