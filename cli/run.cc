@@ -14,6 +14,7 @@
 #include "cli/options.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/debuginfod.h"
 #include "core/sandbox.h"
 #include "core/sd_notify.h"
 #include "service/daemon.h"
@@ -201,6 +202,11 @@ int run_daemon(int argc, char** argv) {
     LW_LOG_INFO("sandbox: capabilities kept: %s; dropped: %s%s", capability_list(caps->kept).c_str(),
                 capability_list(caps->dropped).c_str(),
                 caps->bounding_set_restricted ? "; bounding set restricted" : "");
+    // The seccomp filter will kill execve: debuginfod fetches (when
+    // configured, now or after a reload) run from a spawner forked now,
+    // while the daemon is one thread (core/debuginfod.h).
+    if (Status st = start_debuginfod_spawner(); !st)
+      LW_LOG_WARN("%s: debuginfod fetches will fail under the sandbox", st.error().message.c_str());
   } else {
     LW_LOG_WARN("sandbox: off (config 'sandbox: false'): every capability kept, no seccomp filter");
   }

@@ -8,7 +8,9 @@
 #include <linux/capability.h>
 #include <signal.h>
 #include <spawn.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -61,6 +63,7 @@ DebuginfodFetcher::DebuginfodFetcher(DebuginfodOptions options) : options_(std::
 
 DebuginfodFetcher::~DebuginfodFetcher() {
   for (auto& [id, child] : running_) {
+    if (child.pid < 0) continue;  // the spawner's
     kill(child.pid, SIGKILL);
     waitpid(child.pid, nullptr, 0);
     close(child.out_fd);
@@ -97,17 +100,19 @@ void DebuginfodFetcher::start(const std::string& build_id) {
   if (!make_dirs(options_.cache_dir)) return fail("cannot create the cache directory");
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return fail("pipe");
-  std::string urls;
-  for (const std::string& u : options_.urls) urls += (urls.empty() ? "" : " ") + u;
-  const uint64_t max_size = std::min<uint64_t>(options_.cache_max_bytes, 2ull << 30);
-  // Only these: nothing of the daemon's own environment reaches the child.
-  std::vector<std::string> env = {
-      "DEBUGINFOD_URLS=" + urls,
-      "DEBUGINFOD_CACHE_PATH=" + options_.cache_dir,
-      "DEBUGINFOD_TIMEOUT=" + std::to_string(options_.timeout_seconds),
-      "DEBUGINFOD_MAXTIME=" + std::to_string(options_.timeout_seconds),
-      "DEBUGINFOD_MAXSIZE=" + std::to_string(max_size),
-  };
+  std::vector<std::string> env = child_env();
+  if (int spawner = debuginfod_spawner_fd(); spawner >= 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    // build-id, timeout, then the environment, NUL-separated, one datagram.
+    std::string request = build_id + '\0' + std::to_string(options_.timeout_seconds) + '\0';
+    for (const std::string& e : env) request += e + '\0';
+    if (send(spawner, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size()))
+      return fail("the fetch spawner is gone");
+    Child child;  // no pid: the spawner runs it and enforces its deadline
+    running_.emplace(build_id, std::move(child));
+    return;
+  }
   const std::string timeout = std::to_string(options_.timeout_seconds);
   std::vector<char*> envp, argv;
   for (std::string& e : env) envp.push_back(e.data());
@@ -147,6 +152,20 @@ void DebuginfodFetcher::start(const std::string& build_id) {
   running_.emplace(build_id, std::move(child));
 }
 
+std::vector<std::string> DebuginfodFetcher::child_env() const {
+  std::string urls;
+  for (const std::string& u : options_.urls) urls += (urls.empty() ? "" : " ") + u;
+  const uint64_t max_size = std::min<uint64_t>(options_.cache_max_bytes, 2ull << 30);
+  // Only these: nothing of the daemon's own environment reaches the child.
+  return {
+      "DEBUGINFOD_URLS=" + urls,
+      "DEBUGINFOD_CACHE_PATH=" + options_.cache_dir,
+      "DEBUGINFOD_TIMEOUT=" + std::to_string(options_.timeout_seconds),
+      "DEBUGINFOD_MAXTIME=" + std::to_string(options_.timeout_seconds),
+      "DEBUGINFOD_MAXSIZE=" + std::to_string(max_size),
+  };
+}
+
 void DebuginfodFetcher::finish(const std::string& build_id, Child& child, bool timed_out) {
   char buf[1024];
   for (;;) {
@@ -158,8 +177,13 @@ void DebuginfodFetcher::finish(const std::string& build_id, Child& child, bool t
   }
   close(child.out_fd);
   child.out_fd = -1;
+  finish_output(build_id, child.output, timed_out);
+}
+
+void DebuginfodFetcher::finish_output(const std::string& build_id, const std::string& output,
+                                      bool timed_out) {
   unsigned long long size = 0;
-  if (!timed_out && sscanf(child.output.c_str(), "ok %llu", &size) == 1) {
+  if (!timed_out && sscanf(output.c_str(), "ok %llu", &size) == 1) {
     ++counters_.hits;
     counters_.bytes += size;
     // Fetched: never asked again while this fetcher lives (the file is in
@@ -170,7 +194,7 @@ void DebuginfodFetcher::finish(const std::string& build_id, Child& child, bool t
   } else {
     ++counters_.failures;
     if (timed_out) ++counters_.timeouts;
-    std::string why = timed_out ? "timed out" : child.output.substr(0, child.output.find('\n'));
+    std::string why = timed_out ? "timed out" : output.substr(0, output.find('\n'));
     LW_LOG_INFO("debuginfod: no debug file for %s: %s", build_id.c_str(),
                 why.empty() ? "helper failed" : why.c_str());
     done_[build_id] = Clock::now() + options_.retry_after;
@@ -185,8 +209,29 @@ void DebuginfodFetcher::finish(const std::string& build_id, Child& child, bool t
 
 std::vector<DebuginfodFetcher::Outcome> DebuginfodFetcher::poll() {
   const auto now = Clock::now();
+  if (int spawner = debuginfod_spawner_fd(); spawner >= 0) {
+    // Replies: build-id, "1" when it timed out, the child's output.
+    char buf[kMaxChildOutput + 256];
+    for (;;) {
+      ssize_t n = recv(spawner, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      std::string reply(buf, static_cast<size_t>(n));
+      const size_t a = reply.find('\0'), b = a == std::string::npos ? a : reply.find('\0', a + 1);
+      if (b == std::string::npos) continue;
+      const std::string id = reply.substr(0, a);
+      auto it = running_.find(id);
+      if (it == running_.end()) continue;
+      finish_output(id, reply.substr(b + 1), reply.substr(a + 1, b - a - 1) == "1");
+      running_.erase(it);
+    }
+  }
   for (auto it = running_.begin(); it != running_.end();) {
     Child& child = it->second;
+    if (child.pid < 0) {  // the spawner's: it answers, whatever happens
+      ++it;
+      continue;
+    }
     int status = 0;
     pid_t r = waitpid(child.pid, &status, WNOHANG);
     bool timed_out = false;
@@ -351,5 +396,115 @@ int debuginfod_fetch_main(int argc, char** argv) {
   close(fd);
   return 0;
 }
+
+namespace {
+
+int g_spawner_fd = -1;
+
+// Runs one fetch child, at most `timeout` seconds (plus the grace), and
+// returns its output; *timed_out when it had to be killed.
+std::string run_fetch_child(const std::string& build_id, uint32_t timeout,
+                            std::vector<std::string> env, bool* timed_out) {
+  *timed_out = false;
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return "error pipe";
+  std::vector<char*> envp, argv;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string arg0 = "leakwatch", arg1 = "debuginfod-fetch", arg2 = build_id, arg3 = std::to_string(timeout);
+  argv = {arg0.data(), arg1.data(), arg2.data(), arg3.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (rc != 0) {
+    close(pipe_fds[0]);
+    return std::string("error ") + strerror(rc);
+  }
+  std::string output;
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout) + kKillGrace;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      *timed_out = true;
+      break;
+    }
+    struct pollfd pfd = {pipe_fds[0], POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) < 0 && errno != EINTR) break;
+    char buf[1024];
+    ssize_t n = read(pipe_fds[0], buf, sizeof(buf));
+    if (n == 0) break;  // the child closed its output: it is done
+    if (n > 0 && output.size() < kMaxChildOutput) output.append(buf, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  if (*timed_out) kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return output;
+}
+
+[[noreturn]] void spawner_main(int fd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) _exit(0);  // the daemon is already gone
+  prctl(PR_SET_NAME, "lw-fetch-spawn");
+  // No capabilities: it only starts the fetch child (which has none either).
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  (void)syscall(SYS_capset, &header, data);
+  signal(SIGPIPE, SIG_IGN);
+  char buf[16384];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(0);  // the daemon closed its end
+    std::vector<std::string> fields;
+    size_t start = 0;
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      if (buf[i] != '\0') continue;
+      fields.emplace_back(buf + start, i - start);
+      start = i + 1;
+    }
+    if (fields.size() < 2 || !hex_name(fields[0].c_str())) continue;
+    const uint32_t timeout = static_cast<uint32_t>(std::min<unsigned long>(strtoul(fields[1].c_str(), nullptr, 10), 3600));
+    std::vector<std::string> env;
+    for (size_t i = 2; i < fields.size(); ++i)
+      if (fields[i].rfind("DEBUGINFOD_", 0) == 0) env.push_back(fields[i]);
+    bool timed_out = false;
+    std::string output = run_fetch_child(fields[0], timeout, std::move(env), &timed_out);
+    std::string reply = fields[0] + '\0' + (timed_out ? "1" : "0") + '\0' + output;
+    (void)send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+  }
+}
+
+}  // namespace
+
+Status start_debuginfod_spawner() {
+  if (g_spawner_fd >= 0) return ok_status();
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
+    return errno_error("debuginfod spawner: socketpair");
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return errno_error("debuginfod spawner: fork");
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    // Only the socket and the standard streams stay open.
+    for (int fd = 3; fd < 1024; ++fd)
+      if (fd != fds[1]) close(fd);
+    spawner_main(fds[1]);
+  }
+  close(fds[1]);
+  g_spawner_fd = fds[0];
+  return ok_status();
+}
+
+int debuginfod_spawner_fd() { return g_spawner_fd; }
 
 }  // namespace lw

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "core/result.h"
+
 namespace lw {
 
 struct DebuginfodOptions {
@@ -84,7 +86,9 @@ class DebuginfodFetcher {
     std::chrono::steady_clock::time_point deadline;
   };
   void start(const std::string& build_id);
+  std::vector<std::string> child_env() const;
   void finish(const std::string& build_id, Child& child, bool timed_out);
+  void finish_output(const std::string& build_id, const std::string& output, bool timed_out);
   void trim_cache();
 
   DebuginfodOptions options_;
@@ -101,6 +105,18 @@ class DebuginfodFetcher {
 // is at most `max_bytes`. Returns the number of directories deleted. Only
 // directories whose name is a hex build-id are touched.
 uint64_t trim_debuginfod_cache(const std::string& cache_dir, uint64_t max_bytes);
+
+// The daemon runs under a seccomp filter that kills execve (core/sandbox.h,
+// decision 34), so before it installs the filter, while it is still one
+// thread, it forks a spawner: a small process outside the filter, with no
+// capabilities, that dies with the daemon (PR_SET_PDEATHSIG) and runs the
+// fetch children for it, one at a time, on requests over a socket pair
+// (build-id, timeout, the child's environment), enforcing the deadline
+// itself and answering with the child's output. Without a spawner (`top`,
+// `snapshot`, `sandbox: false`) DebuginfodFetcher spawns the child itself.
+Status start_debuginfod_spawner();
+// The daemon's end of the spawner's socket, -1 when there is none.
+int debuginfod_spawner_fd();
 
 // `leakwatch debuginfod-fetch BUILD_ID`: the child's side. Prints one line,
 // "ok SIZE PATH" or "error CODE MESSAGE", and returns 0 or 1.
