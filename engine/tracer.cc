@@ -484,8 +484,13 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     return l;
   };
   std::vector<Located> where;
-  where.reserve(stored.frames.size());
-  for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
+  auto locate_all = [&] {
+    where.clear();
+    for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
+  };
+  locate_all();
+  // A refresh replaced proc.maps: the entries found before it are freed.
+  if (refreshed) locate_all();
   // The leaf is the allocator's caller: frames inside the probed functions
   // themselves (operator new calling malloc, the mmap wrapper around its
   // syscall) are not the site (decision 31).
