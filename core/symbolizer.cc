@@ -211,19 +211,25 @@ Frame Symbolizer::symbolize(const ModuleRef& module, uint64_t file_offset) {
                                             : std::string();
   if (!m.elf) return frame;
 
+  auto resolve = [&](uint64_t lookup) {
+    auto it = m.cache.find(lookup);
+    if (it == m.cache.end()) {
+      if (m.cache.size() >= std::max<size_t>(impl_->limits.max_cached_addresses_per_module, 1)) {
+        m.cache.clear();
+      }
+      it = m.cache.emplace(lookup, impl_->resolve(m, lookup)).first;
+    }
+    frame.function = it->second.function;
+    frame.file = it->second.file;
+    frame.line = it->second.line;
+  };
   // A return address points after the call; offset-1 is inside the call
   // instruction, so the caller's line (not the next statement) is found.
-  const uint64_t lookup = file_offset > 0 ? file_offset - 1 : 0;
-  auto it = m.cache.find(lookup);
-  if (it == m.cache.end()) {
-    if (m.cache.size() >= std::max<size_t>(impl_->limits.max_cached_addresses_per_module, 1)) {
-      m.cache.clear();
-    }
-    it = m.cache.emplace(lookup, impl_->resolve(m, lookup)).first;
-  }
-  frame.function = it->second.function;
-  frame.file = it->second.file;
-  frame.line = it->second.line;
+  resolve(file_offset > 0 ? file_offset - 1 : 0);
+  // No function before it, so no call either: the address is where a
+  // function begins, e.g. glibc's __restore_rt, "returned to" by a signal
+  // handler and preceded by padding that no symbol covers.
+  if (frame.function.empty() && file_offset > 0) resolve(file_offset);
   return frame;
 }
 
