@@ -93,6 +93,8 @@ std::vector<OwnedStack> owned_stacks(const Json &snapshot, const Json &truth) {
   return out;
 }
 
+const std::set<std::string> kTargetModules = {"native_stacks", "libnative_dl.so"};
+
 // Sites whose leaf is the allocator's caller: the site function itself.
 const std::set<std::string> kDirectSites = {"new_array_site", "qsort_compare_site", "signal_site",
                                             "native_dl_site",  "mmap_site",          "nocfi_call_malloc"};
@@ -157,7 +159,10 @@ void expect_frames_match_backtrace(const Json &snapshot, const Json &truth, cons
       } else {
         EXPECT_EQ(how, "cfi") << "frame " << i << where << context;
       }
-      EXPECT_FALSE(frames[i].value("function", "").empty()) << "frame " << i << " unsymbolized" << where << context;
+      // The target's modules have symbols (libc's internals need libc6-dbg).
+      if (kTargetModules.count(file_name(frames[i].value("module", "")))) {
+        EXPECT_FALSE(frames[i].value("function", "").empty()) << "frame " << i << " unsymbolized" << where << context;
+      }
     }
     std::vector<std::string> tail;
     for (size_t i = s.k + 1; i < frames.size(); ++i) tail.push_back(frame_key(frames[i]));
@@ -207,8 +212,7 @@ TEST_F(NativeStacks, ExactBytesPerSite) {
   TraceSession &session = all_sites_session();
   std::set<std::string> sites;
   for (const auto &[site, bytes] : session.truth().at("sites").items()) sites.insert(site);
-  expect_exact_bytes(session.snapshot(), session.truth(), sites, {"native_stacks", "libnative_dl.so"},
-                     context(session));
+  expect_exact_bytes(session.snapshot(), session.truth(), sites, kTargetModules, context(session));
   EXPECT_EQ(session.snapshot().at("live_bytes").get<int64_t>(), session.truth().at("total_live").get<int64_t>())
       << context(session);
 }
@@ -216,17 +220,24 @@ TEST_F(NativeStacks, ExactBytesPerSite) {
 // new[] four calls below main: libstdc++'s operator new[] -> new -> malloc.
 TEST_F(NativeStacks, NewArrayChainMatchesBacktrace) { check_site("new_array_site"); }
 
-// std::string storage allocated inside libstdc++: the leaf is its
-// _M_create, and the unwinder goes from libstdc++ back into the program.
+// std::string storage allocated inside libstdc++ (assign -> _M_replace_aux
+// -> _M_mutate -> _M_create -> operator new): the leaf is a basic_string
+// member in libstdc++, and the unwinder goes from there back into the
+// program. Debian's libstdc++ 12 _M_create jumps to operator new (a tail
+// call), so its frame is gone by then: the leaf is _M_mutate, as it is
+// for any unwinder.
 TEST_F(NativeStacks, StringStorageInsideLibstdcxxMatchesBacktrace) {
   check_site("string_site");
   TraceSession &session = all_sites_session();
   for (const OwnedStack &s : owned_stacks(session.snapshot(), session.truth())) {
     if (s.site != "string_site" || s.json->at("live_bytes").get<int64_t>() == 0) continue;
-    const Json &leaf = s.json->at("frames").at(0);
-    EXPECT_EQ(file_name(leaf.value("module", "")).rfind("libstdc++", 0), 0u) << context(session);
-    EXPECT_NE(leaf.value("function", "").find("_M_create"), std::string::npos) << context(session);
-    EXPECT_GE(s.k, 1u) << context(session);
+    const std::string where = "\n" + describe_frames(s.json->at("frames")) + context(session);
+    EXPECT_GE(s.k, 1u) << where;
+    for (size_t i = 0; i < s.k; ++i) {
+      const Json &frame = s.json->at("frames").at(i);
+      EXPECT_EQ(file_name(frame.value("module", "")).rfind("libstdc++", 0), 0u) << where;
+      EXPECT_NE(frame.value("function", "").find("basic_string"), std::string::npos) << where;
+    }
   }
 }
 
@@ -247,8 +258,30 @@ TEST_F(NativeStacks, QsortCallbackThroughLibcMatchesBacktrace) {
 }
 
 // malloc in a signal handler: through the kernel's signal frame
-// (__restore_rt) into raise() and the code that called it.
-TEST_F(NativeStacks, SignalHandlerThroughSignalFrameMatchesBacktrace) { check_site("signal_site"); }
+// (__restore_rt) into raise() and the code that called it. The frame above
+// the signal frame is the interrupted instruction itself, for both.
+TEST_F(NativeStacks, SignalHandlerThroughSignalFrameMatchesBacktrace) {
+  check_site("signal_site");
+  // With libc's symbols (libc6-dbg: __restore_rt is not a dynamic symbol),
+  // the handler returns into __restore_rt, which begins right after
+  // padding: named although offset-1 lies in no function.
+  TraceSession &session = all_sites_session();
+  for (const OwnedStack &s : owned_stacks(session.snapshot(), session.truth())) {
+    if (s.site != "signal_site" || s.json->at("live_bytes").get<int64_t>() == 0) continue;
+    const Json &frames = s.json->at("frames");
+    bool libc_symbols = false;
+    for (const Json &f : frames) libc_symbols = libc_symbols || f.value("function", "") == "__libc_start_call_main";
+    if (!libc_symbols) continue;
+    bool restore_rt = false;
+    for (size_t i = 1; i < frames.size(); ++i) {
+      if (frames[i].value("function", "") == "__restore_rt") {
+        restore_rt = true;
+        EXPECT_EQ(frames[i - 1].value("function", ""), "on_sigusr1") << describe_frames(frames);
+      }
+    }
+    EXPECT_TRUE(restore_rt) << describe_frames(frames) << context(session);
+  }
+}
 
 // A dlopen()ed -O2 library, back into the program that called it.
 TEST_F(NativeStacks, DlopenedLibraryMatchesBacktrace) { check_site("native_dl_site"); }
