@@ -473,8 +473,18 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   auto locate = [&](const StoredFrame& f) {
     Located l;
     if (f.ino) {
-      l.map = find_object_mapping(proc.maps, f.dev, f.ino);
-      if (!l.map && refresh()) l.map = find_object_mapping(proc.maps, f.dev, f.ino);
+      // Mapped from overlayfs, the object is its layer file to the BPF side
+      // and the overlay file to /proc/PID/maps (core/overlay.h).
+      auto find = [&] {
+        const MapEntry* m = find_object_mapping(proc.maps, f.dev, f.ino);
+        if (!m && unwind_) {
+          for (const auto& [dev, ino] : unwind_->user_identities(f.dev, f.ino))
+            if ((m = find_object_mapping(proc.maps, dev, ino))) break;
+        }
+        return m;
+      };
+      l.map = find();
+      if (!l.map && refresh()) l.map = find();
       l.offset = f.addr;
     } else {
       l.map = find_mapping(proc.maps, f.addr);
