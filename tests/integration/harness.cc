@@ -75,7 +75,10 @@ pid_t fork_onto(pid_t want_pid) {
 
 }  // namespace
 
-std::string target_path(const std::string &name) { return std::string(LW_TARGETS_DIR) + "/" + name; }
+std::string target_path(const std::string &name) {
+  if (!name.empty() && name[0] == '/') return name;
+  return std::string(LW_TARGETS_DIR) + "/" + name;
+}
 
 Process::Process(const std::vector<std::string> &argv, Options options) : name_(basename_of(argv.at(0))) {
   std::vector<char *> args;

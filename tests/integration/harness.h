@@ -25,7 +25,8 @@ namespace lw::itest {
 using Json = nlohmann::json;
 using std::chrono::milliseconds;
 
-// Path of a target program or library built from tests/targets.
+// Path of a target program or library built from tests/targets; an
+// absolute path is returned as it is (a copy elsewhere, e.g. on overlayfs).
 std::string target_path(const std::string &name);
 
 // A child process with pipes on stdin and stdout. Its stderr goes to an
@@ -70,7 +71,7 @@ class Process {
 };
 
 struct TraceOptions {
-  std::string target;  // program name in the targets directory
+  std::string target;  // program name in the targets directory, or an absolute path
   std::vector<std::string> target_args;
   std::vector<std::string> target_env;      // "NAME=VALUE" added to the target's environment
   std::vector<std::string> leakwatch_args;  // after top -p PID --json --interval 0.2

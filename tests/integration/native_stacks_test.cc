@@ -17,12 +17,14 @@
 //   from its second on, one for one, by module file name and file offset
 //   (both are return addresses, except the frame a signal interrupted,
 //   which both report as its exact pc), to the end (_start), in number too.
-#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cinttypes>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -328,6 +330,86 @@ TEST_F(NativeStacks, LightModeMmapSiteHasItsCaller) {
   const std::string ctx = context(session);
   expect_exact_bytes(session.snapshot(), session.truth(), {"mmap_site"}, {"native_stacks"}, ctx);
   expect_frames_match_backtrace(session.snapshot(), session.truth(), "mmap_site", ctx);
+}
+
+// A directory mounted as overlayfs, as a container runtime mounts an
+// image: lower/ holds copies of the target program and its library, the
+// program runs from merged/. Unmounted and removed at the end.
+class OverlayDir {
+ public:
+  OverlayDir() {
+    char tmpl[] = "/tmp/lw-overlay-XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + strerror(errno));
+    dir_ = tmpl;
+    for (const char *sub : {"lower", "upper", "work", "merged"}) std::filesystem::create_directory(dir_ + "/" + sub);
+    for (const char *file : {"native_stacks", "libnative_dl.so"}) {
+      std::filesystem::copy_file(target_path(file), dir_ + "/lower/" + file);
+    }
+    const std::string options = "lowerdir=" + dir_ + "/lower,upperdir=" + dir_ + "/upper,workdir=" + dir_ + "/work";
+    if (mount("overlay", merged().c_str(), "overlay", 0, options.c_str()) != 0) {
+      error_ = std::string("mount -t overlay: ") + strerror(errno);
+    } else {
+      mounted_ = true;
+    }
+  }
+  ~OverlayDir() {
+    if (mounted_) umount2(merged().c_str(), MNT_DETACH);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string merged() const { return dir_ + "/merged"; }
+  std::string lower() const { return dir_ + "/lower"; }
+  const std::string &error() const { return error_; }  // "" once mounted
+
+ private:
+  std::string dir_;
+  std::string error_;
+  bool mounted_ = false;
+};
+
+// What each side calls the overlay's files: /proc/PID/maps, stat() of the
+// merged and the layer file (the BPF side reads vma->vm_file->f_inode, the
+// layer file, on kernels with backing files).
+std::string overlay_identities(pid_t pid, const OverlayDir &overlay) {
+  std::ostringstream out;
+  out << "/proc/" << pid << "/maps (overlay files):\n";
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find(overlay.merged()) != std::string::npos) out << "  " << line << "\n";
+  for (const std::string &path : {overlay.merged() + "/native_stacks", overlay.lower() + "/native_stacks",
+                                   overlay.merged() + "/libnative_dl.so", overlay.lower() + "/libnative_dl.so"}) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0)
+      out << "  stat " << path << ": dev " << major(st.st_dev) << ":" << minor(st.st_dev) << " ino " << st.st_ino
+          << "\n";
+  }
+  return out.str();
+}
+
+// The program and its library run from overlayfs (a container's root): the
+// kernel maps the layer files, /proc/PID/maps names the overlay's, and
+// leakwatch must still tie frames to modules and tables (both identities
+// registered, engine/unwind_tables.cc; core/overlay.h).
+TEST_F(NativeStacks, OverlayfsProgramAndLibraryResolve) {
+  OverlayDir overlay;
+  if (!overlay.error().empty()) GTEST_SKIP() << "no overlayfs here: " << overlay.error();
+  TraceSession session({.target = overlay.merged() + "/native_stacks", .target_args = {"new_array", "string", "dl"}});
+  const std::string ctx = context(session) + overlay_identities(session.target_pid(), overlay);
+  const std::set<std::string> sites = {"new_array_site", "string_site", "native_dl_site"};
+  expect_exact_bytes(session.snapshot(), session.truth(), sites, kTargetModules, ctx);
+  for (const std::string &site : sites) expect_frames_match_backtrace(session.snapshot(), session.truth(), site, ctx);
+  // The modules are the overlay's paths, as the process sees them.
+  int overlay_frames = 0;
+  for (const Json &site : session.snapshot().at("sites")) {
+    for (const Json &frame : site.at("frames")) {
+      const std::string module = frame.value("module", "");
+      if (kTargetModules.count(file_name(module))) {
+        EXPECT_EQ(module.rfind(overlay.merged() + "/", 0), 0u) << module << ctx;
+        ++overlay_frames;
+      }
+    }
+  }
+  EXPECT_GT(overlay_frames, 0) << ctx;
 }
 
 }  // namespace
