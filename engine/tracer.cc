@@ -506,11 +506,27 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   // syscall) are not the site (decision 31).
   size_t first = 0;
   if (proc.attacher) {
-    while (first + 1 < where.size() && where[first].map && where[first].map->is_file() &&
-           proc.attacher->in_probed_function(
-               kernel_dev(where[first].map->dev_major, where[first].map->dev_minor),
-               where[first].map->inode, where[first].offset))
-      ++first;
+    auto probed = [&](size_t i) {
+      return where[i].map && where[i].map->is_file() &&
+             proc.attacher->in_probed_function(kernel_dev(where[i].map->dev_major, where[i].map->dev_minor),
+                                               where[i].map->inode, where[i].offset);
+    };
+    while (first + 1 < where.size() && probed(first)) ++first;
+    // When the operator new that called malloc was called by another new
+    // (libstdc++'s nothrow new calls new), the walk goes through the outer
+    // new's frame and reaches its caller again, after the hint that named
+    // it: site (hint), operator new(nothrow), site. The caller once.
+    if (first < where.size() && stored.frames[first].how == LW_UNWOUND_HINT) {
+      const StoredFrame& hint = stored.frames[first];
+      for (size_t j = first + 1; j < where.size(); ++j) {
+        const StoredFrame& f = stored.frames[j];
+        if (f.ino == hint.ino && f.dev == hint.dev && f.addr == hint.addr) {
+          first = j;
+          break;
+        }
+        if (!probed(j)) break;
+      }
+    }
   }
   for (size_t i = first; i < where.size(); ++i) {
     const MapEntry* m = where[i].map;
