@@ -98,8 +98,9 @@ std::vector<OwnedStack> owned_stacks(const Json &snapshot, const Json &truth) {
 const std::set<std::string> kTargetModules = {"native_stacks", "libnative_dl.so"};
 
 // Sites whose leaf is the allocator's caller: the site function itself.
-const std::set<std::string> kDirectSites = {"new_array_site", "qsort_compare_site", "signal_site",
-                                            "native_dl_site",  "mmap_site",          "nocfi_call_malloc"};
+const std::set<std::string> kDirectSites = {"new_array_site", "nothrow_new_site", "qsort_compare_site", "signal_site",
+                                            "async_signal_site", "native_dl_site",   "mmap_site",
+                                            "nocfi_call_malloc"};
 
 // Exact bytes per site (summed over the site's stacks), kinds, nothing
 // left to other frames of the target's modules, and total_live.
@@ -222,6 +223,10 @@ TEST_F(NativeStacks, ExactBytesPerSite) {
 // new[] four calls below main: libstdc++'s operator new[] -> new -> malloc.
 TEST_F(NativeStacks, NewArrayChainMatchesBacktrace) { check_site("new_array_site"); }
 
+// nothrow new[]: the outer operator new calls the inner one, so its frame
+// is on the stack; the leaf is still the caller, seen once.
+TEST_F(NativeStacks, NothrowNewChainMatchesBacktrace) { check_site("nothrow_new_site"); }
+
 // std::string storage allocated inside libstdc++ (assign -> _M_replace_aux
 // -> _M_mutate -> _M_create -> operator new): the leaf is a basic_string
 // member in libstdc++, and the unwinder goes from there back into the
@@ -282,6 +287,30 @@ TEST_F(NativeStacks, SignalHandlerThroughSignalFrameMatchesBacktrace) {
       }
     }
     EXPECT_TRUE(restore_rt) << describe_frames(frames) << context(session);
+  }
+}
+
+// malloc in the handler of a CPU-time timer signal that lands anywhere in a
+// spinning -O2 loop (a prologue, an epilogue, the loop): the frame above
+// the signal frame is the interrupted pc itself, not a return address.
+TEST_F(NativeStacks, TimerSignalAnywhereInLoopMatchesBacktrace) {
+  check_site("async_signal_site");
+  TraceSession &session = all_sites_session();
+  for (const OwnedStack &s : owned_stacks(session.snapshot(), session.truth())) {
+    if (s.site != "async_signal_site" || s.json->at("live_bytes").get<int64_t>() == 0) continue;
+    const Json &frames = s.json->at("frames");
+    bool spinning = false;
+    for (const Json &f : frames) {
+      const std::string function = f.value("function", "");
+      spinning = spinning || function == "spin_step" || function == "spin_chain_2";
+    }
+    EXPECT_TRUE(spinning) << "the signal interrupted the spin loop\n" << describe_frames(frames) << context(session);
+    std::cout << "[ info ] the timer signal interrupted:";
+    for (size_t i = 0; i < frames.size(); ++i)
+      if (i > 0 && frames[i - 1].value("function", "") == "on_sigprof") {
+        for (size_t j = i; j < std::min(frames.size(), i + 3); ++j) std::cout << " " << frame_key(frames[j]) << " " << frames[j].value("function", "");
+      }
+    std::cout << "\n";
   }
 }
 

@@ -6,12 +6,15 @@
 // truth; tests/integration/native_stacks_test.cc compares leakwatch's
 // frames with it. See target_protocol.h.
 //
-//   native_stacks [GROUP...]   GROUP: new_array string containers qsort
-//                              signal dl mmap nocfi (default: all of them)
+//   native_stacks [GROUP...]   GROUP: new_array nothrow_new string containers qsort
+//                              signal async_signal dl mmap nocfi
+//                              (default: all of them)
 //
 // Sites (the function named in "sites"; each is reached through at least
 // three chain functions below main):
 //   new_array_site      new char[] (operator new[] -> operator new -> malloc)
+//   nothrow_new_site    new (std::nothrow) char[]: libstdc++'s nothrow new[]
+//                       calls new[] (a call, so its frame is on the stack)
 //   string_site         std::string::assign: the storage is allocated inside
 //                       libstdc++ (_M_replace_aux -> _M_mutate -> _M_create ->
 //                       operator new), so the leaf is libstdc++'s _M_create
@@ -23,6 +26,8 @@
 //   signal_site         malloc in a signal handler raised with raise(): the
 //                       stack goes through the kernel's signal frame
 //                       (__restore_rt) into libc's raise
+//   async_signal_site   malloc in the handler of a CPU-time timer signal
+//                       that interrupts a spinning -O2 loop anywhere
 //   native_dl_site      malloc in libnative_dl.so, dlopen()ed (before
 //                       "ready", so its table exists when leakwatch attaches)
 //   mmap_site           mmap through glibc's wrapper (kind mmap)
@@ -40,9 +45,11 @@
 #include <link.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -152,6 +159,30 @@ LW_FN unsigned long long new_array_chain_1(unsigned long n) {
 }
 LW_FN void run_new_array() {
   site_bytes("new_array_site", new_array_chain_1(1234));
+  LW_NO_TAIL_CALL();
+}
+
+// ---- (a') nothrow new[]: libstdc++'s nothrow new[] calls new[] (a real
+// call, not a jump), which jumps to new, which calls malloc ----------------
+
+LW_FN unsigned long long nothrow_new_site(unsigned long n) {
+  char *p = new (std::nothrow) char[n];
+  keep_ptr(p);
+  record_backtrace("nothrow_new_site");
+  return n;
+}
+LW_FN unsigned long long nothrow_new_chain_2(unsigned long n) {
+  unsigned long long r = nothrow_new_site(n);
+  LW_NO_TAIL_CALL();
+  return r;
+}
+LW_FN unsigned long long nothrow_new_chain_1(unsigned long n) {
+  unsigned long long r = nothrow_new_chain_2(n);
+  LW_NO_TAIL_CALL();
+  return r;
+}
+LW_FN void run_nothrow_new() {
+  site_bytes("nothrow_new_site", nothrow_new_chain_1(2345));
   LW_NO_TAIL_CALL();
 }
 
@@ -314,6 +345,48 @@ LW_FN void run_signal() {
   LW_NO_TAIL_CALL();
 }
 
+// ---- (e') malloc in a handler of a timer signal, wherever it lands ----------
+// The interrupted pc is any instruction of the spinning code (a prologue,
+// an epilogue, the loop), not a return address: the frame above the
+// signal frame is looked up at the pc itself, by both unwinders.
+
+namespace {
+volatile sig_atomic_t timer_fired;
+volatile unsigned long spin_sink;
+}
+
+LW_FN void async_signal_site() {
+  keep_ptr(malloc(333));
+  record_backtrace("async_signal_site");
+  LW_NO_TAIL_CALL();
+}
+LW_FN void on_sigprof(int) {
+  if (!timer_fired) async_signal_site();
+  timer_fired = 1;
+  LW_NO_TAIL_CALL();
+}
+LW_FN unsigned long spin_step(unsigned long x) {
+  spin_sink = spin_sink + x;
+  LW_NO_TAIL_CALL();
+  return x * 2654435761u;
+}
+LW_FN void spin_chain_2() {
+  // One shot of 2 ms on the process's CPU clock: it fires in this loop.
+  struct itimerval shot = {{0, 0}, {0, 2000}};
+  if (setitimer(ITIMER_PROF, &shot, nullptr) != 0) lw_die("setitimer");
+  for (unsigned long i = 0; !timer_fired; i++) spin_step(i);
+  LW_NO_TAIL_CALL();
+}
+LW_FN void spin_chain_1() {
+  spin_chain_2();
+  LW_NO_TAIL_CALL();
+}
+LW_FN void run_async_signal() {
+  spin_chain_1();
+  site_bytes("async_signal_site", 333);
+  LW_NO_TAIL_CALL();
+}
+
 // ---- (f) a dlopen()ed library, also -O2 without frame pointers -------------
 
 namespace {
@@ -390,8 +463,9 @@ struct Group {
   const char *name;
   void (*run)();
 };
-const Group groups[] = {{"new_array", run_new_array}, {"string", run_string}, {"containers", run_containers},
-                        {"qsort", run_qsort},         {"signal", run_signal}, {"dl", run_dl},
+const Group groups[] = {{"new_array", run_new_array}, {"nothrow_new", run_nothrow_new}, {"string", run_string}, {"containers", run_containers},
+                        {"qsort", run_qsort},         {"signal", run_signal}, {"async_signal", run_async_signal},
+                        {"dl", run_dl},
                         {"mmap", run_mmap},           {"nocfi", run_nocfi}};
 
 void setup() {
@@ -409,6 +483,8 @@ void setup() {
   sa.sa_handler = on_sigusr1;
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGUSR1, &sa, nullptr) != 0) lw_die("sigaction");
+  sa.sa_handler = on_sigprof;
+  if (sigaction(SIGPROF, &sa, nullptr) != 0) lw_die("sigaction");
 
   char path[4096 + 32];
   snprintf(path, sizeof path, "%s/libnative_dl.so", program_dir);
