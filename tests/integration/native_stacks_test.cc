@@ -10,7 +10,8 @@
 //   in S. For a site that calls the allocator itself, k must be 0: the leaf
 //   is the allocator's caller (leakwatch skips the frames inside the probed
 //   operator new and mmap wrapper). Frames below k are code S called that
-//   allocated for it (libstdc++'s _M_create, vector's _M_realloc_insert).
+//   allocated for it (libstdc++'s basic_string members, vector's
+//   _M_realloc_insert).
 // - The target called backtrace() inside S, so its first return address is
 //   in S at that call, not at the allocation: frame k is compared by
 //   function only. Every frame above k must equal the backtrace's frames
@@ -134,7 +135,7 @@ void expect_exact_bytes(const Json &snapshot, const Json &truth, const std::set<
 }
 
 // The frames of every stack of `site` against the truth's backtraces, and
-// how each frame was found. `light`: no heap probes, so no hint frames.
+// how each frame was found.
 void expect_frames_match_backtrace(const Json &snapshot, const Json &truth, const std::string &site,
                                    const std::string &context) {
   const auto backtraces = backtraces_of(truth);
