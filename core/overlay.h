@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files mapped from overlayfs (containers): the kernel maps the layer's
 // own file (a "backing file"), so the BPF side, which reads
 // vma->vm_file->f_inode, sees the layer file's (device, inode), while

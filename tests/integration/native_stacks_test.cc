@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Native stacks on code built the way users build it (tests/targets/native:
 // -O2, no frame pointers): leakwatch's frames must be the ones glibc's own
 // unwinder finds at each site, every frame found through call-frame

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # check_no_fde.sh ELF FUNCTION: fails if any FDE in ELF's .eh_frame (or
 # .debug_frame) covers a byte of FUNCTION, i.e. if the no-CFI region of the
 # native-stack tests got described after all.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libnative_dl.so: dlopen()ed by native_stacks, built like it (-O2, no
 // frame pointers). Its leak goes through three of its own frames; the
 // program passes in its backtrace recorder (this library has no ground

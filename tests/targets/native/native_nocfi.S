@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A function that nothing describes: no .cfi directives (so the assembler
  * emits no FDE for it, checked by the build with readelf) and no frame
  * pointer, in a section of its own. It calls malloc with 24 bytes of its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leaks through call chains built the way users build code: -O2 without
 // frame pointers (tests/targets/native/CMakeLists.txt), so only the
 // objects' .eh_frame describes the stack. Each site records glibc's own
