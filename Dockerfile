@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The image deploy/kubernetes runs (ghcr.io/leakwatch/leakwatch). Built and
 # installed through the same scripts as README, "Run it in production"
 # (tests/deploy/dockerfile_test.sh checks that): the build stage makes the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Daemon consumer throughput: ring-buffer records decoded and applied to the
 // heap tracker, on one core, by replaying a recording.
 //

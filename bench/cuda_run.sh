@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CUDA probe cost on the stand-in libraries (tests/targets/cuda): ns per
 # cudaMalloc+cudaFree pair (runtime -> nested driver call) and per
 # cuMemAlloc_v2+cuMemFree_v2 pair, without and with `leakwatch top`

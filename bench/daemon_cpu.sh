@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The daemon's own CPU while it applies a steady event stream (issue 6,
 # benchmark 4: "CPU of the daemon at 100k events/s"), measured on the whole
 # `leakwatch run` process, not derived from the consumer benchmark: ring

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Detection latency in `auto` mode: minutes from the start of a 1 MiB/min
 # leak (tests/targets/steady_leaker) until leakwatch flags it, with the
 # shipped defaults for escalation and analysis (docs/config.md). Prints when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /metrics rendering cost and its effect on event consumption, in one run:
 //  1. render a snapshot with ~10,000 series, N times: ms per render (target
 //     <= 50 ms);

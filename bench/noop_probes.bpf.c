@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * No-op uprobe programs for the probe-cost floor (bench/README.md).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // lw_bench_noop: attaches no-op uprobes to one process at the addresses
 // leakwatch uses, to measure the floor cost of leakwatch's probe layout.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # redis-benchmark against Debian's redis-server (jemalloc), requests per
 # second, bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 3).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Probe-cost benchmark: how much slower a malloc+free loop runs with each
 # tracer attached. See bench/README.md for what each row means.
 #
@@ -120,6 +121,17 @@ ready_leakwatch() { (($(wc -l <"$1") >= 1)); }
 tracer_leakwatch_sampled() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json --sample-mean 524288; }
 tracer_leakwatch_light() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json --mode light; }
 tracer_leakwatch_baseline() { exec "$baseline_bin" top -p "$1" --interval 1 --json; }
+# The daemon (`leakwatch run`), which `top` does not exercise, for --baseline:
+# a config matching the loop by comm in mode full, without the governor
+# (the loop is far over its default budget and would run unprobed after a
+# second); its log goes to stdout, and it is ready once it logged the attach.
+daemon_config() {
+  printf 'listen: "127.0.0.1:%d"\ngovernor: {max_hits_per_second: 0}\ntargets:\n  - name: loop\n    match: {comm: "^malloc_free_loo"}\n    mode: full\n' \
+    $((20000 + RANDOM % 20000)) >"$tmp/daemon.yaml"
+}
+tracer_leakwatch_daemon() { daemon_config; exec "$leakwatch_bin" run --config "$tmp/daemon.yaml" 2>&1; }
+tracer_leakwatch_daemon_baseline() { daemon_config; exec "$baseline_bin" run --config "$tmp/daemon.yaml" 2>&1; }
+ready_daemon() { grep -q "attached pid $target_pid " "$1"; }
 
 # The anchor: what a memleak-style tracer costs when written the usual way,
 # every probe at the symbol (so free's single-stepped first instruction is
@@ -240,7 +252,7 @@ fi
 
 # This build against a baseline binary, alternately, so that drift of the
 # machine affects both alike.
-baseline_pairs=()
+baseline_pairs=() daemon_pairs=()
 if [[ -n $baseline_bin ]]; then
   if [[ ! -x $baseline_bin || ! -x $leakwatch_bin ]]; then
     unavailable+=("baseline comparison: not available ($baseline_bin or $leakwatch_bin missing)")
@@ -251,6 +263,12 @@ if [[ -n $baseline_bin ]]; then
       measure "leakwatch full, baseline #$round" leakwatch_baseline leakwatch
       if ((${#results[@]} == n + 2)); then
         baseline_pairs+=("${results[n]} ${results[n+1]}")
+      fi
+      n=${#results[@]}
+      measure "leakwatch run (daemon), this build #$round" leakwatch_daemon daemon
+      measure "leakwatch run (daemon), baseline #$round" leakwatch_daemon_baseline daemon
+      if ((${#results[@]} == n + 2)); then
+        daemon_pairs+=("${results[n]} ${results[n+1]}")
       fi
     done
   fi
@@ -299,16 +317,25 @@ if ((${#alloc_rows[@]})); then
   printf '%-34s %12s %12s %10s\n' "preloaded allocator" "bare ns" "leakwatch ns" "x own bare"
   for row in "${alloc_rows[@]}"; do echo "$row"; done
 fi
-if ((${#baseline_pairs[@]})); then
-  echo
-  printf '%s\n' "${baseline_pairs[@]}" | awk -v b="$baseline_bin" '
+# median_ratio WHAT PAIR...: the median of the per-round ratios new/old.
+median_ratio() {
+  local what=$1
+  shift
+  printf '%s\n' "$@" | awk -v b="$baseline_bin" -v what="$what" '
     { n++; new[n] = $1; old[n] = $2; r[n] = $1 / $2 }
     END {
       # median of the per-round ratios (1 to 3 rounds)
       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
       m = n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
-      printf "this build / baseline (%s), leakwatch full, median of %d alternating rounds: %.3f\n", b, n, m
+      printf "this build / baseline (%s), %s, median of %d alternating rounds: %.3f\n", b, what, n, m
     }'
+}
+if ((${#baseline_pairs[@]})); then
+  echo
+  median_ratio "leakwatch full" "${baseline_pairs[@]}"
+fi
+if ((${#daemon_pairs[@]})); then
+  median_ratio "leakwatch run (daemon, full)" "${daemon_pairs[@]}"
 fi
 for line in "${unavailable[@]}"; do echo "$line"; done
 [[ -n $floor_placement ]] && echo "floor probes: ${floor_placement#lw_bench_noop: }"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Soak (issue #8): the daemon under allocation churn, process churn and
 # leakers together for DURATION seconds; its RSS, open fds and threads are
 # sampled every 5 s and must stay flat after warm-up. Prints the slopes.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What `light` mode costs a syscall-heavy process: ns per getppid() system
 # call, bare vs no-op programs on the raw_syscalls sys_enter/sys_exit
 # tracepoints (lw_bench_noop --syscall-tp: the attach points light mode

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch CPU inference loop, the target of bench/torch_run.sh.
 
     torch_infer.py [--threads N]

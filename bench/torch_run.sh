@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # PyTorch CPU inference loop (Debian python3-torch), iterations per second,
 # bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 2).
 #

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * leakwatch kernel side: the programs. Each is a thin dispatcher; the work
  * is in self-contained headers (docs/architecture.md, "Layers"):

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The one ABI shared by the BPF programs (bpf/leakwatch.bpf.c) and the
  * daemon. Both sides include this file; nothing is copied. Every struct that

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The allocator probes: entry contexts (nesting by stack pointer, decision
  * 5; calls left without returning, decision 26), operator new's entry-only

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Helpers every program uses: the counters (every loss is counted here),
  * the one event emitter (ring-buffer accounting: SEEN = DELIVERED +

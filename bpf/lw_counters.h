@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The one list of the kernel side's per-CPU counters (docs/architecture.md,
  * "Counters"). Each entry gives, in order:
@@ -77,7 +77,7 @@
     "entry context of a call left without returning: reclaimed")                                \
   X(RET_PROBE_OMITTED, 30, "ret_probe_omitted", LW_FAM_FAILURES, "ret_probe_omitted",           \
     "allocator call entered past the kernel's uretprobe nesting limit: not counted")            \
-  /* 31..39: the native unwinder (decision 31). */                                              \
+  /* 31..39: the native unwinder (decision 32). */                                              \
   X(UNWIND_TRAMPOLINE_LOST, 31, "unwind_trampoline_lost", LW_FAM_FAILURES,                      \
     "unwind_trampoline_lost",                                                                   \
     "a return slot held the uretprobe trampoline and no return instance matched it")           \

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * CUDA runtime and driver allocations. The entry and return programs
  * (leakwatch.bpf.c) dispatch here on attach cookies >= LW_FUNC_CUDA_FIRST;

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The maps every program shares, and the settings fixed at load time
  * (sizes are set by the daemon between open and load: one object serves

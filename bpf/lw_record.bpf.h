@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The one record/retire path of the live map (docs/architecture.md,
  * decisions 3 and 4): every kind (heap, mmap, CUDA) inserts and removes its

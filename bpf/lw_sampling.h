@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Byte-weighted Poisson sampling, shared by the BPF side and the daemon (and
  * its unit tests), so the code that decides is the code that is tested.

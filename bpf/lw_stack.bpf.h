@@ -1,9 +1,9 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * User stacks: captured at the allocation and stored once per distinct
  * stack in the `stacks` map under a 64-bit hash of its frames (object
  * identity and file offset, so one stack is one entry whichever process
- * runs it; docs/architecture.md, decisions 7 and 31).
+ * runs it; docs/architecture.md, decisions 7 and 32).
  */
 #ifndef LW_STACK_BPF_H_
 #define LW_STACK_BPF_H_

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Anonymous mmap/munmap/mremap/brk (kind mmap) and new executable mappings:
  * from probes after the `syscall` in libc's wrappers (decision 29) or,

@@ -1,6 +1,6 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The native unwinder (docs/architecture.md, decision 31): user stacks from
+ * The native unwinder (docs/architecture.md, decision 32): user stacks from
  * each object's call-frame information, compiled by the daemon into sorted
  * rows (bpf/lw_unwind_abi.h), with frame pointers as the fallback per frame.
  *
@@ -276,6 +276,26 @@ static __always_inline __u32 lw_step_fp(struct lw_unwind *u, __u32 why_no_table)
   return LW_STEP_OK;
 }
 
+/* The leaf of an entry probe (a syscall wrapper's site) in an object with
+ * no table yet: a frameless function (glibc's mmap) keeps its return
+ * address at sp. Taken only if it returns into code right after a call;
+ * otherwise the frame pointer is tried. Returns LW_STEP_OK or why not. */
+static __always_inline __u32 lw_step_leaf_slot(struct lw_unwind *u, __u32 why_no_table)
+{
+  __u64 ra = 0;
+  if (bpf_probe_read_user(&ra, sizeof(ra), (void *)u->sp))
+    return why_no_table;
+  ra = lw_untrampoline(u, u->sp, ra);
+  if (!ra || lw_find_mapping(u, ra) || !u->vma_exec || !lw_after_call(ra))
+    return why_no_table;
+  u->sp += 8;
+  u->pc = ra;
+  u->how = LW_UNWOUND_FP;
+  u->uses_fp = 1;
+  u->pc_is_return = 1;
+  return LW_STEP_OK;
+}
+
 /* The ucontext a signal handler returns through: the kernel pushed it at
  * the handler's sp, and __restore_rt runs with rsp pointing at it
  * (x86-64 rt_sigframe minus its return address; uc_mcontext at 40). */
@@ -446,6 +466,8 @@ __noinline int lw_unwind_frame(struct lw_unwind *u)
   } else if (u->obj_state != LW_TABLE_NO_CFI) {
     no_table = LW_END_TABLE_PENDING;  /* pending, or not registered yet */
   }
+  if (s->nr == 1 && !u->pc_is_return && lw_step_leaf_slot(u, no_table) == LW_STEP_OK)
+    return 0;
   why = lw_step_fp(u, no_table);
   if (why == LW_STEP_OK)
     return 0;

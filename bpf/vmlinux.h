@@ -1,3 +1,12 @@
+/* SPDX-License-Identifier: GPL-2.0-only WITH Linux-syscall-note */
+/*
+ * Generated, not written here: the Linux kernel's types as its BTF describes
+ * them (`bpftool btf dump file /sys/kernel/btf/vmlinux format c`, x86-64),
+ * committed so that builds do not depend on the build host's kernel. They
+ * are the kernel's, under the kernel's license: GPL-2.0 with the
+ * Linux-syscall-note (LICENSES/GPL-2.0-only.txt,
+ * LICENSES/Linux-syscall-note.txt). Only the BPF programs include it.
+ */
 #ifndef __VMLINUX_H__
 #define __VMLINUX_H__
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch snapshot -p PID [--duration SECONDS] -o FILE.pb.gz`: attach,
 // trace for a while, and write a pprof heap profile, without a daemon.
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch top`: attach to one running process and print the stacks that
 // hold its memory, once per interval, as a table or as JSON lines.
 #include "cli/top.h"
@@ -205,6 +206,9 @@ int run_top(int argc, char** argv) {
   AttachOptions attach_opts;
   attach_opts.sample_mean_bytes = opt.sample_mean_bytes;
   attach_opts.heap = !opt.light;
+  // Benchmarks only (bench/README.md, "operator new"): also place the probes
+  // that only lend a hint to the unwinder, to measure what dropping them saves.
+  attach_opts.hint_probes = getenv("LW_BENCH_HINT_PROBES") != nullptr;
   if (Status st = (*tracer)->attach(opt.pid, attach_opts); !st) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", opt.pid, st.error().message.c_str());
     return exit_code_for(st.error());

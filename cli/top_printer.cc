@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch top`'s output: the table and the JSON lines, from the view only.
 #include "cli/top_printer.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `leakwatch top` prints (docs/cli.md): a table per snapshot, or one
 // JSON object per line. Reads only the view (view/process_view.h).
 // Thread-safety: writes to stdout; call from one thread.

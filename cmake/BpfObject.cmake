@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # add_bpf_skeleton(NAME SOURCE [HEADERS ...])
 #
 # Compiles SOURCE (a .bpf.c file) with clang -target bpf into NAME.bpf.o and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Per process: which object's malloc, free, operator new... are the ones
 // calls reach, decided the way the dynamic linker decides (pure: no /proc,
 // no kernel; the attacher feeds it the mapped objects).

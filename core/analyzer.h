@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Feeds one traced process's heap tracker into the leak analysis: per kind
 // of memory, a ProcessAnalysis sampled at the configured interval with the
 // live bytes and age structure of every site. Sites are keyed by the

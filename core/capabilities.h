@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // This process's effective capabilities, so that a permission error can
 // name the capability that is missing (the systemd unit and the DaemonSet
 // grant a fixed set; README, "Capabilities").

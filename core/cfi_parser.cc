@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/cfi_parser.h"
 
 #include <cerrno>
@@ -307,7 +308,9 @@ struct FrameState {
 // Byte 6 is DW_OP_litN.
 constexpr uint8_t kPltExpression[] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a,
                                       0x00, 0x2a, 0x33, 0x24, 0x22};
-constexpr uint8_t kOpLit0 = 0x30, kOpLit31 = 0x4f, kOpBreg6 = 0x76, kOpDeref = 0x06;
+// Thresholds past 15 cannot be met by (pc & 15): not an expression binutils
+// writes, and validate_table refuses them (found by fuzz_unwind).
+constexpr uint8_t kOpLit0 = 0x30, kOpLit15 = 0x3f, kOpBreg6 = 0x76, kOpDeref = 0x06;
 
 bool fits_s32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 bool fits_s16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
@@ -316,8 +319,9 @@ bool fits_s16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
 lw_unwind_row reduce_cfa_expression(std::span<const uint8_t> e) {
   lw_unwind_row row{};
   row.cfa_type = LW_CFA_UNSUPPORTED;
-  if (e.size() == sizeof(kPltExpression) && e[6] >= kOpLit0 && e[6] <= kOpLit31 &&
-      memcmp(e.data(), kPltExpression, 6) == 0 && memcmp(e.data() + 7, kPltExpression + 7, 4) == 0) {
+  if (e.size() == sizeof(kPltExpression) && e[6] >= kOpLit0 && e[6] <= kOpLit15 &&
+      memcmp(e.data(), kPltExpression, 6) == 0 &&
+      memcmp(e.data() + 7, kPltExpression + 7, 4) == 0) {
     row.cfa_type = LW_CFA_PLT;
     row.cfa_offset = e[6] - kOpLit0;
     return row;
@@ -421,8 +425,8 @@ class ProgramRunner {
     rows_.push_back({loc_, row});
   }
 
-  // False when the location would not increase or passes the FDE's end:
-  // everything after that is outside the FDE, so the program stops there.
+  // An advance that overflows or reaches the FDE's end stops the program:
+  // nothing after it can apply inside the FDE.
   void advance_by(uint64_t units) {
     uint64_t delta, next;
     if (__builtin_mul_overflow(units, cie_->code_align, &delta) ||
@@ -471,8 +475,12 @@ class ProgramRunner {
     if (reg == cie_->ra_reg) state_.ra = in_cie_ ? RegRule{} : initial_.ra;
   }
 
+  // `program` lies inside the section: it is read in place, so that
+  // DW_CFA_set_loc's pcrel base is the operand's own address.
   Result<ProgramEnd> exec(std::span<const uint8_t> program) {
-    Reader r(program, 0, program.size());
+    const size_t start =
+        program.empty() ? 0 : static_cast<size_t>(program.data() - sec_.bytes.data());
+    Reader r(sec_.bytes, start, start + program.size());
     while (!r.at_end() && !done_) {
       if (++stats_.steps > limits_.max_steps) {
         return limit_error("CFA instructions decoded", limits_.max_steps, record_offset_);
@@ -503,7 +511,8 @@ class ProgramRunner {
         case 0x00: break;  // DW_CFA_nop
         case 0x01: {       // DW_CFA_set_loc
           uint64_t next;
-          if (in_cie_ || !read_pointer(r, cie_->fde_encoding, sec_, cie_->address_size, true, next) ||
+          if (in_cie_ ||
+              !read_pointer(r, cie_->fde_encoding, sec_, cie_->address_size, true, next) ||
               next < loc_) {
             return ProgramEnd::kMalformed;
           }

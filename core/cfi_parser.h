@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DWARF call-frame information (.eh_frame, .debug_frame) reduced to the
 // rules the BPF unwinder evaluates (bpf/lw_unwind_abi.h): the CFA, where
 // the caller's rbp is, and whether the return address is at CFA-8.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/config.h"
 
 #include "core/fd.h"
@@ -723,6 +724,33 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           }},
                          {"backoff_max_seconds", [&](const Node& x, const Path& q) {
                             read_uint(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
+                          }}});
+        },
+        true},
+       {"unwind",
+        [&](const Node& v, const Path& p) {
+          UnwindConfig& u = c.unwind;
+          parse_mapping(errors, v, p,
+                        {{"mode",
+                          [&](const Node& x, const Path& q) {
+                            read_enum<bool>(errors, x, q, {{"cfi", true}, {"frame_pointers", false}}, u.cfi);
+                          }},
+                         {"max_table_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, 1ull << 36, u.max_table_bytes);
+                          }},
+                         {"cache_dir",
+                          [&](const Node& x, const Path& q) {
+                            std::optional<std::string> d = read_string(errors, x, q);
+                            if (!d) return;
+                            if (!d->empty() && ((*d)[0] != '/' || d->size() > kMaxPathBytes)) {
+                              errors.add(x.Mark(), quoted(q) + " must be an absolute path or empty");
+                              return;
+                            }
+                            u.cache_dir = std::move(*d);
+                          }},
+                         {"cache_max_bytes", [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, UINT64_MAX, u.cache_max_bytes);
                           }}});
         },
         true},

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The daemon's configuration: which processes to watch system-wide and with
 // what resources. docs/config.md is the reference for every key;
 // config/leakwatch.yaml is the commented example.
@@ -112,6 +113,14 @@ struct GovernorConfig {
   uint32_t backoff_max_seconds = 3600;
 };
 
+// The native unwinder's tables (docs/architecture.md, decision 32).
+struct UnwindConfig {
+  bool cfi = true;  // mode: cfi (call-frame information) | frame_pointers
+  uint64_t max_table_bytes = 256ull << 20;
+  std::string cache_dir = "/var/cache/leakwatch/unwind";  // "" = no disk cache
+  uint64_t cache_max_bytes = 1ull << 30;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:9478";  // as written
   std::string listen_host = "127.0.0.1";  // IPv6 without brackets
@@ -127,6 +136,7 @@ struct Config {
   SamplingConfig sampling;
   EscalationConfig escalation;
   GovernorConfig governor;
+  UnwindConfig unwind;
   bool kill_switch = false;  // every probe detached (SIGUSR2 toggles it too)
   std::string web_config_file;  // absolute path, or "" for plain HTTP
 };

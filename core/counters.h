@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel side's per-CPU counters as user space sees them, generated
 // from the one list in bpf/lw_counters.h: the JSON name of each index, the
 // Prometheus family it is exported in and its `reason` label there.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Live CUDA bytes per device, for one process. The kernel side attributes
 // each CUDA record to the device current on the allocating thread and puts
 // it in the event flags (LW_EVF_DEVICE_*); this mirrors the CUDA records

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/elf_file.h"
 
 #include <fcntl.h>
@@ -33,7 +34,10 @@ constexpr size_t kMaxBuildIdBytes = 64;             // GNU ld emits 16 (md5) or 
 constexpr size_t kMaxNeeded = 1024;                 // DT_NEEDED entries kept
 constexpr size_t kMaxDynamicEntries = 1u << 16;
 
-constexpr size_t kMaxSectionNameBytes = 256;     // longer names are not indexed
+// Section headers kept for find_section(): bounded so that a hostile file
+// with 65,536 sections sharing one long name costs at most ~0.5 MiB.
+constexpr size_t kMaxSectionNameBytes = 128;     // longer names are not indexed
+constexpr size_t kMaxIndexedSections = 4096;     // real objects have < 100
 
 constexpr uint16_t kVersymHidden = 0x8000;
 
@@ -435,7 +439,8 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
     if (have_shstrndx) {
       const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
       if (name != nullptr && strcmp(name, ".go.buildinfo") == 0) file->is_go_ = true;
-      if (name != nullptr && strlen(name) <= kMaxSectionNameBytes) {
+      if (name != nullptr && strlen(name) <= kMaxSectionNameBytes &&
+          file->sections_.size() < kMaxIndexedSections) {
         file->sections_.push_back({name, shdr.sh_addr, shdr.sh_offset, shdr.sh_size,
                                    shdr.sh_type, shdr.sh_flags});
       }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Read-only, bounds-checked view of an ELF file (libelf underneath).
 // Input is untrusted (it comes from target processes): every offset and size
 // is checked, and hostile files give an Error, never a crash or a hang.

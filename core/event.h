@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Decoding of ring-buffer records (struct lw_event from the shared ABI).
 // Pure and bounds-checked: the decoder is fuzzed, and a short or malformed
 // record is rejected, never read past.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // RAII for file descriptors and a bounded reader for small regular files
 // (configs): one implementation for everything that opens files.
 // Thread-safety: Fd is a move-only owner; read_regular_file is reentrant.

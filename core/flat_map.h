@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A small open-addressing hash map from uint64_t keys to trivially copyable
 // values, for the event consumer's hot path (one insert or erase per event).
 // Linear probing with backward-shift deletion: no tombstones, so long-running

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The daemon's picture of one process's live memory: every live record and
 // per-site aggregates, kept in step with the kernel's live map by the event
 // stream, and rebuilt from that map (resync) after a counted loss.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Makes untrusted strings (process names, executable paths, cgroup and pod
 // names) safe to use as Prometheus label values and JSON strings.
 // Thread-safety: pure function, no shared state.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A fixed-bucket latency histogram (Prometheus histogram semantics): counts
 // observations per upper bound, plus their sum and count. Used for the
 // daemon's attach latency (exec event -> probes attached,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Leak analysis: from periodic snapshots of live bytes per allocation site,
 // decide which sites (and which processes) are leaking. docs/analysis.md
 // gives the algorithm, every parameter with the reasoning behind its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Logging to stderr for the daemon and the CLI. Levels from the config and
 // --log-level. Under journald (JOURNAL_STREAM set) lines carry no timestamp:
 // the journal adds its own.

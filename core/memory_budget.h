@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The daemon's hard memory bound (docs/architecture.md, 28): the budget
 // `limits.max_daemon_memory_bytes` is turned into a cap on the live records
 // the daemon holds across all processes, checked on every insert, and when

@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The decisions of the overhead controls, pure and unit-tested: when an
 // `auto` process escalates from light to full (GrowthWatch), and when the
 // governor suspends or resumes a process's heap probes (GovernorState).
-// The daemon (service/daemon.cc) feeds them /proc and kernel counters
-// and carries the decisions out. Thread-safety: not thread-safe; plain data.
+// The escalation's whole light/full/cooldown cycle is core/escalation.h.
+// The daemon's overhead controller (service/overhead_controller.cc) feeds
+// them /proc and kernel counters and carries the decisions out. Thread-safety: not thread-safe; plain data.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,8 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+
+#include "core/procfs.h"
 
 namespace lw {
 
@@ -25,6 +29,7 @@ struct StatmBytes {
   uint64_t anon_resident = 0;
 };
 std::optional<StatmBytes> parse_statm(std::string_view statm, uint64_t page_size);
+StatmBytes statm_bytes(const StatmPages& pages, uint64_t page_size);
 
 // A process "keeps growing" when its memory rose by at least growth_bytes
 // within the window and is at its high now: a plateau or a drop after a

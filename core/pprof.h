@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Heap profiles in pprof's format (github.com/google/pprof, profile.proto),
 // encoded by hand: the schema is small and stable, and a protobuf runtime
 // would be the daemon's only user of one. `go tool pprof` and every pprof

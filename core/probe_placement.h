@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Where to put an entry-only uprobe (free, cfree, operator delete...).
 //
 // A uprobe's cost is dominated by what the kernel does with the probed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Parsing /proc/PID/maps. Pure (parse_proc_maps) plus a thin bounded reader.
 // Thread-safety: free functions, no shared state.
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Error convention (docs/architecture.md, "Errors"):
 //  - Recoverable errors travel as return values: Result<T> holds a T or an
 //    Error (an errno-style code plus a message written for the operator).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Byte-weighted Poisson sampling, daemon side. The sampling decision itself
 // is bpf/lw_sampling.h (shared with the BPF side); this is the estimator.
 //

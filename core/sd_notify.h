@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The systemd notify protocol, without libsystemd: a datagram to the unix
 // socket named by NOTIFY_SOCKET ("@name" is the abstract namespace).
 // Thread-safety: thread-safe.

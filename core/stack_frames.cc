@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/stack_frames.h"
 
 #include "leakwatch_abi.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names and encodings shared by the stored stacks (bpf/leakwatch_abi.h,
 // struct lw_stack) and what readers see of them.
 // Thread-safety: pure functions.

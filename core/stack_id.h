@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The stable identity of a call stack: a hash of its frames as
 // (build-id, file offset) pairs, so the same stack has the same id across
 // restarts, hosts and address-space layouts. Frames without a build-id use

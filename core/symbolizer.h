@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Turns (module, file offset) into function, file and line, with libdw.
 // Results are cached per module identity (build-id, or path+inode+mtime when
 // there is none), so a library shared by 500 processes is read once.

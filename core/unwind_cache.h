@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // On-disk form of an UnwindTable, for a cache keyed by build-id: building
 // libtorch_cpu's table takes longer than reading it back (bench/README.md,
 // "Unwind tables").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/unwind_table.h"
 
 #include <elf.h>
@@ -118,22 +119,25 @@ Status validate_table(const UnwindTable& table) {
   if (rows.size() > UINT32_MAX) return table_error("too many rows");
   for (size_t i = 0; i < rows.size(); ++i) {
     const lw_unwind_row& r = rows[i];
-    const std::string at = "row " + std::to_string(i);
-    if (r.cfa_type > LW_CFA_UNSUPPORTED) return table_error(at + ": unknown CFA type");
-    if (r.rbp_type > LW_RBP_UNSUPPORTED) return table_error(at + ": unknown rbp type");
+    const char* wrong = nullptr;
     const bool evaluated = r.cfa_type == LW_CFA_RSP || r.cfa_type == LW_CFA_RBP ||
                            r.cfa_type == LW_CFA_PLT || r.cfa_type == LW_CFA_DEREF_RBP;
-    if (!evaluated && (r.cfa_offset != 0 || r.rbp_type != LW_RBP_SAME)) {
-      return table_error(at + ": offsets or rbp rule on a row that uses none");
+    if (r.cfa_type > LW_CFA_UNSUPPORTED) {
+      wrong = "unknown CFA type";
+    } else if (r.rbp_type > LW_RBP_UNSUPPORTED) {
+      wrong = "unknown rbp type";
+    } else if (!evaluated && (r.cfa_offset != 0 || r.rbp_type != LW_RBP_SAME)) {
+      wrong = "offsets or rbp rule on a row that uses none";
+    } else if (r.rbp_type != LW_RBP_AT_CFA && r.rbp_offset != 0) {
+      wrong = "rbp offset without LW_RBP_AT_CFA";
+    } else if (r.cfa_type == LW_CFA_PLT && (r.cfa_offset < 0 || r.cfa_offset > 15)) {
+      wrong = "PLT threshold out of range";
+    } else if (i > 0 && r.pc <= rows[i - 1].pc) {
+      wrong = "pc not increasing";
+    } else if (i > 0 && same_rule(r, rows[i - 1])) {
+      wrong = "same rules as the row before";
     }
-    if (r.rbp_type != LW_RBP_AT_CFA && r.rbp_offset != 0) {
-      return table_error(at + ": rbp offset without LW_RBP_AT_CFA");
-    }
-    if (r.cfa_type == LW_CFA_PLT && (r.cfa_offset < 0 || r.cfa_offset > 15)) {
-      return table_error(at + ": PLT threshold out of range");
-    }
-    if (i > 0 && r.pc <= rows[i - 1].pc) return table_error(at + ": pc not increasing");
-    if (i > 0 && same_rule(r, rows[i - 1])) return table_error(at + ": same rules as the row before");
+    if (wrong != nullptr) return table_error("row " + std::to_string(i) + ": " + wrong);
   }
   if (!rows.empty() && rows.back().cfa_type != LW_CFA_NONE) {
     return table_error("the last row is not LW_CFA_NONE");
@@ -241,6 +245,13 @@ Result<UnwindTable> build_unwind_table(const ElfFile& obj, const ElfFile* debug_
   if (!section || section->type == SHT_NOBITS || section->size == 0) {
     section.reset();
     if (debug_file != nullptr) {
+      // The caller finds the debug file by build-id; a mismatch means rows
+      // describing another build's code, which is worse than none.
+      if (!obj.build_id().empty() && !debug_file->build_id().empty() &&
+          obj.build_id() != debug_file->build_id()) {
+        return Error{EINVAL, debug_file->path() + ": build-id " + debug_file->build_id() +
+                                 " is not the one of " + obj.path() + " (" + obj.build_id() + ")"};
+      }
       name = ".debug_frame";
       source = debug_file;
       section = debug_file->find_section(name);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An object's call-frame information compiled into the rows the BPF
 // unwinder binary-searches (bpf/lw_unwind_abi.h): one row per file offset
 // where the CFA rule, the rbp rule or the return-address rule changes,
@@ -49,7 +50,8 @@ struct UnwindTable {
 // Compiles `obj`'s .eh_frame; when it has none, the .debug_frame of
 // `debug_file` (its separate debug file, found by build-id; may be null).
 // Addresses become file offsets through `obj`'s executable PT_LOAD
-// segments. ENOENT when neither section is there.
+// segments. ENOENT when neither section is there; EINVAL when both files
+// have a build-id and they differ.
 Result<UnwindTable> build_unwind_table(const ElfFile& obj, const ElfFile* debug_file,
                                        const UnwindBuildLimits& limits = {});
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Pieces shared by the YAML file parsers (the daemon config and the web
 // config): error collection with file:line:column, safe quoting of hostile
 // text, and the multi-document guard yaml-cpp 0.7 needs.

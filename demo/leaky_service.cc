@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small "service" that leaks on purpose, for the README demo: every
 // request remembers a session that is never forgotten (the leak), and
 // parses with temporary buffers that are freed (churn, not a leak).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "engine/bpf_session.h"
 
 #include "core/fd.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Owns the loaded BPF object (skeleton), its maps and the ring buffer.
 // RAII: destroying the session detaches every program and closes every fd,
 // so no probe outlives the daemon's process (the kernel also drops them when
@@ -40,7 +41,7 @@ struct BpfOptions {
   // (the consumer must poll with a timeout; every caller polls <= 100 ms).
   bool batch_wakeups = true;
   bool report_all_execs = false;  // daemon: discover new processes at exec
-  // Stacks from each object's call-frame information (decision 31), with
+  // Stacks from each object's call-frame information (decision 32), with
   // frame pointers as the fallback; false: the kernel's frame-pointer walk.
   bool unwind_cfi = true;
   uint32_t max_unwind_tables = 4096;    // objects with a table loaded at once
@@ -137,7 +138,7 @@ class BpfSession {
   // The user stack stored under `stack_hash` (leaf first), or empty.
   StoredStack read_stack(uint64_t stack_hash) const;
 
-  // ---- unwind tables (decision 31) ----
+  // ---- unwind tables (decision 32) ----
   // These may be called from the unwind-table thread as well as the owner's:
   // they only make bpf syscalls on map fds fixed at load.
   // Registers an object (its state, and its table when ready).

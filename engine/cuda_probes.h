@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Which CUDA objects a process maps, and what to probe in each: the runtime
 // (libcudart.so.*, or linked into the executable and found by its cudaMalloc
 // symbol) and the driver (libcuda.so.*). See docs/architecture.md,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "engine/snapshot.h"
 
 #include <algorithm>
@@ -11,6 +12,13 @@ namespace lw {
 
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer) {
+  return take_snapshot(tracer, proc, max_sites, read_kernel_live, analyzer, tracer.counters(),
+                       tracer.stats());
+}
+
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer,
+                              const Counters& kernel_counters, const TracerStats& tracer_stats) {
   ProcessSnapshot snap;
   snap.pid = proc.pid;
   snap.comm = proc.comm;
@@ -24,10 +32,10 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   snap.sample_mean_bytes = proc.heap.sample_mean();
   snap.heap_stale_since = proc.heap_stale_since;
   snap.live_allocations = proc.heap.live_allocations_total();
-  snap.kernel_counters = tracer.counters();
+  snap.kernel_counters = kernel_counters;
   snap.heap_counters = proc.heap.counters();
   snap.cuda_devices = proc.cuda_devices.totals();
-  snap.tracer_stats = tracer.stats();
+  snap.tracer_stats = tracer_stats;
   if (read_kernel_live) {
     if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Builds the view of one traced process (view/process_view.h) from the
 // engine's state: sites merged by stable stack id and symbolized.
 // Thread-safety: runs on the thread that owns the tracer.
@@ -19,6 +20,12 @@ namespace lw {
 // The executable file mappings are copied for pprof.
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer = nullptr);
+// The same with the engine-wide figures read once by the caller: a publish
+// of many processes reads the kernel counters (one map lookup per counter)
+// once, not once per process (docs/architecture.md, 31).
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer,
+                              const Counters& kernel_counters, const TracerStats& tracer_stats);
 
 // The file mappings of a process as pprof mappings.
 std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps);

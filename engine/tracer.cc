@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "engine/tracer.h"
 
 #include <fcntl.h>
@@ -202,6 +203,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
   proc->attacher->set_cuda(options.cuda);
+  proc->attacher->set_hint_probes(!unwind_ || options.hint_probes);
   proc->options = options;
 
   // Records left by an earlier process with this pid must not be inherited.
@@ -503,7 +505,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   if (refreshed) locate_all();
   // The leaf is the allocator's caller: frames inside the probed functions
   // themselves (operator new calling malloc, the mmap wrapper around its
-  // syscall) are not the site (decision 31).
+  // syscall) are not the site (decision 32).
   size_t first = 0;
   if (proc.attacher) {
     auto probed = [&](size_t i) {

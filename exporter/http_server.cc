@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "exporter/http_server.h"
 
 #include <httplib.h>
@@ -117,6 +118,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                                   {"live_records_limit", snap.tracer_stats.live_record_cap}}},
                {"resyncs", snap.tracer_stats.resyncs},
                {"syscall_tracepoints_attached", snap.tracer_stats.raw_syscall_tracepoints},
+               {"unwind", to_json(snap.tracer_stats.unwind)},
                {"probes", std::move(probes)}});
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The HTTP side of the daemon: /healthz, the JSON API and (with the
 // exporter) /metrics, served from the daemon's published snapshot only: no
 // BPF map walk and no symbolization happens inside a request.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "exporter/metrics.h"
 
 #include <dirent.h>
@@ -16,6 +17,7 @@
 
 #include "core/counters.h"
 #include "core/elf_file.h"
+#include "core/procfs.h"
 #include "core/label_sanitize.h"
 #include "core/stack_id.h"
 
@@ -135,51 +137,6 @@ std::string site_label(const SiteSnapshot& s) {
   return "unknown";
 }
 
-struct SelfStats {
-  double cpu_seconds = 0, start_time = 0, rss = 0, vsize = 0, open_fds = 0, max_fds = 0;
-  int threads = 0;
-};
-
-SelfStats read_self() {
-  SelfStats s;
-  std::ifstream stat("/proc/self/stat");
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t close = content.rfind(')');
-  if (close != std::string::npos) {
-    std::istringstream in(content.substr(close + 2));
-    std::vector<std::string> f;
-    for (std::string x; in >> x;) f.push_back(x);
-    // After comm: f[0] is field 3 (state). utime=14, stime=15, threads=20,
-    // starttime=22, vsize=23, rss=24 (pages).
-    if (f.size() > 22) {
-      double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-      s.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / tick;
-      s.threads = std::stoi(f[17]);
-      double boot = 0;
-      std::ifstream st("/proc/stat");
-      for (std::string line; std::getline(st, line);)
-        if (line.rfind("btime ", 0) == 0) boot = std::stod(line.substr(6));
-      s.start_time = boot + std::stod(f[19]) / tick;
-      s.vsize = std::stod(f[20]);
-      s.rss = std::stod(f[21]) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    }
-  }
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (struct dirent* e = readdir(d))
-      if (e->d_name[0] != '.') s.open_fds += 1;
-    closedir(d);
-    s.open_fds -= 1;  // the directory fd itself
-  }
-  std::ifstream limits("/proc/self/limits");
-  for (std::string line; std::getline(limits, line);) {
-    if (line.rfind("Max open files", 0) == 0) {
-      std::istringstream in(line.substr(strlen("Max open files")));
-      in >> s.max_fds;
-    }
-  }
-  return s;
-}
-
 }  // namespace
 
 const char* counter_family_help(std::string_view family) {
@@ -268,6 +225,38 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_resyncs_total",
                      "Process states rebuilt from the kernel's live map after a loss.", C),
           {}, static_cast<double>(snap.tracer_stats.resyncs));
+  // The unwind tables (decision 32).
+  const UnwindStats& u = snap.tracer_stats.unwind;
+  MetricFamily& objs = fam.family(
+      "leakwatch_unwind_objects",
+      "Mapped objects registered for unwinding, by table state (pending: being built; "
+      "no_cfi: no call-frame information; memory_budget: refused by unwind.max_table_bytes).", G);
+  fam.add(objs, {{"state", "pending"}}, static_cast<double>(u.objects_pending));
+  fam.add(objs, {{"state", "ready"}}, static_cast<double>(u.objects_ready));
+  fam.add(objs, {{"state", "no_cfi"}}, static_cast<double>(u.objects_no_cfi));
+  fam.add(objs, {{"state", "memory_budget"}}, static_cast<double>(u.objects_budget));
+  fam.add(fam.family("leakwatch_unwind_tables", "Unwind tables loaded (one per build-id).", G), {},
+          static_cast<double>(u.tables));
+  fam.add(fam.family("leakwatch_unwind_table_bytes",
+                     "Kernel memory of the loaded unwind tables (rows and page indexes).", G),
+          {}, static_cast<double>(u.table_bytes));
+  fam.add(fam.family("leakwatch_unwind_table_max_bytes", "unwind.max_table_bytes.", G), {},
+          static_cast<double>(u.max_table_bytes));
+  fam.add(fam.family("leakwatch_unwind_table_builds_total",
+                     "Unwind tables compiled from an object's call-frame information.", C),
+          {}, static_cast<double>(u.builds));
+  fam.add(fam.family("leakwatch_unwind_table_build_failures_total",
+                     "Objects whose call-frame information was refused or whose table failed to load.", C),
+          {}, static_cast<double>(u.build_failures));
+  fam.add(fam.family("leakwatch_unwind_table_build_seconds_total",
+                     "Time spent compiling unwind tables (off the event path).", C),
+          {}, u.build_seconds);
+  MetricFamily& hits = fam.family("leakwatch_unwind_table_cache_hits_total",
+                                  "Unwind tables found already built, by cache.", C);
+  fam.add(hits, {{"cache", "disk"}}, static_cast<double>(u.disk_cache_hits));
+  fam.add(hits, {{"cache", "memory"}}, static_cast<double>(u.memory_cache_hits));
+  fam.add(fam.family("leakwatch_unwind_table_queue", "Objects waiting for their unwind table.", G), {},
+          static_cast<double>(u.queue_depth));
   MetricFamily& map_entries = fam.family("leakwatch_kernel_map_entries",
                                          "Entries used in a kernel map (live: tracked processes' records).", G);
   fam.add(map_entries, {{"map", "live"}}, static_cast<double>(snap.live_map_entries));
@@ -340,7 +329,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_daemon_memory_over_budget_total",
                      "Snapshots taken while tracked state exceeded limits.max_daemon_memory_bytes.", C),
           {}, static_cast<double>(dc.daemon_memory_over_budget));
-  SelfStats self = read_self();
+  SelfStats self = read_self_stats();
   fam.add(fam.family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", C),
           {}, self.cpu_seconds);
   fam.add(fam.family("process_resident_memory_bytes", "Resident memory size in bytes.", G), {}, self.rss);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Renders the daemon's published snapshot as Prometheus metrics, at scrape
 // time (prometheus-cpp's MetricFamily + TextSerializer): every family is
 // built fresh from the snapshot, no metric object outlives a scrape, and no

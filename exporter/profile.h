@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A process snapshot as a pprof heap profile (docs/api.md): one sample per
 // site, plus one "[other sites]" sample per kind holding what the snapshot
 // did not list, so the profile's totals equal the process's.

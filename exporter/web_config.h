@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // TLS and basic auth for the HTTP server, configured with the file format of
 // Prometheus' exporter-toolkit (--web.config.file), so that the same file and
 // `promtool check web-config` work for leakwatch and for Go exporters:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the config parser (YAML via yaml-cpp, then validation). Any input
 // must give a Config or errors with a location, never a crash, a hang or an
 // exception; every error names the file.

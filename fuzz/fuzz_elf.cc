@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the ELF reader the daemon runs on files from target processes:
 // layout validation, symbol indexing, address translation, and the
-// symbolizer behind it (libdw only ever sees files that passed validation).
+// symbolizer behind it (libdw only ever sees files that passed validation),
+// section reads and the unwind tables built from them.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 
 #include "core/elf_file.h"
 #include "core/symbolizer.h"
+#include "core/unwind_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fd = memfd_create("lw_fuzz_elf", MFD_CLOEXEC);
@@ -38,6 +41,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)symbolizer.symbolize({"/fuzz.so", path, 0, ""}, s.offset + 1);
     }
     if (f.build_id().size() % 2 != 0) abort();
+    // Section reads and the unwind-table compiler on whatever passed
+    // validation (the file as its own debug file: .debug_frame when it has
+    // no .eh_frame). fuzz_unwind fuzzes the CFI bytes directly.
+    lw::UnwindBuildLimits limits;
+    limits.max_section_bytes = 1 << 20;
+    limits.max_steps = 1'000'000;
+    limits.max_wall_ms = 0;
+    auto table = lw::build_unwind_table(f, &f, limits);
+    if (table.ok() && !lw::validate_table(*table).ok()) abort();
   } else if (elf.error().message.empty()) {
     abort();
   }

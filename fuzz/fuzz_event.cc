@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the ring-buffer record decoder and the heap tracker behind it: the
 // input is cut into records (the first byte of each chunk picks a record
 // length around the real one, so short and long records are tried), each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the /proc/PID/maps parser: hostile paths, numbers and line shapes
 // are skipped and counted; every entry kept is well formed and lookups in
 // the parsed maps agree with a linear scan.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures and builds leakwatch into ${BUILD_DIR:-build}.
 set -euo pipefail
 cd "$(dirname "$0")/.."

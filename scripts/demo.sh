@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's first command: install, build, start a demo service that
 # leaks, attach leakwatch to it while it runs, and show the leak with its
 # call stack.

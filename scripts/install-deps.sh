@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything leakwatch needs to build and test on Debian 12, from
 # Debian's own packages. Idempotent; run as root.
 # Usage: install-deps.sh [--with-test-tools] [--with-bench-tools]
@@ -22,22 +23,38 @@ apt-get install -y -qq --no-install-recommends \
   clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libcapstone-dev \
   nlohmann-json3-dev libgtest-dev libgmock-dev \
   libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev libssl-dev libcrypt-dev \
-  binutils procps >/dev/null
+  binutils procps help2man >/dev/null
 # Test peers (--with-test-tools): a real Prometheus server and promtool, and
 # go tool pprof and protoc to check the pprof output; libFuzzer and the
 # sanitizer runtimes for clang (scripts/fuzz.sh). For tests/deploy:
-# debootstrap (a fresh Debian 12 root for the .deb), systemd-analyze,
-# python3-yaml, python3-matplotlib (the dashboard picture), kubectl with its
-# embedded kustomize, and Node.js with npm for the Kubernetes schemas.
+# debootstrap (a fresh Debian 12 root for the .deb), systemd-analyze and
+# systemd-nspawn (systemd-container: the .deb's upgrade under a booted
+# systemd), python3-yaml, python3-matplotlib (the dashboard picture),
+# kubectl with its embedded kustomize (and Debian's kubectl 1.20 unpacked
+# beside another one), and Node.js with npm for the Kubernetes schemas.
 # Allocator peers (tests/integration/allocator_test.cc): jemalloc to link
 # against, tcmalloc and mimalloc to preload, and Debian's redis (jemalloc).
 if [ "$with_test_tools" = 1 ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
-    debootstrap systemd python3-yaml python3-matplotlib util-linux libclang-rt-14-dev \
+    debootstrap systemd systemd-container python3-yaml python3-matplotlib util-linux libclang-rt-14-dev \
     libjemalloc-dev libgoogle-perftools4 libmimalloc2.0 redis-server redis-tools >/dev/null
   # A kubectl or Node.js from another repository (Google's, NodeSource's)
   # ships the same files as Debian's packages: keep it if there is one.
   command -v kubectl >/dev/null || apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+  # deploy/kubernetes must render with Debian 12's kubectl 1.20 (kustomize
+  # 2.0.3) too: where the kubectl on PATH is another one, Debian's package is
+  # unpacked (not installed: it would clash) into the source tree
+  # (git-ignored) for tests/deploy/kubernetes_test.sh.
+  if ! dpkg-query -W -f='${Status}' kubernetes-client 2>/dev/null | grep -q 'ok installed'; then
+    k8s_legacy="$(cd "$(dirname "$0")/.." && pwd)/tests/deploy/k8s-schemas/kubectl-debian"
+    if [ ! -x "$k8s_legacy/usr/bin/kubectl" ]; then
+      download=$(mktemp -d)
+      chown _apt "$download" 2>/dev/null || true
+      (cd "$download" && apt-get download -qq kubernetes-client >/dev/null)
+      rm -rf "$k8s_legacy" && dpkg-deb -x "$download"/kubernetes-client_*.deb "$k8s_legacy"
+      rm -rf "$download"
+    fi
+  fi
   command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
   # Kubernetes' JSON schemas from npm's kubernetes-models, into the source
   # tree (git-ignored), at the versions its lockfile pins.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Sanitizer runs of leakwatch's own code (issue #8), each in its own build
 # tree (build-asan, build-tsan):
 #   scripts/sanitize.sh asan         ASan+UBSan: every unit test, then the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's test command: install dependencies, build, run every test
 # (unit tests without root, integration tests with real BPF as root).
 set -euo pipefail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the daemon publishes: one immutable DaemonSnapshot per publish (every
 // second, and whenever the tracked set changes), swapped in under a mutex.
 // The HTTP threads and the metrics writer read only this; none of it points

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "view/json.h"
 
 #include "core/stack_id.h"
@@ -74,6 +75,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["cuda_devices"] = std::move(cuda_devices);
   out["kinds"] = kinds_to_json(snap);
   out["allocator"] = to_json(snap.allocator);
+  out["unwind"] = to_json(snap.tracer_stats.unwind);
   return out;
 }
 
@@ -99,6 +101,23 @@ nlohmann::json to_json(const AllocatorInfo& a) {
           {"go", a.go},                 {"preload", a.preload},
           {"functions", a.functions},   {"objects", a.objects},
           {"mmap_tracing", a.mmap_tracing}, {"mmap_tracing_reason", a.mmap_tracing_reason}};
+}
+
+nlohmann::json to_json(const UnwindStats& u) {
+  return {{"objects", {{"total", u.objects},
+                       {"pending", u.objects_pending},
+                       {"ready", u.objects_ready},
+                       {"no_cfi", u.objects_no_cfi},
+                       {"memory_budget", u.objects_budget}}},
+          {"tables", u.tables},
+          {"table_bytes", u.table_bytes},
+          {"max_table_bytes", u.max_table_bytes},
+          {"builds", u.builds},
+          {"build_failures", u.build_failures},
+          {"build_seconds", u.build_seconds},
+          {"disk_cache_hits", u.disk_cache_hits},
+          {"memory_cache_hits", u.memory_cache_hits},
+          {"queue_depth", u.queue_depth}};
 }
 
 }  // namespace lw

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JSON shapes of the views, shared by the API (exporter/http_server.cc)
 // and `leakwatch top --json` (docs/api.md, docs/cli.md).
 // Thread-safety: pure functions.
@@ -11,6 +12,8 @@ namespace lw {
 
 nlohmann::json to_json(const ProcessSnapshot& snap);
 nlohmann::json to_json(const AllocatorInfo& a);
+// The unwind tables (docs/api.md, "unwind").
+nlohmann::json to_json(const UnwindStats& u);
 // Totals per kind over every site, kinds with no allocation left out (API, top).
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a reader sees of one traced process: plain, immutable data filled
 // once per publish (or per `top` interval) by the engine, read by the
 // exporter, the API, pprof and the CLI's printers. Nothing here refers to
@@ -87,7 +88,7 @@ struct AllocatorInfo {
   std::string mmap_tracing_reason;     // why not "wrappers"
 };
 
-// The unwind tables (engine/unwind_tables.h, decision 31).
+// The unwind tables (engine/unwind_tables.h, decision 32).
 struct UnwindStats {
   uint64_t objects = 0;          // registered (inode, device) pairs
   uint64_t objects_pending = 0;

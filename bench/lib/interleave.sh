@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the bench drivers (memalign_run.sh, redis_run.sh, syscall_run.sh,
 # torch_run.sh): results of interleaved repetitions (bare, A, B, bare, A, B, ...), one
 # "LABEL VALUE" line per run in a file, summarized per configuration as the

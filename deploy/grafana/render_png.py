@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Draws deploy/grafana/leakwatch.json's panels as a PNG from a real
 Prometheus, for the docs (docs/dashboard.png). Grafana is not packaged in
 Debian, so this is not Grafana's rendering: it runs each panel's queries
@@ -7,7 +8,8 @@ on the dashboard's grid with matplotlib: lines for time series, the last
 value for stats, rows of values for tables. Panels without data say so.
 
 Usage: render_png.py --prometheus URL --dashboard leakwatch.json
-         --var instance=HOST:PORT --var pid=PID --var __rate_interval=20s
+         --var instance=HOST:PORT --var process_instance=HOST:PORT --var pid=PID \
+         [--var "pid:text=COMM (PID)"] --var __rate_interval=20s
          --start UNIX --end UNIX --out dashboard.png
 (tests/integration/prometheus_test.cc runs it when LW_RENDER_DASHBOARD_PNG
 names the output file.)"""
@@ -24,7 +26,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def substitute(expr, variables):
-    for name in sorted(variables, key=len, reverse=True):
+    # ${name:text} (the picker's text: a `name:text` variable if given, else
+    # the value), then ${name} and $name, longest names first.
+    expr = re.sub(r"\$\{(\w+):text\}", lambda m: variables.get(m.group(1) + ":text", variables.get(m.group(1), m.group(0))), expr)
+    for name in sorted((n for n in variables if ":" not in n), key=len, reverse=True):
         expr = expr.replace("${%s}" % name, variables[name]).replace("$" + name, variables[name])
     return expr
 

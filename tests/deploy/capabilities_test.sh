@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Proves the capability set the systemd unit grants (its
 # CapabilityBoundingSet, which the DaemonSet's capabilities.add must equal:
 # check_kubernetes.py) is enough, and that each one in it is needed: runs

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """No container engine runs here, so the Dockerfile is held to what can be
 checked: it is multi-stage on Debian bookworm; its build stage runs exactly
 the README's build commands ("Run it in production", host steps: the same

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks deploy/prometheus beyond what promtool does: every alert has a
 severity, summary, description and a runbook_url whose anchor is a section
 of docs/runbooks.md; and the promtool test file sees every alert both

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The dashboard's kube-state-metrics join, which the integration test
 (a host without Kubernetes) only sees fall back: with `promtool test rules`
 and synthetic series, each query of deploy/grafana/leakwatch.json that joins

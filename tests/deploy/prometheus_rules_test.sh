@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # deploy/prometheus: the rules load (promtool check rules), every promtool
 # test case passes (each alert firing and silent; a plateauing cache and a
 # one-time warm-up never fire), and every alert is documented and linked to

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # deploy/systemd/leakwatch.service: `systemd-analyze verify` accepts it (with
 # ExecStart pointed at the built binary: systemd is not PID 1 here, and the
-# .deb test verifies the installed unit too); the directives the README
-# promises are there; and `systemd-analyze security --offline=true` keeps its
+# .deb test verifies the installed unit too, and runs it under systemd); the
+# directives the README promises are there (with CacheDirectory=,
+# StateDirectory= and OOMScoreAdjust=-900); and `systemd-analyze security --offline=true` keeps its
 # exposure at or under 3.0 (2.4 when written), printed for the log.
 # Usage: systemd_unit_test.sh SOURCE_DIR LEAKWATCH_BIN
 set -euo pipefail
@@ -28,6 +30,15 @@ need '^ProtectSystem=strict$' "ProtectSystem=strict"
 need '^SystemCallFilter=.*\bbpf\b' "SystemCallFilter lists bpf"
 need '^SystemCallFilter=.*\bperf_event_open\b' "SystemCallFilter lists perf_event_open"
 need '^CapabilityBoundingSet=.*CAP_BPF' "CAP_BPF bounded"
+# Writable directories for the dynamic user (unwind-table cache, OOM
+# reports), and not the OOM killer's first victim.
+need '^CacheDirectory=leakwatch$' "CacheDirectory=leakwatch (/var/cache/leakwatch)"
+need '^StateDirectory=leakwatch$' "StateDirectory=leakwatch (/var/lib/leakwatch)"
+need '^OOMScoreAdjust=-900$' "OOMScoreAdjust=-900"
+if grep -Eq '^(ReadWritePaths|ReadOnlyPaths|InaccessiblePaths)=.*/var/(lib|cache)/leakwatch' "$unit"; then
+  echo "systemd_unit_test: FAIL: the unit's own directories must come from CacheDirectory/StateDirectory, not paths" >&2
+  failures=$((failures + 1))
+fi
 if grep -Eq '^(CapabilityBoundingSet|AmbientCapabilities)=.*CAP_SYS_ADMIN' "$unit"; then
   echo "systemd_unit_test: FAIL: CAP_SYS_ADMIN granted" >&2; failures=$((failures + 1))
 fi

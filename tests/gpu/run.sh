@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU check for issue 5 (CUDA memory per stack), in one command on a machine
 # with an NVIDIA GPU, PyTorch with CUDA, and root:
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch program for the GPU check (tests/gpu/run.sh). UNRUN: no GPU
 machine was available when this was written.
 

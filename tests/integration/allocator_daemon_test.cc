@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's side of the allocator decision: a process started with
 // tcmalloc preloaded (caught at exec, before the loader mapped anything)
 // and a stripped static binary, as the API and /metrics report them, and

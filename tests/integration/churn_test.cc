@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process churn and pid reuse (issue #8): for LW_CHURN_SECONDS (default
 // 120, what CI runs), `spawner` fork+execs 100 short-lived processes a
 // second matching a `full` selector (churn_child: each leaks a number of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU memory without a GPU: real probes on the project's CUDA stand-in
 // libraries (tests/targets/cuda: libcudart.so.13 with versioned symbols,
 // libcuda.so.1, and the runtime linked into an executable), whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Harness for the daemon's integration tests: runs `leakwatch run` on a
 // config file in a private temporary directory, listening on a free
 // loopback port, with a NOTIFY_SOCKET the test owns; talks to its HTTP API;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's hard memory bound (docs/architecture.md, 28), with real
 // probes: a target holding 1,000,000 live heap blocks from one site.
 //  (a) A budget that fits: the exact count and bytes are reported, and the

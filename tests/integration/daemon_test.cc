@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch run` (the system-wide daemon) against the target programs of
 // tests/targets: discovery by selector of processes started after it,
 // follow_forks, hot reload, another mount namespace with its own libc,

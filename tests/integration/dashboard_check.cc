@@ -1,6 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dashboard_check.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -54,9 +59,108 @@ std::string substitute_variables(const std::string &expr, const std::map<std::st
         out.replace(at, token.size(), value);
     }
   }
-  if (size_t at = out.find('$'); at != std::string::npos)
+  for (size_t at = out.find('$'); at != std::string::npos; at = out.find('$', at + 1)) {
+    if (at + 1 < out.size() && std::isdigit(static_cast<unsigned char>(out[at + 1]))) continue;  // $1
     throw std::runtime_error("unsubstituted variable at '" + out.substr(at, 24) + "' in: " + expr);
+  }
   return out;
+}
+
+namespace {
+
+// A JavaScript regex body with named groups as std::regex (ECMAScript, no
+// named groups) reads it: `(?<name>` becomes `(`, and the group numbers of
+// the names are returned.
+std::string unname_groups(const std::string &js, std::map<std::string, size_t> &groups) {
+  std::string out;
+  size_t index = 0;
+  for (size_t i = 0; i < js.size(); ++i) {
+    const char c = js[i];
+    if (c == '\\' && i + 1 < js.size()) {
+      out += js.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (c == '(') {
+      if (js.compare(i, 3, "(?<") == 0 && i + 3 < js.size() && js[i + 3] != '=' && js[i + 3] != '!') {
+        const size_t close = js.find('>', i);
+        groups[js.substr(i + 3, close - i - 3)] = ++index;
+        out += '(';
+        i = close;
+        continue;
+      }
+      if (js.compare(i, 2, "(?") != 0) ++index;
+    }
+    out += c;
+  }
+  return out;
+}
+
+const Json &variable_named(const Json &dashboard, const std::string &name) {
+  for (const Json &v : dashboard.at("templating").at("list"))
+    if (v.value("name", "") == name) return v;
+  throw std::runtime_error("dashboard has no variable " + name);
+}
+
+}  // namespace
+
+std::vector<VariableOption> variable_options(PrometheusServer &prometheus, const Json &dashboard,
+                                             const std::string &name,
+                                             const std::map<std::string, std::string> &vars, double unix_time) {
+  const Json &variable = variable_named(dashboard, name);
+  if (variable.value("type", "") != "query") throw std::runtime_error(name + " is not a query variable");
+  const Json &q = variable.at("query");
+  const std::string query = substitute_variables(q.is_object() ? q.at("query").get<std::string>() : q.get<std::string>(), vars);
+
+  std::vector<std::string> lines;
+  std::smatch m;
+  if (std::regex_match(query, m, std::regex(R"(label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\))"))) {
+    const std::string label = m[2];
+    const Json data = prometheus.query("count by (" + label + ") (" + m[1].str() + ")", unix_time);
+    for (const Json &series : data.at("result")) lines.push_back(series.at("metric").value(label, ""));
+  } else if (std::regex_match(query, m, std::regex(R"(query_result\(([\s\S]*)\))"))) {
+    const Json data = prometheus.query(m[1], unix_time);
+    for (const Json &series : data.at("result")) {
+      Json metric = series.at("metric");
+      std::string line = metric.value("__name__", "");
+      metric.erase("__name__");
+      std::string labels;
+      for (const auto &[key, value] : metric.items())  // nlohmann keeps keys sorted: Prometheus' order
+        labels += (labels.empty() ? "" : ",") + key + "=\"" + value.get<std::string>() + "\"";
+      const Json &sample = series.at("value");
+      line += "{" + labels + "} " + sample.at(1).get<std::string>() + " " +
+              std::to_string(std::llround(sample.at(0).get<double>() * 1000));
+      lines.push_back(line);
+    }
+  } else {
+    throw std::runtime_error(name + ": neither label_values() nor query_result(): " + query);
+  }
+
+  std::map<std::string, size_t> groups;
+  std::optional<std::regex> regex;
+  const std::string js = variable.value("regex", "");
+  if (!js.empty()) {
+    const size_t last = js.rfind('/');
+    if (js.front() != '/' || last == 0) throw std::runtime_error(name + ": regex is not /.../: " + js);
+    regex.emplace(unname_groups(js.substr(1, last - 1), groups), std::regex::ECMAScript);
+  }
+  std::vector<VariableOption> options;
+  std::set<std::string> values;
+  for (const std::string &line : lines) {
+    VariableOption option{line, line};
+    if (regex) {
+      std::smatch found;
+      if (!std::regex_search(line, found, *regex)) continue;
+      if (groups.count("value") || groups.count("text")) {
+        option.value = groups.count("value") ? found[groups.at("value")].str() : found[groups.at("text")].str();
+        option.text = groups.count("text") ? found[groups.at("text")].str() : option.value;
+      } else {
+        option.value = option.text = found.size() > 1 ? found[1].str() : found[0].str();
+      }
+    }
+    if (values.insert(option.value).second) options.push_back(option);
+  }
+  return options;
 }
 
 DashboardCheck check_dashboard(PrometheusServer &prometheus, const Json &dashboard,

@@ -1,9 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Runs every panel query of the Grafana dashboard (deploy/grafana/
 // leakwatch.json) against a real Prometheus that scraped leakwatch, with
 // the dashboard's template variables substituted as Grafana would.
 #pragma once
 
 #include <map>
+#include <ostream>
 #include <set>
 #include <string>
 #include <utility>
@@ -30,8 +32,30 @@ std::set<std::string> dashboard_variables(const Json &dashboard);
 
 // Replaces $name and ${name} for each entry of `vars` (longest names first,
 // so $pid never eats into $pidx). Throws on a `$` left over that names no
-// variable given.
+// variable given ($1, a regex back-reference in label_replace, is kept).
 std::string substitute_variables(const std::string &expr, const std::map<std::string, std::string> &vars);
+
+struct VariableOption {
+  std::string text;   // what the picker shows
+  std::string value;  // what $name becomes in queries
+  bool operator==(const VariableOption &) const = default;
+};
+// For GoogleTest's messages.
+inline void PrintTo(const VariableOption &option, std::ostream *out) {
+  *out << "'" << option.text << "'=" << option.value;
+}
+
+// The options of the dashboard's query variable `name` as Grafana's
+// Prometheus data source makes them at `unix_time`: label_values(SELECTOR,
+// LABEL) gives the LABEL values of SELECTOR's series; query_result(EXPR)
+// gives one line per series of EXPR, `name{label="value",...} value ts_ms`
+// (labels in Prometheus' order, joined by ","), which the variable's regex
+// (/.../, named groups `text` and `value`, else its first group) turns into
+// options; duplicate values are dropped, as Grafana does. Variables in the
+// query are substituted from `vars` first. Throws on other queries.
+std::vector<VariableOption> variable_options(PrometheusServer &prometheus, const Json &dashboard,
+                                             const std::string &name,
+                                             const std::map<std::string, std::string> &vars, double unix_time);
 
 // (panel id, refId) of queries whose metrics are not on this branch yet.
 using PanelRefs = std::set<std::pair<int, std::string>>;

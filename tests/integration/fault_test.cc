@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Faults (issue #8) with real probes: the daemon SIGKILLed while a target
 // hammers malloc (no probe may survive it, the target goes on unharmed, and
 // a restarted daemon attaches exactly once), and a target under a strict

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Harness for the integration tests: runs a target program from
 // tests/targets (see target_protocol.h there) and `leakwatch top` on it, and
 // hands back leakwatch's snapshots next to the target's ground truth.

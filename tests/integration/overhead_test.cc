@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Overhead features with real probes on real targets: byte sampling (the
 // issue's accuracy test), light mode and escalation, the governor and the
 // kill switch (the daemon ones are in daemon_overhead_test.cc).

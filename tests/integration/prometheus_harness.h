@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Harness for the tests that put a real Prometheus server (Debian's
 // /usr/bin/prometheus, installed by scripts/install-deps.sh
 // --with-test-tools) in front of `leakwatch run`: starts one that scrapes a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The leak analysis end to end, as an operator's alert sees it: `leakwatch
 // run` traces a steady 1 MiB/min leak and a cache that fills in a minute
 // and then plateaus, a real Prometheus server scrapes /metrics every 5 s,
@@ -367,12 +368,40 @@ targets:
     std::ifstream file(LW_DASHBOARD_JSON);
     ASSERT_TRUE(file) << LW_DASHBOARD_JSON;
     const Json dashboard = Json::parse(file);
-    EXPECT_EQ(dashboard_variables(dashboard), (std::set<std::string>{"instance", "pid"}));
+    EXPECT_EQ(dashboard_variables(dashboard),
+              (std::set<std::string>{"instance", "process_instance", "pid", "leakwatch_url"}));
+    const std::string instance = "127.0.0.1:" + std::to_string(daemon.port());
     // Grafana's $__rate_interval: max(4 x scrape interval, step + scrape interval).
     const std::map<std::string, std::string> vars = {
-        {"instance", "127.0.0.1:" + std::to_string(daemon.port())},
+        {"instance", instance},
+        {"process_instance", instance},
         {"pid", std::to_string(leaker.pid())},
         {"__rate_interval", std::to_string(4 * kScrapeIntervalSeconds) + "s"}};
+    // The pickers as Grafana fills them: the instance, then that
+    // instance's processes as `comm (pid)` with the pid as value.
+    const double picked = unix_now();
+    const std::vector<VariableOption> instances = variable_options(prometheus, dashboard, "instance", {}, picked);
+    EXPECT_NE(std::find(instances.begin(), instances.end(), VariableOption{instance, instance}), instances.end());
+    const std::vector<VariableOption> process_instances =
+        variable_options(prometheus, dashboard, "process_instance", {{"instance", instance}}, picked);
+    EXPECT_EQ(process_instances, (std::vector<VariableOption>{{instance, instance}}));
+    const std::vector<VariableOption> pids =
+        variable_options(prometheus, dashboard, "pid", {{"process_instance", instance}}, picked);
+    std::printf("[ metric   ] dashboard process picker:");
+    for (const VariableOption &option : pids) std::printf(" '%s'=%s", option.text.c_str(), option.value.c_str());
+    std::printf("\n");
+    for (const auto &[target, comm] : {std::pair<Process *, std::string>{&leaker, "steady_leaker"},
+                                       {&cache, "plateau_cache"},
+                                       {&frozen, "plateau_cache"},
+                                       {&gpu, "cuda_leaker"}}) {
+      const std::string pid = std::to_string(target->pid());
+      EXPECT_NE(std::find(pids.begin(), pids.end(), VariableOption{comm + " (" + pid + ")", pid}), pids.end())
+          << comm << " " << pid;
+    }
+    for (const VariableOption &option : pids)
+      EXPECT_TRUE(option.text.size() > option.value.size() + 3 &&
+                  option.text.ends_with(" (" + option.value + ")"))
+          << "picker option '" << option.text << "' = " << option.value << ": not `comm (pid)`";
     const DashboardCheck check =
         check_dashboard(prometheus, dashboard, vars, unix_now(), kDashboardQueriesAwaitingMetrics);
     std::printf("[ metric   ] dashboard: %d queries, %d returned data, %d pending\n%s", check.queries,
@@ -382,7 +411,9 @@ targets:
     if (const char *png = std::getenv("LW_RENDER_DASHBOARD_PNG"); png != nullptr && png[0] != '\0') {
       Process render({"/usr/bin/python3", LW_DASHBOARD_RENDERER, "--prometheus",
                       "http://127.0.0.1:" + std::to_string(prometheus.port()), "--dashboard", LW_DASHBOARD_JSON,
-                      "--var", "instance=" + vars.at("instance"), "--var", "pid=" + vars.at("pid"), "--var",
+                      "--var", "instance=" + vars.at("instance"), "--var",
+                      "process_instance=" + vars.at("process_instance"), "--var", "pid=" + vars.at("pid"), "--var",
+                      "pid:text=steady_leaker (" + vars.at("pid") + ")", "--var",
                       "__rate_interval=" + vars.at("__rate_interval"), "--start", std::to_string(go_time),
                       "--end", std::to_string(unix_now()), "--out", png});
       const std::optional<int> status = render.wait_exit(120s);

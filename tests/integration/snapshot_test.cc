@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch snapshot`: a pprof profile of a running process, read back by
 // the real pprof tool (Debian golang-go).
 #include <sys/wait.h>

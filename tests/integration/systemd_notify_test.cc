@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The systemd notify protocol as deploy/systemd/leakwatch.service relies on
 // it (Type=notify, WatchdogSec, ExecReload=SIGHUP), seen from the socket
 // systemd would own: READY=1 once /metrics answers; WATCHDOG=1 from the

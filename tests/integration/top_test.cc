@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `leakwatch top -p PID --json` against the target programs of
 // tests/targets: the bytes it reports live per call site must equal each
 // target's ground truth exactly.

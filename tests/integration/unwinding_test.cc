@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Probed allocator calls left without returning (issue 8): longjmp out of
 // an allocator's hook, nesting past the kernel's uretprobe depth (64), C++
 // exceptions caught far up, threads that exit with such a call behind them

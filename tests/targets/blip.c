@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A process that lives for an instant: allocates, frees part, exits. The
  * soak's process churn (bench/soak.sh) runs copies of it under names that
  * match a `full` and a `light` selector. No protocol: it never reads stdin.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A single-threaded burst of tens of thousands of allocations, meant to
  * overflow a small ring buffer while leakwatch's consumer is stalled
  * (--ringbuf-bytes 4096 --debug-stall-consumer-ms ...). Most blocks are

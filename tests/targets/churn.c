@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Control with no leak: 16 threads take and give back blocks of random
  * sizes (small, medium and mmap-sized) through malloc, calloc, realloc and
  * posix_memalign, with a working set that lives across iterations, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Process churn with pid reuse (tests/integration/churn_test.cc).
  *
  * Without arguments (what `spawner` execs, ~100 times a second): a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* After "go", dlopen()s libdltarget.so (C, malloc) and libdltarget_cpp.so
  * (C++, operator new; it brings libstdc++, which this C program does not
  * link) from its own directory and calls their leaking functions. The

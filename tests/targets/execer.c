@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Leaks, then execs itself with --after-exec; the new image leaks from
  * another site and speaks the rest of the protocol. The pid stays the same,
  * so a tracer following it must drop the old image's bytes (that address

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Leaks, then exits with the blocks still live on "exit" (or EOF), or with
  * --free-before-exit frees them first. Either way leakwatch must print a
  * final snapshot ("final":true) showing what was live at exit, and exit 0.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The parent leaks, then forks. The child frees the blocks it inherited,
  * leaks from another site and stays alive. Traced by pid, the parent must
  * show its own leak only: the child's leak is another process's, and the

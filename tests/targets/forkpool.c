@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A worker pool: on "go" the parent forks WORKERS workers; each leaks its
  * own, distinct amount from forkpool_worker_leak and stays alive. Traced by
  * the daemon with follow_forks, every worker must show up as a process of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A process whose anonymous memory keeps growing, or one that calls the
  * allocator as fast as it can, for the escalation and governor tests
  * (tests/integration/daemon_overhead_test.cc). See target_protocol.h for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Holds N live heap blocks (N from argv[1], default 1,000,000), all from one
  * call site, for the daemon memory-bound tests (docs/architecture.md, 28).
  * See target_protocol.h for the protocol.

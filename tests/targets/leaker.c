@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Leaks known amounts through every traced C allocation function, each from
  * its own call site, amid sites that allocate and free a lot and sites whose
  * allocations fail. See target_protocol.h for the protocol.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leaks known amounts through every replaceable operator new / new[]
 // variant (plain, nothrow, aligned, aligned + nothrow), each from its own
 // call site, amid sites that new and delete a lot. See target_protocol.h.

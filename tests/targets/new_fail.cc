@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failed operator new, which libstdc++ reports by throwing std::bad_alloc
 // out of operator new (the nothrow variants call the throwing one and catch
 // inside). Nothing may be counted for a failed call, and tracing must not

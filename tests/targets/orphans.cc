@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Probed allocator calls left without returning: longjmp out of an
 // allocator's hook, nesting deeper than the kernel's uretprobe limit (64),
 // C++ exceptions thrown far below a catch, and threads that exit with such

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A cache that fills, then holds its size: what the leak analysis must not
  * call a leak once it has plateaued (tests/integration/prometheus_test.cc).
  * See target_protocol.h for the protocol up to "go".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* realloc's edge cases, each from its own call site: realloc(NULL, n) is a
  * malloc, realloc(p, 0) frees p (glibc), a failed realloc leaves p live at
  * its old size, and shrinking or growing, in place or moving, leaves exactly

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Allocation sizes spread over four decades, for the byte-sampling accuracy
  * test (tests/integration/overhead_test.cc). See target_protocol.h for the
  * protocol up to "go".

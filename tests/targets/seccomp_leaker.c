@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A target under a strict seccomp filter: an allow-list of the syscalls this
  * program itself needs, everything else kills the process
  * (SECCOMP_RET_KILL_PROCESS). Tracing must not make it call anything else:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Process churn for the soak (bench/soak.sh): after "go", fork+execs
  * PROGRAM at RATE per second (paced, not bursty) until "exit" or EOF;
  * "count" answers "spawned N skipped M" (M: spawns dropped because the

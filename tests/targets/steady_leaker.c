@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A service with a slow, steady leak, for the leak analysis end to end
  * (tests/integration/prometheus_test.cc). See target_protocol.h for the
  * protocol up to "go".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The line protocol every target program speaks with the integration tests.
  *
  *   target -> "ready <pid>"   setup is finished; nothing it allocated so far

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* 64 threads: each allocates blocks that its neighbour thread frees, so
  * every free the tracer sees for these blocks comes from a thread other
  * than the allocating one. A quarter of the blocks stay live, plus one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hand-assembled .eh_frame / .debug_frame blobs for the unwind-table tests:
 // each CIE, FDE and CFA instruction is written byte by byte, so a test
 // says exactly which encoding it exercises (and can break any of them).
@@ -15,7 +16,9 @@ namespace lw::cfi_test {
 
 using Bytes = std::vector<uint8_t>;
 
-inline void append(Bytes& out, const Bytes& more) { out.insert(out.end(), more.begin(), more.end()); }
+inline void append(Bytes& out, const Bytes& more) {
+  out.insert(out.end(), more.begin(), more.end());
+}
 
 inline Bytes cat(std::initializer_list<Bytes> parts) {
   Bytes out;
@@ -73,22 +76,31 @@ inline Bytes offset(uint8_t reg, uint64_t factored) {
   if (reg < 64) return cat({{static_cast<uint8_t>(0x80 | reg)}, uleb(factored)});
   return cat({{0x05}, uleb(reg), uleb(factored)});
 }
-inline Bytes offset_sf(uint64_t reg, int64_t factored) { return cat({{0x11}, uleb(reg), sleb(factored)}); }
+inline Bytes offset_sf(uint64_t reg, int64_t factored) {
+  return cat({{0x11}, uleb(reg), sleb(factored)});
+}
 inline Bytes restore(uint8_t reg) { return {static_cast<uint8_t>(0xc0 | reg)}; }
 inline Bytes restore_extended(uint64_t reg) { return cat({{0x06}, uleb(reg)}); }
 inline Bytes undefined(uint64_t reg) { return cat({{0x07}, uleb(reg)}); }
 inline Bytes same_value(uint64_t reg) { return cat({{0x08}, uleb(reg)}); }
-inline Bytes reg_in_reg(uint64_t reg, uint64_t where) { return cat({{0x09}, uleb(reg), uleb(where)}); }
+inline Bytes reg_in_reg(uint64_t reg, uint64_t where) {
+  return cat({{0x09}, uleb(reg), uleb(where)});
+}
 inline Bytes remember_state() { return {0x0a}; }
 inline Bytes restore_state() { return {0x0b}; }
-inline Bytes expression(uint64_t reg, const Bytes& e) { return cat({{0x10}, uleb(reg), uleb(e.size()), e}); }
+inline Bytes expression(uint64_t reg, const Bytes& e) {
+  return cat({{0x10}, uleb(reg), uleb(e.size()), e});
+}
 inline Bytes val_offset(uint64_t reg, uint64_t f) { return cat({{0x14}, uleb(reg), uleb(f)}); }
-inline Bytes val_expression(uint64_t reg, const Bytes& e) { return cat({{0x16}, uleb(reg), uleb(e.size()), e}); }
+inline Bytes val_expression(uint64_t reg, const Bytes& e) {
+  return cat({{0x16}, uleb(reg), uleb(e.size()), e});
+}
 inline Bytes args_size(uint64_t n) { return cat({{0x2e}, uleb(n)}); }
 
 // binutils' .plt CFA: rsp + 8, + 8 when (rip & 15) >= n.
 inline Bytes plt_expression(uint8_t n) {
-  return {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, static_cast<uint8_t>(0x30 + n), 0x2a, 0x33, 0x24, 0x22};
+  return {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, static_cast<uint8_t>(0x30 + n),
+          0x2a, 0x33, 0x24, 0x22};
 }
 // DW_OP_breg6 (rbp) n; DW_OP_deref
 inline Bytes deref_rbp_expression(int64_t n) { return cat({{0x76}, sleb(n), {0x06}}); }
@@ -188,7 +200,9 @@ class CfiBuilder {
 constexpr uint64_t kTextVaddr = 0x401000;
 constexpr uint64_t kTextOffset = 0x1000;
 constexpr uint64_t kTextSize = 0x40000;
-inline uint32_t off(uint64_t vaddr) { return static_cast<uint32_t>(vaddr - kTextVaddr + kTextOffset); }
+inline uint32_t off(uint64_t vaddr) {
+  return static_cast<uint32_t>(vaddr - kTextVaddr + kTextOffset);
+}
 
 inline std::vector<ElfSegment> test_segments() {
   return {{0x400000, 0x1000, 0, 0x1000, false},

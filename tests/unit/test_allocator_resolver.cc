@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-process allocator decision (core/allocator_resolver.h):
 // preload parsing from hostile input, the dynamic linker's search order,
 // and which object's functions get the probes, on this machine's real

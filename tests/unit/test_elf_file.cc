@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/elf_file.h"
 
 #include <dlfcn.h>
@@ -367,6 +368,72 @@ TEST(ElfFile, CorruptedCopiesNeverCrash) {
   }
   close(fd);
   unlink(path.c_str());
+}
+
+TEST(ElfFile, ReadSectionMatchesTheFile) {
+  auto elf = ElfFile::open_path(kLibc);
+  ASSERT_TRUE(elf.ok());
+  const std::optional<ElfSection> eh = (*elf)->find_section(".eh_frame");
+  ASSERT_TRUE(eh.has_value());
+  auto data = (*elf)->read_section(".eh_frame", 64 << 20);
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  EXPECT_EQ(data->vaddr, eh->vaddr);
+  const std::vector<uint8_t> file = read_file(kLibc);
+  ASSERT_EQ(data->bytes.size(), eh->size);
+  EXPECT_TRUE(std::equal(data->bytes.begin(), data->bytes.end(),
+                         file.begin() + static_cast<long>(eh->offset)));
+  auto small = (*elf)->read_section(".eh_frame", eh->size - 1);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.error().code, EFBIG);
+  auto missing = (*elf)->read_section(".no_such_section", 1 << 20);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ENOENT);
+  auto nobits = (*elf)->read_section(".bss", 1 << 20);
+  ASSERT_FALSE(nobits.ok());
+  EXPECT_EQ(nobits.error().code, ENOENT);
+}
+
+// A separate debug file as distributions ship them: SHF_COMPRESSED (zlib).
+// The declared size bounds the output; a lie or corrupt data is an Error.
+TEST(ElfFile, ReadSectionDecompressesAndDistrustsTheHeader) {
+  const std::string debug = std::string(LW_TARGETS_DIR) + "/unwind_debug_frame.debug";
+  auto elf = ElfFile::open_path(debug);
+  ASSERT_TRUE(elf.ok()) << elf.error().message;
+  const std::optional<ElfSection> df = (*elf)->find_section(".debug_frame");
+  ASSERT_TRUE(df.has_value());
+  ASSERT_NE(df->flags & SHF_COMPRESSED, 0u);
+  std::vector<uint8_t> file = read_file(debug);
+  Elf64_Chdr chdr;
+  memcpy(&chdr, &file[df->offset], sizeof(chdr));
+  auto data = (*elf)->read_section(".debug_frame", 1 << 20);
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  EXPECT_EQ(data->bytes.size(), chdr.ch_size);
+  EXPECT_EQ(data->bytes[4], 0xff);  // the first CIE's id, 0xffffffff
+  EXPECT_FALSE((*elf)->read_section(".debug_frame", chdr.ch_size - 1).ok());
+
+  auto variant = [&](const std::string& name, auto mutate) {
+    std::vector<uint8_t> copy = file;
+    mutate(copy);
+    const std::string path = temp_path(name);
+    write_file(path, copy.data(), copy.size());
+    auto e = ElfFile::open_path(path);
+    unlink(path.c_str());
+    EXPECT_TRUE(e.ok());
+    if (!e.ok()) return Error{0, "open failed"};
+    auto r = (*e)->read_section(".debug_frame", 1 << 20);
+    return r.ok() ? Error{0, ""} : r.error();
+  };
+  const size_t size_field = df->offset + offsetof(Elf64_Chdr, ch_size);
+  Error bigger = variant("bigger", [&](std::vector<uint8_t>& f) { f[size_field] += 7; });
+  EXPECT_EQ(bigger.code, EINVAL) << bigger.message;
+  Error huge = variant("huge", [&](std::vector<uint8_t>& f) { f[size_field + 7] = 0x40; });
+  EXPECT_EQ(huge.code, EFBIG) << huge.message;
+  Error corrupt = variant("corrupt", [&](std::vector<uint8_t>& f) {
+    for (size_t i = sizeof(Elf64_Chdr) + 2; i < df->size; ++i) f[df->offset + i] ^= 0x55;
+  });
+  EXPECT_EQ(corrupt.code, EINVAL) << corrupt.message;
+  Error zstd = variant("zstd", [&](std::vector<uint8_t>& f) { f[df->offset] = 2; });
+  EXPECT_EQ(zstd.code, ENOTSUP) << zstd.message;
 }
 
 }  // namespace

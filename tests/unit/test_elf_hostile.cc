@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crafted-ELF corpus (issue #8): files built here from a copy of libc with
 // one lie each in their headers. Each must be refused by ElfFile (and so by
 // the symbolizer, which never hands it to libdw) in under a second, with

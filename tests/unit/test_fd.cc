@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // open_in_root / open_untrusted_file: a container's files are opened without
 // following links out of its root, regular files only, never blocking.
 #include "core/fd.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/latency_histogram.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Byte-weighted Poisson sampling: the BPF side's decision (bpf/lw_sampling.h,
 // run here through sample_decision()) and the daemon's estimator
 // (core/sampling.h, HeapTracker with a sample mean).

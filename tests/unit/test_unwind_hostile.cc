@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile CFI and cache files: objects come from traced processes, cache
 // files from a disk anyone with the daemon's rights can write. Every case
 // must end in a clear Error or a sound table (validate_table), never a
@@ -53,10 +54,12 @@ TEST(UnwindHostile, TruncatedRecordsFailTheParse) {
 }
 
 TEST(UnwindHostile, LengthFieldsThatOverflow) {
-  expect_error_naming(build(cat({le(0xfffffff0, 4), Bytes(16, 0)})), "runs past the end");  // reserved
+  expect_error_naming(build(cat({le(0xfffffff0, 4), Bytes(16, 0)})),
+                      "runs past the end");  // reserved
   expect_error_naming(build(cat({le(0xffffffff, 4), le(~uint64_t{0}, 8), Bytes(16, 0)})),
                       "runs past the end");
-  expect_error_naming(build(cat({le(0xffffffff, 4), le(uint64_t{1} << 63, 8)})), "runs past the end");
+  expect_error_naming(build(cat({le(0xffffffff, 4), le(uint64_t{1} << 63, 8)})),
+                      "runs past the end");
   expect_error_naming(build(le(0x7fffffff, 4)), "runs past the end");
   expect_error_naming(build(Bytes{0x01, 0x00}), "runs past the end");
   EXPECT_TRUE(build(Bytes{}).ok());
@@ -269,8 +272,11 @@ UnwindTable sample_table() {
 }
 
 bool same_rows(const UnwindTable& a, const UnwindTable& b) {
-  if (a.rows.size() != b.rows.size() || a.pages != b.pages) return false;
-  return memcmp(a.rows.data(), b.rows.data(), a.rows.size() * sizeof(lw_unwind_row)) == 0;
+  return a.pages == b.pages &&
+         std::equal(a.rows.begin(), a.rows.end(), b.rows.begin(), b.rows.end(),
+                    [](const lw_unwind_row& x, const lw_unwind_row& y) {
+                      return memcmp(&x, &y, sizeof(x)) == 0;
+                    });
 }
 
 TEST(UnwindCache, RoundTrip) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The unwind tables against an independent oracle: binutils' readelf.
 // `readelf --debug-dump=frames-interp` runs every CFA program and prints a
 // row (LOC, CFA, one column per register, ra) wherever it changes; for each
@@ -32,7 +33,9 @@ std::string run_command(const std::string& cmd) {
   return out;
 }
 
-bool have_readelf() { return run_command("readelf --version 2>/dev/null").find("GNU") != std::string::npos; }
+bool have_readelf() {
+  return run_command("readelf --version 2>/dev/null").find("GNU") != std::string::npos;
+}
 
 struct ReadelfRow {
   uint64_t loc = 0;
@@ -53,6 +56,11 @@ const std::regex kRecordHeader(R"(^([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+) (CIE|FDE) (
 const std::regex kCieHeader(R"x(^"([^"]*)")x");
 const std::regex kFdeHeader(R"(^cie=([0-9a-f]+) pc=([0-9a-f]+)\.\.([0-9a-f]+))");
 
+// std::regex is slow; most lines are rows or instructions.
+bool is_record_header(const std::string& line) {
+  return line.find(" FDE ") != std::string::npos || line.find(" CIE ") != std::string::npos;
+}
+
 // Both dumps, for the one section `section` (".eh_frame" / ".debug_frame").
 std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::string& section) {
   std::map<uint64_t, ReadelfFde> fdes;  // by record offset
@@ -71,7 +79,7 @@ std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::s
       if (line.rfind("Contents of the ", 0) == 0) in_section = line.rfind(wanted, 0) == 0;
       if (!in_section) continue;
       std::smatch m;
-      if (std::regex_match(line, m, kRecordHeader)) {
+      if (is_record_header(line) && std::regex_match(line, m, kRecordHeader)) {
         const uint64_t offset = std::stoull(m[1], nullptr, 16);
         const std::string rest = m[4];
         std::smatch h;
@@ -129,7 +137,7 @@ std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::s
       if (line.rfind("Contents of the ", 0) == 0) in_section = line.rfind(wanted, 0) == 0;
       if (!in_section) continue;
       std::smatch m;
-      if (std::regex_match(line, m, kRecordHeader)) {
+      if (is_record_header(line) && std::regex_match(line, m, kRecordHeader)) {
         auto it = fdes.find(std::stoull(m[1], nullptr, 16));
         fde = m[3] == "FDE" && it != fdes.end() ? &it->second : nullptr;
         continue;
@@ -139,7 +147,8 @@ std::map<uint64_t, ReadelfFde> read_frames(const std::string& path, const std::s
         const size_t start = at + expr.size();
         fde->cfa_expressions.insert(line.substr(start, line.rfind(')') - start));
       }
-      if (line.find("DW_CFA_undefined: r6 (rbp)") != std::string::npos) fde->rbp_set_undefined = true;
+      if (line.find("DW_CFA_undefined: r6 (rbp)") != std::string::npos)
+        fde->rbp_set_undefined = true;
     }
   }
   return fdes;
@@ -290,7 +299,8 @@ OracleReport compare_with_readelf(const ElfFile& obj, const UnwindTable& table,
       ++rep.rows_compared;
       const std::vector<lw_unwind_row> want = expected_rows(f, r);
       // The row's first and last address: no rule may change in between.
-      const uint64_t last = (i + 1 < f.rows.size() ? std::min(f.rows[i + 1].loc, f.end) : f.end) - 1;
+      const uint64_t last =
+          (i + 1 < f.rows.size() ? std::min(f.rows[i + 1].loc, f.end) : f.end) - 1;
       check(r.loc, want, "row at");
       if (last != r.loc) check(last, want, "row end at");
     }
@@ -313,19 +323,22 @@ void expect_sound(const UnwindTable& t, const std::string& what) {
 }
 
 void print(const std::string& what, const UnwindTable& t, const OracleReport& r) {
-  printf("[ oracle ] %s: %lu FDEs, %lu readelf rows compared at %lu addresses (+%lu FDE ends), "
-         "%lu mismatches; skipped: %lu overlapping FDEs, %lu rows past their FDE's end; table %zu rows;",
-         what.c_str(), (unsigned long)r.fdes, (unsigned long)r.rows_compared,
-         (unsigned long)r.addresses_compared, (unsigned long)r.ends_checked,
-         (unsigned long)r.mismatches, (unsigned long)r.fdes_overlapping,
-         (unsigned long)r.rows_past_end, t.rows.size());
+  printf(
+      "[ oracle ] %s: %lu FDEs, %lu readelf rows compared at %lu addresses (+%lu FDE ends), "
+      "%lu mismatches; skipped: %lu overlapping FDEs, %lu rows past their FDE's end; table %zu "
+      "rows;",
+      what.c_str(), (unsigned long)r.fdes, (unsigned long)r.rows_compared,
+      (unsigned long)r.addresses_compared, (unsigned long)r.ends_checked,
+      (unsigned long)r.mismatches, (unsigned long)r.fdes_overlapping,
+      (unsigned long)r.rows_past_end, t.rows.size());
   for (const auto& [type, n] : r.by_type) printf(" type%d=%lu", type, (unsigned long)n);
   printf("\n");
   for (const std::string& m : r.first_mismatches) printf("  %s\n", m.c_str());
 }
 
 void check_object(const std::string& path, uint64_t min_rows) {
-  if (!have_readelf()) GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
+  if (!have_readelf())
+    GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
   auto obj = ElfFile::open_path(path);
   if (!obj) GTEST_SKIP() << path << " not present: " << obj.error().message;
   auto table = build_unwind_table(**obj, nullptr);
@@ -344,6 +357,18 @@ TEST(UnwindOracle, Libc) { check_object("/lib/x86_64-linux-gnu/libc.so.6", 20000
 TEST(UnwindOracle, Libstdcxx) { check_object("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", 20000); }
 TEST(UnwindOracle, Python311) { check_object("/usr/bin/python3.11", 40000); }
 TEST(UnwindOracle, O2TestTarget) { check_object(std::string(LW_TARGETS_DIR) + "/unwind_o2", 50); }
+
+// More objects, by hand: LW_UNWIND_ORACLE_OBJECTS=/path/a.so:/path/b.so
+// (bench/README.md, "Unwind tables", ran it on libtorch_cpu).
+TEST(UnwindOracle, ObjectsFromEnvironment) {
+  const char* list = getenv("LW_UNWIND_ORACLE_OBJECTS");
+  if (list == nullptr || *list == 0) GTEST_SKIP() << "LW_UNWIND_ORACLE_OBJECTS not set";
+  std::istringstream paths(list);
+  for (std::string path; std::getline(paths, path, ':');) {
+    SCOPED_TRACE(path);
+    check_object(path, 1);
+  }
+}
 
 // The shapes each object must contain, so the comparisons above did cover them.
 TEST(UnwindOracle, RealObjectsHaveEveryShape) {
@@ -366,7 +391,8 @@ TEST(UnwindOracle, RealObjectsHaveEveryShape) {
 // A distribution's split: the object has no .eh_frame, its debug file (zlib-
 // compressed sections, as -dbgsym packages ship them) has .debug_frame.
 TEST(UnwindOracle, DebugFrameFromSeparateDebugFile) {
-  if (!have_readelf()) GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
+  if (!have_readelf())
+    GTEST_SKIP() << "readelf not found: install binutils (scripts/install-deps.sh)";
   const std::string dir = LW_TARGETS_DIR;
   auto obj = ElfFile::open_path(dir + "/unwind_debug_frame.stripped");
   auto debug = ElfFile::open_path(dir + "/unwind_debug_frame.debug");
@@ -388,6 +414,14 @@ TEST(UnwindOracle, DebugFrameFromSeparateDebugFile) {
   EXPECT_GE(r.rows_compared, 10u);
   EXPECT_EQ(r.mismatches, 0u);
   EXPECT_GE(table->stats.rows_by_cfa_type[LW_CFA_RBP], 1u);  // vla()
+
+  // A debug file of another build is refused, not used.
+  auto other = ElfFile::open_path(dir + "/unwind_o2");
+  ASSERT_TRUE(other.ok());
+  ASSERT_FALSE((*obj)->build_id().empty());
+  auto mismatched = build_unwind_table(**obj, other->get());
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.error().message.find("build-id"), std::string::npos);
 
   // The unsplit binary still has the crt files' .eh_frame: that one wins.
   auto unsplit = ElfFile::open_path(dir + "/unwind_debug_frame");

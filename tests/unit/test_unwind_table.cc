@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crafted CFI: each LW_CFA_* / LW_RBP_* type, gaps between FDEs, merging,
 // and the page index the BPF search relies on. The blobs are assembled by
 // hand (cfi_test_builder.h); the real-compiler side is test_unwind_oracle.cc.
@@ -36,7 +37,8 @@ std::string describe(const lw_unwind_row& r) {
   if (r.cfa_type > 7) return "no row";
   std::string s = std::string(kCfa[r.cfa_type]) + (r.cfa_offset >= 0 ? "+" : "") +
                   std::to_string(r.cfa_offset);
-  s += std::string(" rbp:") + (r.rbp_type < 4 ? kRbp[r.rbp_type] : "?") + std::to_string(r.rbp_offset);
+  s += std::string(" rbp:") + (r.rbp_type < 4 ? kRbp[r.rbp_type] : "?") +
+       std::to_string(r.rbp_offset);
   return s;
 }
 
@@ -103,8 +105,10 @@ TEST(UnwindTable, PltExpression) {
 TEST(UnwindTable, OtherExpressionsAreUnsupported) {
   Bytes not_plt = plt_expression(11);
   not_plt[4] = 0x3e;  // DW_OP_lit14 instead of lit15: 8-byte entries, not what BPF assumes
-  Bytes deref_then_more = cat({deref_rbp_expression(-8), {0x23, 0x08}});  // ...; DW_OP_plus_uconst 8
-  for (const Bytes& e : {not_plt, deref_then_more, Bytes{0x77, 0x08}, Bytes{}}) {
+  Bytes deref_then_more =
+      cat({deref_rbp_expression(-8), {0x23, 0x08}});  // ...; DW_OP_plus_uconst 8
+  for (const Bytes& e :
+       {not_plt, plt_expression(18), deref_then_more, Bytes{0x77, 0x08}, Bytes{}}) {
     CfiBuilder b;
     b.fde(b.cie(), 0x401000, 0x10, def_cfa_expression(e));
     const UnwindTable t = build(b);
@@ -174,11 +178,13 @@ TEST(UnwindTable, RulesWeDoNotEvaluate) {
       {"CFA offset under s32", def_cfa_sf(kRsp, 0x10000001), only(LW_CFA_UNSUPPORTED)},
       {"rbp same value", same_value(kRbp), rsp(8)},
       {"rbp undefined", undefined(kRbp), describe({0, 8, 0, LW_CFA_RSP, LW_RBP_UNDEFINED})},
-      {"rbp in a register", reg_in_reg(kRbp, 3), describe({0, 8, 0, LW_CFA_RSP, LW_RBP_UNSUPPORTED})},
+      {"rbp in a register", reg_in_reg(kRbp, 3),
+       describe({0, 8, 0, LW_CFA_RSP, LW_RBP_UNSUPPORTED})},
       {"rbp val_offset", val_offset(kRbp, 2), describe({0, 8, 0, LW_CFA_RSP, LW_RBP_UNSUPPORTED})},
       {"rbp val_expression", val_expression(kRbp, {0x76, 0x00}),
        describe({0, 8, 0, LW_CFA_RSP, LW_RBP_UNSUPPORTED})},
-      {"rbp offset over s16", offset(kRbp, 5000), describe({0, 8, 0, LW_CFA_RSP, LW_RBP_UNSUPPORTED})},
+      {"rbp offset over s16", offset(kRbp, 5000),
+       describe({0, 8, 0, LW_CFA_RSP, LW_RBP_UNSUPPORTED})},
       {"rbp offset_sf", offset_sf(kRbp, 3), describe({0, 8, -24, LW_CFA_RSP, LW_RBP_AT_CFA})},
   };
   for (const Case& c : cases) {
@@ -233,6 +239,22 @@ TEST(UnwindTable, SetLocAndAbsoluteEncoding) {
   EXPECT_EQ(describe(row_at(t, 0x401080)), rsp(8));
 }
 
+TEST(UnwindTable, SetLocPcRelative) {
+  // With the CIE's usual pcrel|sdata4, set_loc's operand is relative to its
+  // own address in the section.
+  CfiBuilder b;
+  const size_t cie = b.cie();
+  const size_t fde_at = b.bytes().size();
+  // Record: length 4, CIE pointer 4, pc_begin 4, pc_range 4, aug length 1,
+  // then DW_CFA_set_loc (1 byte) and its operand.
+  const uint64_t operand_vaddr = 0x500000 + fde_at + 4 + 4 + 4 + 4 + 1 + 1;
+  b.fde(cie, 0x401000, 0x100,
+        cat({Bytes{0x01}, le(0x401040 - operand_vaddr, 4), def_cfa_offset(16)}));
+  const UnwindTable t = build(b);
+  EXPECT_EQ(describe(row_at(t, 0x40103f)), rsp(8));
+  EXPECT_EQ(describe(row_at(t, 0x401040)), rsp(16));
+}
+
 TEST(UnwindTable, AugmentationsPersonalityAndLsdaAreSkipped) {
   CfiBuilder b;
   const size_t cie = b.cie("zPLR");
@@ -260,7 +282,8 @@ TEST(UnwindTable, GapsBetweenFdesAndUnsortedSection) {
   EXPECT_EQ(describe(row_at(t, 0x402000)), rsp(16));
   EXPECT_EQ(describe(row_at(t, 0x402010)), only(LW_CFA_NONE));
   EXPECT_EQ(describe(row_at(t, 0x4f0000)), only(LW_CFA_NONE));  // past the last page
-  // Rows: 0x1000 rsp8, 0x1010 rsp24, 0x1020 NONE, 0x1030 rsp8, 0x1038 NONE, 0x2000 rsp16, 0x2010 NONE.
+  // Rows: 0x1000 rsp8, 0x1010 rsp24, 0x1020 NONE, 0x1030 rsp8, 0x1038 NONE,
+  // 0x2000 rsp16, 0x2010 NONE.
   EXPECT_EQ(t.rows.size(), 7u);
 }
 

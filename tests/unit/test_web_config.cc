@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The web config (exporter-toolkit format) and the HTTPS / basic auth server
 // built from it. Certificates are generated at runtime with the openssl CLI
 // and bcrypt hashes with crypt_r, so no key or secret is committed; the one

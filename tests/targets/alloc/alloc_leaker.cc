@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The same leaking program (C++: site names in the truth are demangled,
  * "leak_malloc()"), built and run five ways by the allocator tests
  * (tests/integration/allocator_test.cc): plain glibc, linked with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Leaks known bytes through every traced CUDA runtime and driver function,
  * each from its own call site, next to sites that allocate and free, calls
  * that fail, a context destroyed with memory still in it, and VMM physical

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The CUDA runtime linked into the executable (as with libcudart_static.a):
  * leakwatch finds cudaMalloc by symbol in the executable itself. The
  * runtime still allocates through libcuda.so.1, whose nested calls must not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Calls the real CUDA runtime (/usr/local/cuda/lib64/libcudart.so.13, or
  * the path in argv[1]) where it is installed, on a machine without a GPU:
  * every allocation fails, so leakwatch must attach its probes by name and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The C ABI of the CUDA driver and runtime functions leakwatch probes, as
  * the real headers declare them (cuda.h, cuda_runtime_api.h of CUDA 13),
  * for the test libraries built here. Only what the fixtures use. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A test stand-in for the CUDA driver, libcuda.so.1: the real symbol names
  * and C ABI, no GPU. "Device" memory is host memory from mmap, so the
  * tracer sees real, distinct addresses; the library keeps the ground truth

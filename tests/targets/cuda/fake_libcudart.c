@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A test stand-in for the CUDA runtime, libcudart.so.13 (and, built into a
  * static library, for a runtime linked into the executable): the real
  * symbol names (versioned `libcudart.so.13` in the shared build, as the real

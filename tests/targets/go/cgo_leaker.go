@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Go program that leaks through C: cgo calls into C functions that
 // malloc and keep the blocks. leakwatch must trace these (libc's malloc,
 // reached through cgo on the system stack) and never probe the Go binary

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A pure Go program (no cgo, statically linked): nothing C to trace. See
 // cgo_leaker.go. Speaks the protocol of ../target_protocol.h.
 package main

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Loaded by dlopener with dlopen() after leakwatch attached: its leak must
  * be attributed to dltarget_leak_site, in this library's module. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A C++ library that dlopener (a C program, without libstdc++) loads after
 // leakwatch attached. Loading it maps libstdc++ into the process for the
 // first time, so operator new is only probed if the tracer attaches to

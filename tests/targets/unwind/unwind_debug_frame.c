@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Oracle target for .debug_frame (tests/unit/test_unwind_oracle.cc): C
 // without unwind tables, so GCC writes the CFI to .debug_frame only; the
 // build then splits it the way distributions do (CMakeLists.txt here).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Oracle target of the unwind-table tests (tests/unit/test_unwind_oracle.cc):
 // built as distributions build, -O2 without frame pointers, with functions
 // whose CFI takes each shape the BPF unwinder evaluates. Never run by the

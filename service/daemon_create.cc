@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// Daemon::create: the daemon on the BPF engine. Apart from the daemon's
+// parts (lw_service), so the unit tests link the parts without libbpf.
+#include <algorithm>
+
+#include "engine/bpf_session.h"
+#include "engine/unwind_tables.h"
+#include "service/daemon.h"
+#include "service/engine_tracer.h"
+
+namespace lw {
+
+namespace {
+
+BpfOptions bpf_options(const Config& c) {
+  BpfOptions o;
+  o.ringbuf_bytes = c.ringbuf_bytes;
+  o.live_max_entries = c.limits.live_map_entries;
+  o.stack_max_entries = c.limits.stack_map_entries;
+  o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
+  o.report_all_execs = true;
+  o.unwind_cfi = c.unwind.cfi;
+  return o;
+}
+
+UnwindTableOptions unwind_options(const Config& c) {
+  UnwindTableOptions o;
+  o.max_table_bytes = c.unwind.max_table_bytes;
+  o.cache_dir = c.unwind.cache_dir;
+  o.cache_max_bytes = c.unwind.cache_max_bytes;
+  return o;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
+  auto tracer = EngineTracer::create(bpf_options(config), unwind_options(config));
+  if (!tracer) return tracer.error();
+  return std::make_unique<Daemon>(std::move(options), std::move(config), std::move(*tracer));
+}
+
+}  // namespace lw

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the daemon's parts share: the configuration in force, the tracked
+// processes with their overhead state, their leak analysis, the daemon's
+// counters and the "publish now" flag. One DaemonState per daemon, owned by
+// Daemon and lent by reference to its parts (discovery, config watch,
+// overhead controller, publisher).
+// Thread-safety: not thread-safe. Only the consumer thread (Daemon::run)
+// touches it; readers on other threads see the published DaemonSnapshot.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/analyzer.h"
+#include "core/config.h"
+#include "core/escalation.h"
+#include "core/overhead_policy.h"
+#include "core/process_identity.h"
+#include "view/daemon_view.h"
+
+namespace lw {
+
+struct TrackedProcess {
+  // Identity, matching target, mode, parent, attach time, and whether the
+  // heap probes are attached now (wanted, not suspended, no kill switch).
+  // `full` and `tracing_suspended` are filled from the state below when
+  // published (process_info).
+  ProcessInfo info;
+  // ---- overhead: escalation (mode auto only), governor ----
+  EscalationState escalation;
+  GovernorState governor;
+  // Heap probes wanted: mode full, or auto and escalated.
+  bool full() const { return info.mode == TargetMode::kFull || escalation.full(); }
+};
+
+// What readers see of a tracked process (view/daemon_view.h).
+ProcessInfo process_info(const TrackedProcess& t);
+
+struct DaemonState {
+  Config config;
+  std::string config_path;  // "" without --config
+  std::map<pid_t, TrackedProcess> tracked;
+  std::map<pid_t, ProcessAnalyzer> analyzers;
+  DaemonCounters counters;
+  // The tracked set or a process's probes changed: publish now, not at the
+  // next tick.
+  bool dirty = false;
+  // Trackers and analysis, as of the last publish.
+  uint64_t tracked_memory = 0;
+};
+
+// Seconds since the epoch (the view's timestamps).
+double unix_now();
+
+}  // namespace lw

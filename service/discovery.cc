@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "service/discovery.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/fd.h"
+#include "core/log.h"
+
+namespace lw {
+
+namespace {
+
+TraceOptions trace_options(const TargetConfig& t, const Config& c) {
+  TraceOptions o;
+  // `auto` starts light and is escalated to full while it grows (escalation).
+  o.heap = t.mode == TargetMode::kFull;
+  o.mmap = true;
+  o.follow_forks = t.follow_forks;
+  o.sample_mean_bytes = t.sampling_mean_bytes.value_or(c.sampling.enabled ? c.sampling.mean_bytes : 0);
+  return o;
+}
+
+// A short reason for attach-error metrics: the errno name, not the message
+// (messages hold paths and pids, which would explode label cardinality).
+std::string reason_of(const Error& e) {
+  switch (e.code) {
+    case ESRCH: return "no_such_process";
+    case EPERM:
+    case EACCES: return "permission_denied";
+    case ENOENT: return "no_allocator_found";
+    case ESTALE: return "file_changed";
+    case E2BIG:
+    case ENOSPC:
+    case ENOMEM: return "kernel_map_full";
+    case EINVAL: return "invalid";
+    default: return "other";
+  }
+}
+
+AnalysisParams analysis_params(const Config& c) {
+  AnalysisParams p;
+  p.window_s = c.analysis.window_seconds;
+  return p;
+}
+
+}  // namespace
+
+ProcessFacts facts_of(const ProcessIdentity& id) {
+  ProcessFacts f;
+  f.pid = id.pid;
+  f.comm = id.comm;
+  f.exe = id.exe;
+  f.cgroup_path = id.cgroup.value_or("");
+  f.k8s_namespace = id.pod_namespace;
+  f.k8s_pod = id.pod_name;
+  return f;
+}
+
+uint64_t read_start_ticks(pid_t pid) {
+  Result<std::string> text = read_regular_file("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (!text) return 0;
+  Result<StatFields> st = parse_proc_stat(*text);
+  return st ? st->start_time : 0;
+}
+
+ProcessDiscovery::ProcessDiscovery(DaemonState& state, TracerControl& tracer,
+                                   PodDirectoryOptions pods)
+    : state_(state), tracer_(tracer), pods_(std::move(pods)) {}
+
+void ProcessDiscovery::consider(pid_t pid, pid_t parent, uint64_t event_ns) {
+  if (pid == getpid() || state_.tracked.count(pid)) return;
+  // Kill switch: nothing new is attached; the reconciliation after it is
+  // released finds what started meanwhile.
+  if (state_.counters.kill_switch_engaged) return;
+  ++state_.counters.discoveries;
+  Result<ProcessIdentity> id = read_process_identity(pid, &pods_);
+  if (!id) return;  // exited meanwhile, or a kernel thread
+  if (id->exe.empty()) return;  // kernel threads have no executable
+  const TargetConfig* target = nullptr;
+  auto parent_it = parent ? state_.tracked.find(parent) : state_.tracked.end();
+  if (parent_it != state_.tracked.end()) {
+    // A forked child of a target that follows forks: it belongs to the
+    // parent's target, whatever its own name says.
+    for (const TargetConfig& t : state_.config.targets)
+      if (t.name == parent_it->second.info.target) target = &t;
+  }
+  if (!target) target = match_target(state_.config, facts_of(*id));
+  if (!target) {
+    unmatched_.insert({pid, id->start_time});
+    return;
+  }
+  attach(pid, *id, *target, parent_it != state_.tracked.end() ? parent : 0, event_ns);
+}
+
+void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& target,
+                              pid_t parent, uint64_t event_ns) {
+  const Config& config = state_.config;
+  DaemonCounters& counters = state_.counters;
+  if (state_.tracked.size() >= config.limits.max_processes) {
+    ++counters.refused_max_processes;
+    log_once("max_processes", "limits.max_processes (" +
+                                  std::to_string(config.limits.max_processes) +
+                                  ") reached: new matching processes are not attached");
+    return;
+  }
+  // Over the memory budget, keep what is tracked and take on nothing new.
+  if (state_.tracked_memory > config.limits.max_daemon_memory_bytes) {
+    ++counters.refused_memory_budget;
+    log_once("max_daemon_memory", "limits.max_daemon_memory_bytes reached: new matching "
+                                  "processes are not attached");
+    return;
+  }
+  Status st = tracer_.attach(pid, trace_options(target, config));
+  if (!st) {
+    ++counters.attach_failures;
+    ++counters.attach_errors[reason_of(st.error())];
+    LW_LOG_WARN("attaching pid %d (%s) for target %s: %s", pid, id.comm.c_str(),
+                target.name.c_str(), st.error().message.c_str());
+    return;
+  }
+  // The identity was read before the attach: if the process exited and
+  // its pid went to another meanwhile, the probes are on the newcomer,
+  // with the options of a target it was never matched for. Drop them and
+  // match the newcomer itself (its exec event may have come while the pid
+  // was registered, and is gone with it). Recursing again would take
+  // another whole pid wrap within this call.
+  if (std::optional<uint64_t> ticks = tracer_.start_ticks(pid); ticks && *ticks != id.start_time) {
+    ++counters.pid_reuse_detected;
+    LW_LOG_INFO("pid %d was reused while being attached: matching the new process", pid);
+    tracer_.detach(pid);
+    consider(pid, 0, 0);
+    return;
+  }
+  if (event_ns) {
+    const int64_t ns = static_cast<int64_t>(monotonic_ns() - event_ns);
+    counters.attach_latency.observe(static_cast<double>(ns) / 1e9);
+  }
+  TrackedProcess t;
+  t.info.identity = id;
+  t.info.target = target.name;
+  t.info.mode = target.mode;
+  t.info.parent = parent;
+  t.info.attached_at = std::chrono::system_clock::now();
+  t.info.heap_attached = t.full();
+  state_.tracked[pid] = std::move(t);
+  state_.analyzers.try_emplace(pid, analysis_params(config));
+  state_.dirty = true;
+  ++counters.attached_total;
+  LW_LOG_INFO("attached pid %d (%s) target=%s mode=%s%s", pid, id.comm.c_str(),
+              target.name.c_str(), mode_name(target.mode),
+              parent ? (" (forked from " + std::to_string(parent) + ")").c_str() : "");
+}
+
+void ProcessDiscovery::detach(pid_t pid, const char* why) {
+  auto it = state_.tracked.find(pid);
+  if (it == state_.tracked.end()) return;
+  LW_LOG_INFO("detached pid %d (%s): %s", pid, it->second.info.identity.comm.c_str(), why);
+  tracer_.detach(pid);
+  state_.tracked.erase(it);
+  state_.analyzers.erase(pid);
+  state_.dirty = true;
+  ++state_.counters.detached_total;
+}
+
+void ProcessDiscovery::reconcile() {
+  ++state_.counters.reconciliations;
+  DIR* proc = opendir("/proc");
+  if (!proc) {
+    LW_LOG_ERROR("reconcile: opendir /proc: %s", strerror(errno));
+    return;
+  }
+  std::set<pid_t> alive;
+  while (struct dirent* de = readdir(proc)) {
+    char* end = nullptr;
+    long pid = strtol(de->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    alive.insert(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  // Tracked processes that are gone without an exit event (missed while the
+  // ring buffer was full) are cleaned up here.
+  std::vector<pid_t> gone;
+  for (const auto& [pid, t] : state_.tracked)
+    if (!alive.count(pid) || read_start_ticks(pid) != t.info.identity.start_time) gone.push_back(pid);
+  for (pid_t pid : gone) detach(pid, "gone (reconciliation)");
+  for (auto it = unmatched_.begin(); it != unmatched_.end();)
+    it = alive.count(it->first) ? std::next(it) : unmatched_.erase(it);
+  for (pid_t pid : alive) {
+    if (state_.tracked.count(pid)) continue;
+    uint64_t start = read_start_ticks(pid);
+    if (unmatched_.count({pid, start})) continue;
+    consider(pid, 0);
+  }
+}
+
+void ProcessDiscovery::handle_events() {
+  for (const ProcessEvent& d : tracer_.take_process_events()) {
+    if (d.was_target) {
+      // A target exec'd: its new image may not match any more.
+      auto it = state_.tracked.find(d.pid);
+      if (it == state_.tracked.end()) continue;
+      Result<ProcessIdentity> id = read_process_identity(d.pid, &pods_);
+      if (!id) continue;
+      if (id->start_time != it->second.info.identity.start_time) {
+        // Not an exec of the traced process: another process on its pid
+        // (the old one's exit went unseen). Nothing of the old state may
+        // carry over to it, nor the old target's mode: drop it and match
+        // the newcomer as the new process it is.
+        ++state_.counters.pid_reuse_detected;
+        detach(d.pid, "pid reused by another process");
+        consider(d.pid, 0, d.event_ns);
+        continue;
+      }
+      const TargetConfig* target = match_target(state_.config, facts_of(*id));
+      if (!target && it->second.info.parent == 0) {
+        detach(d.pid, "no longer matches after exec");
+        unmatched_.insert({d.pid, id->start_time});
+      } else {
+        it->second.info.identity = *id;
+      }
+      continue;
+    }
+    consider(d.pid, d.parent, d.event_ns);
+  }
+}
+
+void ProcessDiscovery::reap_exited() {
+  std::vector<pid_t> exited = tracer_.exited();
+  if (exited.empty()) return;
+  // One teardown for all: closing a uprobe link waits for a grace period
+  // (tens of ms, more on a loaded host), and one process after the other
+  // those waits added up to seconds of a stalled consumer under process
+  // churn (tests/integration/churn_test.cc).
+  for (pid_t pid : exited) {
+    auto it = state_.tracked.find(pid);
+    if (it != state_.tracked.end()) {
+      LW_LOG_INFO("detached pid %d (%s): exited", pid, it->second.info.identity.comm.c_str());
+      state_.tracked.erase(it);
+      ++state_.counters.detached_total;
+    }
+    state_.analyzers.erase(pid);
+  }
+  tracer_.detach_many(exited);
+  state_.dirty = true;
+}
+
+}  // namespace lw

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "service/engine_tracer.h"
+
+#include "engine/snapshot.h"
+
+namespace lw {
+
+Result<std::unique_ptr<EngineTracer>> EngineTracer::create(const BpfOptions& options,
+                                                           const UnwindTableOptions& unwind) {
+  auto tracer = Tracer::create(options, unwind);
+  if (!tracer) return tracer.error();
+  return std::make_unique<EngineTracer>(std::move(*tracer));
+}
+
+const TracedProcess* EngineTracer::find(pid_t pid) const {
+  auto it = tracer_->processes().find(pid);
+  return it == tracer_->processes().end() ? nullptr : it->second.get();
+}
+
+Status EngineTracer::attach(pid_t pid, const TraceOptions& options) {
+  AttachOptions o;
+  o.heap = options.heap;
+  o.mmap = options.mmap;
+  o.follow_forks = options.follow_forks;
+  o.sample_mean_bytes = options.sample_mean_bytes;
+  return tracer_->attach(pid, o);
+}
+
+std::optional<uint64_t> EngineTracer::start_ticks(pid_t pid) const {
+  const TracedProcess* proc = find(pid);
+  if (!proc) return std::nullopt;
+  return proc->start_ticks;
+}
+
+std::vector<pid_t> EngineTracer::exited() const {
+  std::vector<pid_t> out;
+  for (const auto& [pid, proc] : tracer_->processes())
+    if (proc->exited) out.push_back(pid);
+  return out;
+}
+
+std::vector<ProcessEvent> EngineTracer::take_process_events() {
+  std::vector<ProcessEvent> out;
+  for (const Discovery& d : tracer_->take_discoveries())
+    out.push_back({d.pid, d.parent, d.was_target, d.event_ns});
+  return out;
+}
+
+const HeapTracker* EngineTracer::heap(pid_t pid) const {
+  const TracedProcess* proc = find(pid);
+  return proc ? &proc->heap : nullptr;
+}
+
+void EngineTracer::append_probe_reports(
+    pid_t pid, std::vector<std::pair<std::string, ProbeReport>>* out) const {
+  const TracedProcess* proc = find(pid);
+  if (!proc || !proc->attacher) return;
+  for (const AttachedObject& o : proc->attacher->objects())
+    for (const ProbeReport& r : o.probes) out->emplace_back(o.path, r);
+}
+
+std::optional<ProcessSnapshot> EngineTracer::snapshot(pid_t pid, size_t max_sites,
+                                                      const ProcessAnalyzer* analyzer,
+                                                      const Counters& counters,
+                                                      const TracerStats& stats) {
+  TracedProcess* proc = tracer_->process(pid);
+  if (!proc) return std::nullopt;
+  return take_snapshot(*tracer_, *proc, max_sites, false, analyzer, counters, stats);
+}
+
+}  // namespace lw

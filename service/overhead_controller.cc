@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "service/overhead_controller.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/log.h"
+#include "core/memory_budget.h"
+#include "core/procfs.h"
+
+namespace lw {
+
+OverheadController::OverheadController(DaemonState& state, TracerControl& tracer,
+                                       MemoryReader read_memory)
+    : state_(state), tracer_(tracer), read_memory_(std::move(read_memory)) {}
+
+std::optional<StatmBytes> OverheadController::read_proc_statm(pid_t pid) {
+  std::optional<StatmPages> p = read_statm_pages(pid);
+  if (!p) return std::nullopt;
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return statm_bytes(*p, page);
+}
+
+void OverheadController::sync_heap(pid_t pid, TrackedProcess& t, const char* why) {
+  const bool want = t.full() && !t.governor.suspended() && !state_.counters.kill_switch_engaged;
+  if (want == t.info.heap_attached) return;
+  Status st = tracer_.set_heap_tracing(pid, want);
+  if (!st) {
+    LW_LOG_WARN("pid %d (%s): %s heap probes (%s): %s", pid, t.info.identity.comm.c_str(),
+                want ? "attaching" : "detaching", why, st.error().message.c_str());
+    if (want) return;  // stays light
+  }
+  t.info.heap_attached = want;
+  state_.dirty = true;
+  LW_LOG_INFO("pid %d (%s): heap probes %s (%s)", pid, t.info.identity.comm.c_str(),
+              want ? "attached, heap re-baselined" : "detached, heap figures frozen", why);
+}
+
+GovernorParams OverheadController::governor_params() const {
+  const GovernorConfig& g = state_.config.governor;
+  GovernorParams gp;
+  gp.max_hits_per_second = g.max_hits_per_second;
+  gp.backoff_initial_s = g.backoff_initial_seconds;
+  gp.backoff_max_s = std::max(g.backoff_max_seconds, g.backoff_initial_seconds);
+  return gp;
+}
+
+void OverheadController::apply_memory_budget(uint64_t baseline_rss) {
+  const uint64_t budget = state_.config.limits.max_daemon_memory_bytes;
+  const uint64_t cap = live_record_cap(budget, baseline_rss);
+  tracer_.set_live_record_cap(cap);
+  LW_LOG_INFO("memory budget %llu bytes, baseline RSS %llu: at most %llu live records "
+              "(%llu bytes each at worst)",
+              static_cast<unsigned long long>(budget), static_cast<unsigned long long>(baseline_rss),
+              static_cast<unsigned long long>(cap),
+              static_cast<unsigned long long>(kBytesPerLiveRecord));
+  if (!live_map_fits(state_.config.limits.live_map_entries, cap))
+    LW_LOG_WARN("limits.live_map_entries (%u) holds more records than limits.max_daemon_memory_bytes "
+                "(%llu) lets the daemon keep (%llu): when tracked allocations reach that, the "
+                "process with the most is suspended (leakwatch_memory_budget_suspensions_total)",
+                state_.config.limits.live_map_entries, static_cast<unsigned long long>(budget),
+                static_cast<unsigned long long>(cap));
+}
+
+void OverheadController::handle_budget_sheds(double now_s) {
+  std::vector<pid_t> shed = tracer_.take_budget_sheds();
+  if (shed.empty()) return;
+  const GovernorParams gp = governor_params();
+  for (pid_t pid : shed) {
+    auto it = state_.tracked.find(pid);
+    if (it == state_.tracked.end()) {
+      (void)tracer_.set_heap_tracing(pid, false);
+      continue;
+    }
+    TrackedProcess& t = it->second;
+    const double wait = t.governor.suspend(now_s, gp);
+    ++state_.counters.memory_budget_suspensions;
+    const TracerStats st = tracer_.stats();
+    log_once("memory_budget_shed",
+             "limits.max_daemon_memory_bytes: live records reached the cap of " +
+                 std::to_string(st.live_record_cap) +
+                 "; the process holding the most has its heap tracing suspended, per-site "
+                 "figures frozen (leakwatch_memory_budget_suspensions_total)");
+    LW_LOG_INFO("memory budget: pid %d (%s) heap records shed, heap probes suspended for %.0f s",
+                pid, t.info.identity.comm.c_str(), wait);
+    sync_heap(pid, t, "memory budget");
+  }
+  // The records' arrays were freed; hand the pages back to the kernel now
+  // (glibc keeps freed heap memory otherwise).
+  malloc_trim(0);
+  state_.dirty = true;
+}
+
+void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
+                                const GovernorParams& gp) {
+  if (!t.info.heap_attached && !t.governor.suspended()) return;
+  std::optional<uint64_t> hits = tracer_.probe_hits(pid);
+  if (!hits) return;
+  switch (t.governor.observe(now_s, *hits, gp)) {
+    case GovernorAction::kSuspend:
+      ++state_.counters.governor_suspensions;
+      LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap probes suspended "
+                  "for %.0f s",
+                  pid, t.info.identity.comm.c_str(),
+                  static_cast<unsigned long long>(gp.max_hits_per_second), t.governor.backoff_s());
+      sync_heap(pid, t, "governor: over budget");
+      state_.dirty = true;
+      break;
+    case GovernorAction::kResume:
+      sync_heap(pid, t, "governor: backoff over");
+      state_.dirty = true;
+      break;
+    case GovernorAction::kNone:
+      break;
+  }
+}
+
+void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
+  const EscalationConfig& e = state_.config.escalation;
+  EscalationAction action = t.escalation.tick(now_s, e);
+  if (action == EscalationAction::kStepDown) {
+    ++state_.counters.escalations_down;
+    LW_LOG_INFO("escalation: pid %d (%s) full -> light after %u s", pid, t.info.identity.comm.c_str(),
+                e.full_window_seconds);
+    sync_heap(pid, t, "step-down");
+    state_.dirty = true;
+    return;
+  }
+  if (action != EscalationAction::kReadMemory) return;
+  std::optional<StatmBytes> mem = read_memory_(pid);
+  if (!mem || t.escalation.sample(now_s, *mem, e) != EscalationAction::kEscalate) return;
+  ++state_.counters.escalations_up;
+  LW_LOG_INFO("escalation: pid %d (%s) light -> full for %u s: VmData %llu, anonymous "
+              "resident %llu bytes, grew >= %llu within %u s",
+              pid, t.info.identity.comm.c_str(), e.full_window_seconds,
+              static_cast<unsigned long long>(mem->data),
+              static_cast<unsigned long long>(mem->anon_resident),
+              static_cast<unsigned long long>(e.growth_bytes), e.growth_window_seconds);
+  sync_heap(pid, t, "escalation");
+  state_.dirty = true;
+}
+
+void OverheadController::tick(double now_s) {
+  if (now_s - last_tick_s_ < 1.0) return;
+  last_tick_s_ = now_s;
+  if (state_.counters.kill_switch_engaged) return;
+  const GovernorParams gp = governor_params();
+  for (auto& [pid, t] : state_.tracked) {
+    govern(pid, t, now_s, gp);
+    if (t.info.mode == TargetMode::kAuto) escalate(pid, t, now_s);
+  }
+}
+
+void OverheadController::apply_kill_switch(bool engage, const char* why) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (engage) {
+    state_.counters.kill_switch_engaged = true;
+    std::vector<pid_t> heap_pids, all_pids;
+    for (auto& [pid, t] : state_.tracked) {
+      (void)tracer_.set_accounting(pid, false);
+      if (t.info.heap_attached) heap_pids.push_back(pid);
+      all_pids.push_back(pid);
+      t.info.heap_attached = false;
+    }
+    // Every probe, CUDA's included, in one parallel teardown.
+    tracer_.detach_heap_many(heap_pids, all_pids);
+    tracer_.set_raw_syscalls_allowed(false);
+  } else {
+    state_.counters.kill_switch_engaged = false;
+    tracer_.set_raw_syscalls_allowed(true);
+    for (auto& [pid, t] : state_.tracked) {
+      (void)tracer_.set_accounting(pid, true);
+      sync_heap(pid, t, "kill switch released");
+    }
+  }
+  state_.dirty = true;
+  LW_LOG_WARN("kill switch %s (%s): %zu processes, %.0f ms", engage ? "engaged" : "released", why,
+              state_.tracked.size(),
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace lw

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// The overhead controller: carries out the overhead policies' decisions
+// through the tracer (docs/architecture.md, decisions 17, 18, 28). The
+// decisions themselves are pure and unit-tested in core/: escalation
+// (core/escalation.h), the governor (core/overhead_policy.h GovernorState)
+// and the memory budget (core/memory_budget.h); this class reads what they
+// need (statm, probe hits, budget sheds), feeds them, and attaches or
+// detaches heap probes to match. Time is passed in (seconds since the
+// daemon started), so the unit tests drive it with a fake tracer and a
+// fake statm reader.
+//
+// Thread-safety: not thread-safe; only the consumer thread (Daemon::run)
+// calls it, with the DaemonState and TracerControl it was built on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "core/overhead_policy.h"
+#include "service/daemon_state.h"
+#include "service/tracer_control.h"
+
+namespace lw {
+
+class OverheadController {
+ public:
+  // Reads a process's memory for the escalation (/proc/PID/statm).
+  using MemoryReader = std::function<std::optional<StatmBytes>(pid_t)>;
+
+  OverheadController(DaemonState& state, TracerControl& tracer,
+                     MemoryReader read_memory = read_proc_statm);
+
+  // Governor and escalation, at most once a second (earlier calls return at
+  // once); nothing while the kill switch is engaged.
+  void tick(double now_s);
+  // Engages or releases the kill switch: every target's accounting off,
+  // every probe of every process closed in one teardown, the raw syscall
+  // tracepoints off; on release the accounting and wanted heap probes come
+  // back. The caller publishes afterwards.
+  void apply_kill_switch(bool engage, const char* why);
+  // The memory budget: the tracer's live-record cap from
+  // limits.max_daemon_memory_bytes and the daemon's baseline RSS.
+  void apply_memory_budget(uint64_t baseline_rss);
+  // Suspends (through the governor's backoff) the heap tracing of the
+  // processes the tracer shed at the live-record cap.
+  void handle_budget_sheds(double now_s);
+
+  // /proc/PID/statm, one read of at most 255 bytes.
+  static std::optional<StatmBytes> read_proc_statm(pid_t pid);
+
+ private:
+  // Attaches or detaches pid's heap probes to match what is wanted now.
+  void sync_heap(pid_t pid, TrackedProcess& t, const char* why);
+  void govern(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
+  void escalate(pid_t pid, TrackedProcess& t, double now_s);
+  GovernorParams governor_params() const;
+
+  DaemonState& state_;
+  TracerControl& tracer_;
+  MemoryReader read_memory_;
+  double last_tick_s_ = -1e18;
+};
+
+}  // namespace lw

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// The narrow interface between the daemon's parts (service/) and the tracing
+// engine: exactly the operations the service uses. The daemon runs on the
+// engine through EngineTracer (service/engine_tracer.h, the only service
+// file that includes engine/); the unit tests run the same parts on a fake
+// (tests/unit/fake_tracer.h), without BPF, root or libbpf.
+//
+// The vocabulary is the service's own (TraceOptions, ProcessEvent): the
+// adapter translates to and from the engine's types.
+// Thread-safety: not thread-safe. Implementations are owned and called by
+// the consumer thread only (the one that runs Daemon::run).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/analyzer.h"
+#include "core/counters.h"
+#include "core/heap_tracker.h"
+#include "core/result.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+// How to trace one process (the engine's AttachOptions; CUDA's optional
+// probes are always asked for).
+struct TraceOptions {
+  bool heap = false;          // malloc family and operator new: mode full
+  bool mmap = true;           // anonymous mmap/munmap/mremap/brk
+  bool follow_forks = false;  // report forked children as process events
+  uint64_t sample_mean_bytes = 0;  // byte sampling of the heap; 0 = every allocation
+};
+
+// An exec anywhere, or a fork of a target that follows forks.
+struct ProcessEvent {
+  pid_t pid = 0;
+  pid_t parent = 0;         // the forking target, 0 for an exec
+  bool was_target = false;  // an exec of a process already traced
+  uint64_t event_ns = 0;    // the event's CLOCK_MONOTONIC time, for the attach latency
+};
+
+class TracerControl {
+ public:
+  virtual ~TracerControl() = default;
+
+  // ---- processes ----
+  // Errors: ESRCH (no such process), EPERM/EACCES, ENOENT (nothing to probe), ...
+  virtual Status attach(pid_t pid, const TraceOptions& options) = 0;
+  virtual void detach(pid_t pid) = 0;
+  // Detaches many at once (one parallel link teardown).
+  virtual void detach_many(const std::vector<pid_t>& pids) = 0;
+  // The start time (/proc/PID/stat field 22) the engine recorded for an
+  // attached pid; nullopt when the pid is not attached.
+  virtual std::optional<uint64_t> start_ticks(pid_t pid) const = 0;
+  // Attached processes whose exit was seen (still attached until detached).
+  virtual std::vector<pid_t> exited() const = 0;
+  // Execs and forks seen since the last call.
+  virtual std::vector<ProcessEvent> take_process_events() = 0;
+
+  // ---- overhead controls (docs/architecture.md, 17, 18, 28) ----
+  // Attaches (true, re-baselining the heap) or detaches (false, freezing the
+  // heap figures) `pid`'s heap probes; mmap tracing stays.
+  virtual Status set_heap_tracing(pid_t pid, bool on) = 0;
+  // set_heap_tracing(pid, false) for `heap_pids` and, for `all_probe_pids`
+  // (the kill switch), every other probe too, in one teardown.
+  virtual void detach_heap_many(const std::vector<pid_t>& heap_pids,
+                                const std::vector<pid_t>& all_probe_pids) = 0;
+  // All of `pid`'s accounting off (false) or on (true), by its kernel flags.
+  virtual Status set_accounting(pid_t pid, bool on) = 0;
+  // At most `cap` live records across all processes (0: no cap); processes
+  // shed at the cap are reported by take_budget_sheds().
+  virtual void set_live_record_cap(uint64_t cap) = 0;
+  virtual std::vector<pid_t> take_budget_sheds() = 0;
+  // The kernel's cumulative allocator probe hits of `pid`.
+  virtual std::optional<uint64_t> probe_hits(pid_t pid) const = 0;
+  // The host-wide raw syscall tracepoints may be attached (false while the
+  // kill switch holds).
+  virtual void set_raw_syscalls_allowed(bool allowed) = 0;
+
+  // ---- consuming ----
+  // Waits up to timeout_ms for events, applies them, does the deferred work.
+  virtual Result<int> poll(int timeout_ms) = 0;
+
+  // ---- reading ----
+  virtual Counters counters() const = 0;
+  virtual TracerStats stats() const = 0;
+  // The heap tracker of an attached pid (the leak analysis samples it);
+  // nullptr when not attached.
+  virtual const HeapTracker* heap(pid_t pid) const = 0;
+  // Appends (object path, probe) for every probe decided for `pid`.
+  virtual void append_probe_reports(pid_t pid,
+                                    std::vector<std::pair<std::string, ProbeReport>>* out) const = 0;
+  // The view of an attached pid: the top `max_sites` sites (and, with an
+  // analyzer, the fastest-growing) symbolized, with the engine-wide figures
+  // given (counters(), stats(): read once per publish, not per process);
+  // nullopt when the pid is not attached.
+  virtual std::optional<ProcessSnapshot> snapshot(pid_t pid, size_t max_sites,
+                                                  const ProcessAnalyzer* analyzer,
+                                                  const Counters& counters,
+                                                  const TracerStats& stats) = 0;
+};
+
+}  // namespace lw

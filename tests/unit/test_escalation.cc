@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+// The escalation policy of an `auto` process (core/escalation.h), with the
+// semantics the daemon has had since decision 17: a check every
+// check_interval, escalation on VmData or anonymous resident growth at its
+// high, full for full_window, then a cooldown.
+#include <gtest/gtest.h>
+
+#include "core/escalation.h"
+
+namespace lw {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+EscalationConfig config() {
+  EscalationConfig c;
+  c.check_interval_seconds = 10;
+  c.growth_bytes = 4 * kMiB;
+  c.growth_window_seconds = 300;
+  c.full_window_seconds = 600;
+  c.cooldown_seconds = 600;
+  return c;
+}
+
+StatmBytes mem(uint64_t data, uint64_t anon_resident) { return StatmBytes{data, anon_resident}; }
+
+// One check at `t`: tick, and the reading when a check is due.
+EscalationAction check(EscalationState& s, double t, StatmBytes m, const EscalationConfig& c) {
+  EscalationAction a = s.tick(t, c);
+  return a == EscalationAction::kReadMemory ? s.sample(t, m, c) : a;
+}
+
+TEST(Escalation, ChecksOncePerIntervalAndACheckCountsEvenWithoutAReading) {
+  const EscalationConfig c = config();
+  EscalationState s;
+  EXPECT_EQ(s.tick(0, c), EscalationAction::kReadMemory);  // the first tick checks
+  EXPECT_EQ(s.tick(5, c), EscalationAction::kNone);
+  EXPECT_EQ(s.tick(9.9, c), EscalationAction::kNone);
+  EXPECT_EQ(s.tick(10, c), EscalationAction::kReadMemory);  // no sample() given: statm unreadable
+  EXPECT_EQ(s.tick(15, c), EscalationAction::kNone);        // that check still counted
+  EXPECT_EQ(s.tick(20, c), EscalationAction::kReadMemory);
+}
+
+TEST(Escalation, VmDataGrowthAtItsHighEscalatesForTheFullWindow) {
+  const EscalationConfig c = config();
+  EscalationState s;
+  EXPECT_EQ(check(s, 0, mem(100 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  EXPECT_EQ(check(s, 10, mem(102 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  EXPECT_FALSE(s.full());
+  // 4 MiB above the low within 300 s, and at the high now: escalate.
+  EXPECT_EQ(check(s, 20, mem(104 * kMiB, 10 * kMiB), c), EscalationAction::kEscalate);
+  EXPECT_TRUE(s.full());
+  EXPECT_DOUBLE_EQ(s.full_until_s(), 620);
+  // Still growing while full: no second escalation, and no step-down
+  // before the window is over.
+  for (double t = 30; t < 620; t += 10)
+    EXPECT_EQ(check(s, t, mem(104 * kMiB + static_cast<uint64_t>(t) * kMiB, 10 * kMiB), c),
+              EscalationAction::kNone) << t;
+  EXPECT_TRUE(s.full());
+  EXPECT_EQ(s.tick(620, c), EscalationAction::kStepDown);
+  EXPECT_FALSE(s.full());
+  EXPECT_DOUBLE_EQ(s.cooldown_until_s(), 1220);
+}
+
+TEST(Escalation, AnonymousResidentGrowthAloneEscalates) {
+  // A leak inside memory reserved earlier: VmData flat, resident grows.
+  const EscalationConfig c = config();
+  EscalationState s;
+  EXPECT_EQ(check(s, 0, mem(500 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  EXPECT_EQ(check(s, 10, mem(500 * kMiB, 15 * kMiB), c), EscalationAction::kEscalate);
+}
+
+TEST(Escalation, APlateauSmallGrowthOrGrowthBelowItsHighDoesNotEscalate) {
+  const EscalationConfig c = config();
+  EscalationState s;
+  EXPECT_EQ(check(s, 0, mem(100 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  EXPECT_EQ(check(s, 10, mem(100 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  // 3.9 MiB up: under growth_bytes.
+  EXPECT_EQ(check(s, 20, mem(100 * kMiB + 4000 * 1024, 10 * kMiB), c), EscalationAction::kNone);
+  // A spike that went away: 5 MiB above the low again, but below the
+  // spike's high, is not "at its high".
+  EscalationState t;
+  EXPECT_EQ(check(t, 0, mem(130 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  EXPECT_EQ(check(t, 10, mem(100 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  EXPECT_EQ(check(t, 20, mem(105 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
+  // Past the spike's high it is growth again.
+  EXPECT_EQ(check(t, 30, mem(131 * kMiB, 10 * kMiB), c), EscalationAction::kEscalate);
+}
+
+TEST(Escalation, GrowthOlderThanTheWindowIsForgotten) {
+  const EscalationConfig c = config();
+  EscalationState s;
+  // 1 MiB every 100 s: 4 MiB take 400 s, longer than the 300 s window.
+  for (int i = 0; i <= 10; ++i)
+    EXPECT_EQ(check(s, i * 100.0, mem(100 * kMiB + static_cast<uint64_t>(i) * kMiB, 0), c),
+              EscalationAction::kNone) << i;
+  EXPECT_FALSE(s.full());
+}
+
+TEST(Escalation, NoEscalationDuringTheCooldownAndTheHistoryStartsAgainAfterIt) {
+  const EscalationConfig c = config();
+  EscalationState s;
+  EXPECT_EQ(check(s, 0, mem(100 * kMiB, 0), c), EscalationAction::kNone);
+  EXPECT_EQ(check(s, 10, mem(110 * kMiB, 0), c), EscalationAction::kEscalate);
+  EXPECT_EQ(s.tick(610, c), EscalationAction::kStepDown);  // full_until = 610
+  // Growing all through the cooldown (until 1210): never escalated.
+  double t = 620;
+  uint64_t data = 120 * kMiB;
+  for (; t < 1210; t += 10, data += kMiB)
+    EXPECT_EQ(check(s, t, mem(data, 0), c), EscalationAction::kNone) << t;
+  // Out of the cooldown, still growing: escalated again at the next check.
+  EXPECT_EQ(check(s, 1210, mem(data, 0), c), EscalationAction::kEscalate);
+  EXPECT_DOUBLE_EQ(s.full_until_s(), 1810);
+}
+
+TEST(Escalation, TheStepDownForgetsTheGrowthSeenBeforeIt) {
+  EscalationConfig c = config();
+  c.cooldown_seconds = 0;
+  EscalationState s;
+  EXPECT_EQ(check(s, 0, mem(100 * kMiB, 0), c), EscalationAction::kNone);
+  EXPECT_EQ(check(s, 10, mem(110 * kMiB, 0), c), EscalationAction::kEscalate);
+  EXPECT_EQ(s.tick(610, c), EscalationAction::kStepDown);
+  // The first reading after the step-down is alone in the history: even
+  // 100 MiB above the readings before it does not escalate.
+  EXPECT_EQ(check(s, 620, mem(210 * kMiB, 0), c), EscalationAction::kNone);
+  EXPECT_EQ(check(s, 630, mem(214 * kMiB, 0), c), EscalationAction::kEscalate);
+}
+
+}  // namespace
+}  // namespace lw
