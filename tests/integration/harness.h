@@ -57,6 +57,12 @@ class Process {
   // The next line on stdout without its newline, or nullopt at EOF. Throws
   // if none arrives within the timeout.
   std::optional<std::string> read_line(milliseconds timeout);
+  // Whether read_line would not wait: a whole line is buffered, or stdout
+  // has data or EOF, within the timeout.
+  bool line_ready(milliseconds timeout);
+  // Reads what stdout holds now into the buffer, without waiting, so the
+  // process never blocks on a full pipe; read_line returns it later.
+  void drain();
   // The wait status once the process exited, or nullopt on timeout.
   std::optional<int> wait_exit(milliseconds timeout);
   std::string stderr_text() const;
