@@ -100,7 +100,8 @@ std::vector<OwnedStack> owned_stacks(const Json &snapshot, const Json &truth) {
 const std::set<std::string> kTargetModules = {"native_stacks", "libnative_dl.so"};
 
 // Sites whose leaf is the allocator's caller: the site function itself.
-const std::set<std::string> kDirectSites = {"new_array_site", "nothrow_new_site", "qsort_compare_site", "signal_site",
+const std::set<std::string> kDirectSites = {"new_array_site", "nothrow_new_site", "aligned_nothrow_new_site",
+                                            "qsort_compare_site", "signal_site",
                                             "async_signal_site", "native_dl_site",   "mmap_site",
                                             "nocfi_call_malloc"};
 
@@ -227,7 +228,10 @@ TEST_F(NativeStacks, NewArrayChainMatchesBacktrace) { check_site("new_array_site
 
 // nothrow new[]: the outer operator new calls the inner one, so its frame
 // is on the stack; the leaf is still the caller, seen once.
-TEST_F(NativeStacks, NothrowNewChainMatchesBacktrace) { check_site("nothrow_new_site"); }
+TEST_F(NativeStacks, NothrowNewChainMatchesBacktrace) {
+  check_site("nothrow_new_site");
+  check_site("aligned_nothrow_new_site");
+}
 
 // std::string storage allocated inside libstdc++ (assign -> _M_replace_aux
 // -> _M_mutate -> _M_create -> operator new): the leaf is a basic_string

@@ -16,6 +16,7 @@
 //   new_array_site      new char[] (operator new[] -> operator new -> malloc)
 //   nothrow_new_site    new (std::nothrow) char[]: libstdc++'s nothrow new[]
 //                       calls new[] (a call, so its frame is on the stack)
+//   aligned_nothrow_new_site  the same with std::align_val_t(64)
 //   string_site         std::string::assign: the storage is allocated inside
 //                       libstdc++ (_M_replace_aux -> _M_mutate -> _M_create ->
 //                       operator new), so the leaf is libstdc++'s _M_create
@@ -172,8 +173,17 @@ LW_FN unsigned long long nothrow_new_site(unsigned long n) {
   record_backtrace("nothrow_new_site");
   return n;
 }
+// The aligned nothrow new[] calls the aligned new[] too; both stay probed
+// when stacks come from tables (they supply the size asked of new).
+LW_FN unsigned long long aligned_nothrow_new_site(unsigned long n) {
+  char *p = new (std::align_val_t(64), std::nothrow) char[n];
+  keep_ptr(p);
+  record_backtrace("aligned_nothrow_new_site");
+  return n;
+}
 LW_FN unsigned long long nothrow_new_chain_2(unsigned long n) {
   unsigned long long r = nothrow_new_site(n);
+  site_bytes("aligned_nothrow_new_site", aligned_nothrow_new_site(2048));
   LW_NO_TAIL_CALL();
   return r;
 }
