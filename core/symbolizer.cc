@@ -469,11 +469,19 @@ std::vector<Frame> Symbolizer::symbolize_inline(const ModuleRef& module, uint64_
 
   // A return address points after the call; offset-1 is inside the call
   // instruction, so the caller's line (not the next statement) is found.
-  const uint64_t lookup = file_offset > 0 ? file_offset - 1 : 0;
-  const std::vector<CachedFrame>& cached = impl_->lookup(m, lookup);
+  // No function there, so no call either: the address is where a function
+  // begins, e.g. glibc's __restore_rt, "returned to" by a signal handler
+  // and preceded by padding that no symbol covers: look up the address.
+  const std::vector<CachedFrame>* cached = &impl_->lookup(m, file_offset > 0 ? file_offset - 1 : 0);
+  auto named = [](const std::vector<CachedFrame>& c) {
+    for (const CachedFrame& f : c)
+      if (!f.function.empty()) return true;
+    return false;
+  };
+  if (!named(*cached) && file_offset > 0) cached = &impl_->lookup(m, file_offset);
   std::vector<Frame> out;
-  out.reserve(cached.size());
-  for (const CachedFrame& c : cached) {
+  out.reserve(cached->size());
+  for (const CachedFrame& c : *cached) {
     Frame f = base;
     f.function = c.function;
     f.file = c.file;

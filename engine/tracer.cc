@@ -529,8 +529,18 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   auto locate = [&](const StoredFrame& f) {
     Located l;
     if (f.ino) {
-      l.map = find_object_mapping(proc.maps, f.dev, f.ino);
-      if (!l.map && refresh()) l.map = find_object_mapping(proc.maps, f.dev, f.ino);
+      // Mapped from overlayfs, the object is its layer file to the BPF side
+      // and the overlay file to /proc/PID/maps (core/overlay.h).
+      auto find = [&] {
+        const MapEntry* m = find_object_mapping(proc.maps, f.dev, f.ino);
+        if (!m && unwind_) {
+          for (const auto& [dev, ino] : unwind_->user_identities(f.dev, f.ino))
+            if ((m = find_object_mapping(proc.maps, dev, ino))) break;
+        }
+        return m;
+      };
+      l.map = find();
+      if (!l.map && refresh()) l.map = find();
       l.offset = f.addr;
     } else {
       l.map = find_mapping(proc.maps, f.addr);
@@ -540,18 +550,39 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     return l;
   };
   std::vector<Located> where;
-  where.reserve(stored.frames.size());
-  for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
+  auto locate_all = [&] {
+    where.clear();
+    for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
+  };
+  locate_all();
+  // A refresh replaced proc.maps: the entries found before it are freed.
+  if (refreshed) locate_all();
   // The leaf is the allocator's caller: frames inside the probed functions
   // themselves (operator new calling malloc, the mmap wrapper around its
   // syscall) are not the site (decision 32).
   size_t first = 0;
   if (proc.attacher) {
-    while (first + 1 < where.size() && where[first].map && where[first].map->is_file() &&
-           proc.attacher->in_probed_function(
-               kernel_dev(where[first].map->dev_major, where[first].map->dev_minor),
-               where[first].map->inode, where[first].offset))
-      ++first;
+    auto probed = [&](size_t i) {
+      return where[i].map && where[i].map->is_file() &&
+             proc.attacher->in_probed_function(kernel_dev(where[i].map->dev_major, where[i].map->dev_minor),
+                                               where[i].map->inode, where[i].offset);
+    };
+    while (first + 1 < where.size() && probed(first)) ++first;
+    // When the operator new that called malloc was called by another new
+    // (libstdc++'s nothrow new calls new), the walk goes through the outer
+    // new's frame and reaches its caller again, after the hint that named
+    // it: site (hint), operator new(nothrow), site. The caller once.
+    if (first < where.size() && stored.frames[first].how == LW_UNWOUND_HINT) {
+      const StoredFrame& hint = stored.frames[first];
+      for (size_t j = first + 1; j < where.size(); ++j) {
+        const StoredFrame& f = stored.frames[j];
+        if (f.ino == hint.ino && f.dev == hint.dev && f.addr == hint.addr) {
+          first = j;
+          break;
+        }
+        if (!probed(j)) break;
+      }
+    }
   }
   std::vector<Frame> physical;  // what the stack id hashes: (build-id, offset)
   for (size_t i = first; i < where.size(); ++i) {

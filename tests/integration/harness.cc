@@ -76,7 +76,10 @@ pid_t fork_onto(pid_t want_pid) {
 
 }  // namespace
 
-std::string target_path(const std::string &name) { return std::string(LW_TARGETS_DIR) + "/" + name; }
+std::string target_path(const std::string &name) {
+  if (!name.empty() && name[0] == '/') return name;
+  return std::string(LW_TARGETS_DIR) + "/" + name;
+}
 
 Process::Process(const std::vector<std::string> &argv, Options options) : name_(basename_of(argv.at(0))) {
   std::vector<char *> args;
@@ -184,6 +187,28 @@ std::optional<std::string> Process::read_line(milliseconds timeout) {
   }
 }
 
+bool Process::line_ready(milliseconds timeout) {
+  if (buffer_.find('\n') != std::string::npos) return true;
+  pollfd pfd{stdout_fd_, POLLIN, 0};
+  int ready = poll(&pfd, 1, static_cast<int>(timeout.count()));
+  if (ready < 0 && errno != EINTR) fail_errno("poll");
+  return ready > 0;
+}
+
+void Process::drain() {
+  for (;;) {
+    pollfd pfd{stdout_fd_, POLLIN, 0};
+    int ready = poll(&pfd, 1, 0);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0 || !(pfd.revents & POLLIN)) return;
+    char chunk[65536];
+    ssize_t n = read(stdout_fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // EOF or an error: read_line reports it
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
 std::optional<int> Process::wait_exit(milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!status_) {
@@ -238,9 +263,18 @@ TraceSession::TraceSession(TraceOptions options)
   attach_snapshot_ = next_snapshot(milliseconds(60000));
   target_.write_line("go");
 
+  // leakwatch prints a snapshot every 0.2 s meanwhile: they are read as
+  // they come, or its stdout pipe fills (64 KiB is a few snapshots of
+  // native stacks) and its consumer blocks in write(), which delays what
+  // it must follow during the work (a dlopen's rescan).
   std::optional<std::string> done;
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(120000);
   do {
-    done = target_.read_line(milliseconds(120000));
+    while (!target_.line_ready(milliseconds(50))) {
+      leakwatch_.drain();
+      if (std::chrono::steady_clock::now() > deadline) fail(options_.target + ": no 'done' within 120 s");
+    }
+    done = target_.read_line(milliseconds(10000));
     if (!done) fail(options_.target + " ended before 'done'; stderr: " + target_.stderr_text());
   } while (done->rfind("done ", 0) != 0);
   const double done_at = now_unix_seconds();

@@ -26,7 +26,8 @@ namespace lw::itest {
 using Json = nlohmann::json;
 using std::chrono::milliseconds;
 
-// Path of a target program or library built from tests/targets.
+// Path of a target program or library built from tests/targets; an
+// absolute path is returned as it is (a copy elsewhere, e.g. on overlayfs).
 std::string target_path(const std::string &name);
 
 // A child process with pipes on stdin and stdout. Its stderr goes to an
@@ -56,6 +57,12 @@ class Process {
   // The next line on stdout without its newline, or nullopt at EOF. Throws
   // if none arrives within the timeout.
   std::optional<std::string> read_line(milliseconds timeout);
+  // Whether read_line would not wait: a whole line is buffered, or stdout
+  // has data or EOF, within the timeout.
+  bool line_ready(milliseconds timeout);
+  // Reads what stdout holds now into the buffer, without waiting, so the
+  // process never blocks on a full pipe; read_line returns it later.
+  void drain();
   // The wait status once the process exited, or nullopt on timeout.
   std::optional<int> wait_exit(milliseconds timeout);
   std::string stderr_text() const;
@@ -71,7 +78,7 @@ class Process {
 };
 
 struct TraceOptions {
-  std::string target;  // program name in the targets directory
+  std::string target;  // program name in the targets directory, or an absolute path
   std::vector<std::string> target_args;
   std::vector<std::string> target_env;      // "NAME=VALUE" added to the target's environment
   std::vector<std::string> leakwatch_args;  // after top -p PID --json --interval 0.2
