@@ -153,6 +153,7 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   sk->rodata->report_all_execs = options.report_all_execs;
   sk->rodata->wakeup_bytes = options.batch_wakeups ? options.ringbuf_bytes / 8 : 0;
   sk->rodata->unwind_cfi = options.unwind_cfi ? 1 : 0;
+  sk->rodata->frame_cache_on = options.frame_cache ? 1 : 0;
   bpf_map__set_max_entries(sk->maps.unwind_rows, std::max<uint32_t>(options.max_unwind_tables, 1));
   bpf_map__set_max_entries(sk->maps.unwind_pages, std::max<uint32_t>(options.max_unwind_tables, 1));
   bpf_map__set_max_entries(sk->maps.unwind_objs, std::max<uint32_t>(options.max_unwind_objects, 1));
