@@ -182,6 +182,12 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
     add_lines(out, pack(words(std::string("heap figures frozen since ") + when + " (unix time): probes detached"),
                         width, " ", 2));
   }
+  if (s.lifecycle.rescans_deferred > 0)
+    add_lines(out, pack(words(std::to_string(s.lifecycle.rescans_deferred) +
+                              " rescans of its libraries waited for the lifecycle budget (" +
+                              std::to_string(s.lifecycle.events) +
+                              " dlopen/dlclose or executable mappings seen): probes on a new library may come late"),
+                        width, " ", 2));
   const double default_window = AnalysisParams{}.window_s;
   if (s.analysis_window_s > 0 && s.analysis_window_s != default_window)
     add_lines(out, pack(words("analysis window " + human_duration(s.analysis_window_s) +

@@ -492,6 +492,10 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           [&](const Node& x, const Path& q) {
                             read_uint(errors, x, q, 16, 1u << 26, l.live_map_entries);
                           }},
+                         {"max_rescans_per_second",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 1000, l.max_rescans_per_second);
+                          }},
                          {"stack_map_entries",
                           [&](const Node& x, const Path& q) {
                             read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);

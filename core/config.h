@@ -83,6 +83,10 @@ struct LimitsConfig {
   uint32_t stack_map_entries = 16384;
   uint64_t max_daemon_memory_bytes = 536870912;
   uint32_t max_series = 50000;
+  // A process's lifecycle budget: link-map rescans (dlopen, dlclose, new
+  // executable mappings) each process may cost per second; more are
+  // deferred, never dropped (architecture.md, 37).
+  uint32_t max_rescans_per_second = 5;
 };
 
 // Carried for the analysis; validated only for range here.

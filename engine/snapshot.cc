@@ -33,6 +33,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   snap.live_bytes = proc.heap.live_bytes_total();
   snap.sample_mean_bytes = proc.heap.sample_mean();
   snap.heap_stale_since = proc.heap_stale_since;
+  snap.lifecycle = proc.lifecycle;
   snap.live_allocations = proc.heap.live_allocations_total();
   snap.kernel_counters = kernel_counters;
   snap.heap_counters = proc.heap.counters();

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/analyzer.h"
 #include "core/elf_file.h"
 #include "core/event.h"
 #include "core/memory_budget.h"
@@ -208,6 +209,11 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   proc->attacher->set_cuda(options.cuda);
   proc->attacher->set_hint_probes(!unwind_ || options.hint_probes);
   proc->options = options;
+  // The lifecycle budget: a burst of twice the rate (a process's start-up
+  // loads its libraries in a few rescans), then one every 1/rate s.
+  if (options.max_rescans_per_second > 0)
+    proc->rescan_budget = TokenBucket(1000000000ull / options.max_rescans_per_second,
+                                      2ull * options.max_rescans_per_second, monotonic_ns());
 
   // Records left by an earlier process with this pid must not be inherited.
   if (Status st = session_->purge_live(pid); !st) return st;
@@ -305,6 +311,8 @@ void Tracer::on_record(const void* data, size_t len) {
       break;
     case EventType::kMapExec:
       p.rescan_pending = true;
+      ++p.lifecycle.events;
+      ++stats_.lifecycle_events;
       break;
   }
 }
@@ -332,14 +340,7 @@ void Tracer::after_poll() {
       reattach_after_exec(*proc);
       continue;
     }
-    if (proc->rescan_pending) {
-      proc->rescan_pending = false;
-      ++stats_.rescans;
-      if ((proc->options.heap || proc->options.mmap || proc->options.cuda) &&
-          proc->accounting && !attach_objects(*proc, proc->options.heap))
-        ++stats_.attach_errors;
-      refresh_maps(*proc);
-    }
+    if (proc->rescan_pending) rescan_within_budget(*proc);
     if (drops) {
       auto t = session_->get_target(pid);
       if (t && t->lost != proc->lost_seen) {
@@ -350,6 +351,32 @@ void Tracer::after_poll() {
   }  // Resyncs and execs replaced whole record sets.
   recount_records();
   update_raw_syscalls();
+}
+
+// A dlopen/dlclose loop (or an mmap storm of executable mappings) asks for
+// a rescan at every poll; each costs /proc/PID/maps, the new objects' ELF
+// headers and the unwinder's registration. Past the process's budget the
+// rescan waits, still pending (later changes fold into it), and is done
+// once a token is back: probes on a new library come at most 1/rate s late
+// (architecture.md, 37).
+void Tracer::rescan_within_budget(TracedProcess& proc) {
+  const uint64_t now = monotonic_ns();
+  if (!proc.rescan_budget.take(now)) {
+    if (proc.lifecycle.deferred_since == 0) {
+      proc.lifecycle.deferred_since = unix_seconds_now();
+      ++proc.lifecycle.rescans_deferred;
+      ++stats_.rescans_deferred;
+    }
+    return;
+  }
+  proc.rescan_pending = false;
+  proc.lifecycle.deferred_since = 0;
+  ++proc.lifecycle.rescans;
+  ++stats_.rescans;
+  if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
+      !attach_objects(proc, proc.options.heap))
+    ++stats_.attach_errors;
+  refresh_maps(proc);
 }
 
 void Tracer::resync(TracedProcess& proc) {
@@ -390,8 +417,15 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
 }
 
 Status Tracer::attach_objects(TracedProcess& proc, bool heap) {
+  const size_t objects = proc.attacher->objects().size();
+  const size_t functions = proc.attacher->allocator().functions.size();
+  const std::string support = proc.attacher->allocator().support;
+  const SyscallTracing syscalls = proc.attacher->syscall_tracing();
   Status st = proc.attacher->attach_new_objects(heap);
   sync_syscall_sites(proc);
+  if (proc.attacher->objects().size() != objects || proc.attacher->allocator().functions.size() != functions ||
+      proc.attacher->allocator().support != support || proc.attacher->syscall_tracing() != syscalls)
+    ++stats_.probe_changes;
   return st;
 }
 

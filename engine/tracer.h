@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/token_bucket.h"
 #include "core/elf_file.h"
 #include "core/cuda_devices.h"
 
@@ -74,6 +75,9 @@ struct AttachOptions {
   // plain operator new) even when stacks come from call-frame information
   // (decision 32; benchmarks compare both).
   bool hint_probes = false;
+  // The lifecycle budget (architecture.md, 37): link-map rescans per second,
+  // with a burst of twice that; more wait, coalesced, until one is due.
+  uint32_t max_rescans_per_second = 5;
 };
 
 // A process the daemon may want to look at: it exec'd, or a target forked it.
@@ -100,6 +104,9 @@ struct TracedProcess {
   // Deferred work, set by events, done after the poll.
   bool exec_pending = false;
   bool rescan_pending = false;
+  // The lifecycle budget: a token bucket of rescans (options.max_rescans_per_second).
+  LifecycleStats lifecycle;
+  TokenBucket rescan_budget;
   uint64_t lost_seen = 0;
   bool accounting = true;  // overhead: false while the kill switch holds it
   // Unix seconds when the heap probes were detached (step-down, governor,
@@ -217,6 +224,7 @@ class Tracer {
   void on_record(const void* data, size_t len);
   void after_poll();
   void resync(TracedProcess& proc);
+  void rescan_within_budget(TracedProcess& proc);
   void reattach_after_exec(TracedProcess& proc);
   Status attach_objects(TracedProcess& proc, bool heap);
   void sync_syscall_sites(TracedProcess& proc);

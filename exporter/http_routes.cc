@@ -168,6 +168,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
                       e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
     p["heap_stale_since"] =
         e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
+    p["lifecycle"] = to_json(e.snapshot.lifecycle);
     p["allocator"] = to_json(e.snapshot.allocator);
     procs.push_back(std::move(p));
   }
@@ -213,6 +214,9 @@ std::string status_json(const DaemonSnapshot& snap) {
                                   {"live_records", snap.tracer_stats.live_records},
                                   {"live_records_limit", snap.tracer_stats.live_record_cap}}},
                {"resyncs", snap.tracer_stats.resyncs},
+               {"lifecycle", {{"events", snap.tracer_stats.lifecycle_events},
+                              {"rescans", snap.tracer_stats.rescans},
+                              {"rescans_deferred", snap.tracer_stats.rescans_deferred}}},
                {"syscall_tracepoints_attached", snap.tracer_stats.raw_syscall_tracepoints},
                {"unwind", to_json(snap.tracer_stats.unwind)},
                {"probes", std::move(probes)}});

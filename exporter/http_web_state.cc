@@ -27,19 +27,17 @@ std::vector<FileStamp> stamp_files(const std::vector<std::string>& paths) {
   return out;
 }
 
-RateLimiter::RateLimiter(const WebRateLimit& config)
-    : config_(config), tokens_(static_cast<double>(config.burst)), last_(std::chrono::steady_clock::now()) {}
-
-bool RateLimiter::allow(std::chrono::steady_clock::time_point now) {
-  if (config_.interval_ms == 0) return true;
-  const double elapsed_ms = std::chrono::duration<double, std::milli>(now - last_).count();
-  last_ = now;
-  tokens_ = std::min(static_cast<double>(config_.burst),
-                     tokens_ + elapsed_ms / static_cast<double>(config_.interval_ms));
-  if (tokens_ < 1) return false;
-  tokens_ -= 1;
-  return true;
+namespace {
+uint64_t steady_ns(std::chrono::steady_clock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
+}  // namespace
+
+RateLimiter::RateLimiter(const WebRateLimit& config)
+    : config_(config),
+      bucket_(config.interval_ms * 1000000u, config.burst, steady_ns(std::chrono::steady_clock::now())) {}
+
+bool RateLimiter::allow(std::chrono::steady_clock::time_point now) { return bucket_.take(steady_ns(now)); }
 
 void SslCtxFree::operator()(ssl_ctx_st* ctx) const { SSL_CTX_free(ctx); }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/token_bucket.h"
 #include "exporter/web_config.h"
 
 struct ssl_ctx_st;
@@ -43,8 +44,7 @@ class RateLimiter {
 
  private:
   WebRateLimit config_;
-  double tokens_;
-  std::chrono::steady_clock::time_point last_;
+  TokenBucket bucket_;
 };
 
 struct SslCtxFree {

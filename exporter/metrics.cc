@@ -269,6 +269,17 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_resyncs_total",
                      "Process states rebuilt from the kernel's live map after a loss.", C),
           {}, static_cast<double>(snap.tracer_stats.resyncs));
+  // The lifecycle budget (architecture.md, 37).
+  fam.add(fam.family("leakwatch_lifecycle_events_total",
+                     "Executable mappings and link-map changes (dlopen, dlclose) seen in traced processes.", C),
+          {}, static_cast<double>(snap.tracer_stats.lifecycle_events));
+  fam.add(fam.family("leakwatch_rescans_total",
+                     "Rescans of traced processes' mapped objects (each after lifecycle events).", C),
+          {}, static_cast<double>(snap.tracer_stats.rescans));
+  fam.add(fam.family("leakwatch_rescans_deferred_total",
+                     "Rescans that waited for a process's lifecycle budget (limits.max_rescans_per_second): "
+                     "probes on a newly loaded library came late.", C),
+          {}, static_cast<double>(snap.tracer_stats.rescans_deferred));
   // The unwind tables (decision 32).
   const UnwindStats& u = snap.tracer_stats.unwind;
   MetricFamily& objs = fam.family(

@@ -108,9 +108,11 @@ Status Daemon::run(const std::function<void()>& on_ready) {
     discovery_.handle_events();
     discovery_.reap_exited();
     // A rescan attached new objects (libc mapped after exec, a dlopen):
-    // publish now, so the API shows the probes as soon as they exist.
-    if (uint64_t r = tracer_->stats().rescans; r != rescans_seen_) {
-      rescans_seen_ = r;
+    // publish now, so the API shows the probes as soon as they exist. Only
+    // a change: a dlopen/dlclose loop of a library already probed must not
+    // publish at every poll.
+    if (uint64_t r = tracer_->stats().probe_changes; r != probe_changes_seen_) {
+      probe_changes_seen_ = r;
       state_.dirty = true;
     }
     if (reload_.exchange(false) || watcher_.changed()) {

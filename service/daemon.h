@@ -86,7 +86,7 @@ class Daemon {
   ConfigWatcher watcher_;
   OverheadController overhead_;
   Publisher publisher_;
-  uint64_t rescans_seen_ = 0;
+  uint64_t probe_changes_seen_ = 0;
   uint64_t baseline_rss_ = 0;  // the daemon's RSS once the tracer is up
   Clock::time_point started_ = Clock::now();
   std::atomic<bool> stop_{false};

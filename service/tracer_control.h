@@ -37,6 +37,7 @@ struct TraceOptions {
   bool mmap = true;           // anonymous mmap/munmap/mremap/brk
   bool follow_forks = false;  // report forked children as process events
   uint64_t sample_mean_bytes = 0;  // byte sampling of the heap; 0 = every allocation
+  uint32_t max_rescans_per_second = 5;  // limits.max_rescans_per_second
 };
 
 // An exec anywhere, or a fork of a target that follows forks.

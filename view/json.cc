@@ -78,6 +78,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["sampling"] = {{"mean_bytes", snap.sample_mean_bytes},
                      {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
   out["heap_stale_since"] = snap.heap_stale_since > 0 ? json(snap.heap_stale_since) : json(nullptr);
+  out["lifecycle"] = to_json(snap.lifecycle);
   json cuda_devices = json::array();
   for (const CudaDeviceTotal& t : snap.cuda_devices)
     cuda_devices.push_back({{"device", t.device},
@@ -125,6 +126,13 @@ nlohmann::json to_json(const AllocatorInfo& a) {
           {"go", a.go},                 {"preload", std::move(preload)},
           {"functions", a.functions},   {"objects", a.objects},
           {"mmap_tracing", a.mmap_tracing}, {"mmap_tracing_reason", a.mmap_tracing_reason}};
+}
+
+nlohmann::json to_json(const LifecycleStats& l) {
+  return {{"events", l.events},
+          {"rescans", l.rescans},
+          {"rescans_deferred", l.rescans_deferred},
+          {"deferred_since", l.deferred_since > 0 ? nlohmann::json(l.deferred_since) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json to_json(const UnwindStats& u) {

@@ -14,6 +14,9 @@ nlohmann::json to_json(const ProcessSnapshot& snap);
 nlohmann::json to_json(const AllocatorInfo& a);
 // The unwind tables (docs/api.md, "unwind").
 nlohmann::json to_json(const UnwindStats& u);
+// {"events", "rescans", "rescans_deferred", "deferred_since"} (null when no
+// rescan waits).
+nlohmann::json to_json(const LifecycleStats& l);
 // Totals per kind over every site, kinds with no allocation left out (API, top).
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 

@@ -129,6 +129,17 @@ struct UnwindStats {
   uint64_t queue_depth = 0;        // objects waiting for the worker
 };
 
+// A process's lifecycle events and the budget on the work they cause
+// (architecture.md, 37): each executable mapping or link-map change
+// (dlopen, dlclose) asks for a rescan of its objects; rescans past
+// limits.max_rescans_per_second wait, coalesced, and are counted here.
+struct LifecycleStats {
+  uint64_t events = 0;            // executable mappings and link-map changes seen
+  uint64_t rescans = 0;           // rescans done
+  uint64_t rescans_deferred = 0;  // times a due rescan waited for the budget
+  double deferred_since = 0;      // unix seconds a rescan has been waiting since; 0: none waits
+};
+
 // The engine's own figures (not per process).
 struct TracerStats {
   uint64_t decode_errors = 0;       // ring-buffer records that did not decode
@@ -140,6 +151,9 @@ struct TracerStats {
   // The host-wide raw syscall tracepoints are attached (decision 29).
   bool raw_syscall_tracepoints = false;
   uint64_t rescans = 0;
+  uint64_t rescans_deferred = 0;   // all processes: rescans that waited for the lifecycle budget
+  uint64_t probe_changes = 0;      // attaches that changed a process's probes or allocator
+  uint64_t lifecycle_events = 0;   // all processes
   uint64_t attach_errors = 0;
   uint64_t ringbuf_errors = 0;
   uint64_t symbolization_errors = 0;  // modules that failed to open or parse
@@ -178,6 +192,7 @@ struct ProcessSnapshot {
   // `full`, governor, kill switch), so the heap figures are frozen as of
   // that time and stale; the next attach re-baselines them.
   double heap_stale_since = 0;
+  LifecycleStats lifecycle;         // link-map changes and the rescan budget
   std::vector<CudaDeviceTotal> cuda_devices;  // live CUDA bytes per (device, kind)
   AllocatorInfo allocator;          // which allocator is probed, and how well
   // The process's executable file mappings (pprof's mapping table).
