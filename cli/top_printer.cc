@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "view/json.h"
 
@@ -25,6 +26,47 @@ std::string human_bytes(uint64_t b) {
 
 namespace {
 
+void print_frame(const Frame& f) {
+  std::string where = f.file.empty() ? "" : " (" + f.file + ":" + std::to_string(f.line) + ")";
+  if (f.language == "python") {
+    printf("%32s %s%s [python]\n", "", f.function.c_str(), where.c_str());
+    return;
+  }
+  printf("%32s %s%s [%s]%s\n", "", f.function.empty() ? "??" : f.function.c_str(), where.c_str(),
+         f.module.c_str(), f.unwound == "fp" ? " (frame pointer)" : "");
+}
+
+// The first 8 frames; in a stack with Python frames (docs/architecture.md,
+// "Python frames"), the first 4, then every Python frame (at most 8) with
+// the native frames between them folded into one line.
+void print_frames(const std::vector<Frame>& frames) {
+  size_t python = 0;
+  for (const Frame& f : frames) python += f.language == "python";
+  if (python == 0) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      if (i == 8) {
+        printf("%32s ... %zu more frames\n", "", frames.size() - 8);
+        break;
+      }
+      print_frame(frames[i]);
+    }
+    return;
+  }
+  size_t folded = 0, python_shown = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const bool is_python = frames[i].language == "python";
+    if (i < 4 || (is_python && python_shown < 8)) {
+      if (folded) printf("%32s ... %zu native frames\n", "", folded);
+      folded = 0;
+      print_frame(frames[i]);
+      python_shown += is_python;
+      continue;
+    }
+    ++folded;
+  }
+  if (folded) printf("%32s ... %zu more frames\n", "", folded);
+}
+
 void print_table(const ProcessSnapshot& s) {
   printf("\nleakwatch top: pid %d (%s)%s  live %s in %llu allocations  events %llu seen, %llu "
          "dropped\n",
@@ -36,6 +78,9 @@ void print_table(const ProcessSnapshot& s) {
   printf("allocator: %s %s [%s]%s%s\n", a.family.empty() ? "-" : a.family.c_str(),
          a.object.empty() ? "(none)" : a.object.c_str(), a.support.c_str(),
          a.reason.empty() ? "" : ": ", a.reason.c_str());
+  if (s.python.present)
+    printf("python: %s [%s]%s%s\n", s.python.version.c_str(), s.python.support.c_str(),
+           s.python.frames ? " frames read" : ": ", s.python.reason.c_str());
   if (s.sample_mean_bytes > 0)
     printf("heap figures are estimates: allocations sampled every %s on average\n",
            human_bytes(s.sample_mean_bytes).c_str());
@@ -51,16 +96,7 @@ void print_table(const ProcessSnapshot& s) {
                      .c_str(),
            site.suspected_leak ? "LEAK" : trend_name(site.trend),
            static_cast<unsigned long long>(site.stack_id));
-    size_t shown = 0;
-    for (const Frame& f : site.frames) {
-      if (++shown > 8) {
-        printf("%32s ... %zu more frames\n", "", site.frames.size() - 8);
-        break;
-      }
-      std::string where = f.file.empty() ? "" : " (" + f.file + ":" + std::to_string(f.line) + ")";
-      printf("%32s %s%s [%s]%s\n", "", f.function.empty() ? "??" : f.function.c_str(),
-             where.c_str(), f.module.c_str(), f.unwound == "fp" ? " (frame pointer)" : "");
-    }
+    print_frames(site.frames);
     if (!site.truncated.empty())
       printf("%32s (stack ends here: %s)\n", "", site.truncated.c_str());
   }

@@ -14,6 +14,7 @@
 #include "core/elf_file.h"
 #include "core/event.h"
 #include "core/memory_budget.h"
+#include "core/python_frames.h"
 #include "core/stack_frames.h"
 #include "core/stack_id.h"
 
@@ -32,6 +33,7 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
 void Tracer::refresh_maps(TracedProcess& proc) {
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
   if (unwind_) unwind_->add_process(proc.pid, proc.maps);
+  if (proc.python) proc.python->refresh(*session_, proc.maps);
 }
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
@@ -204,6 +206,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
   proc->attacher->set_cuda(options.cuda);
   proc->options = options;
+  proc->python = std::make_unique<PythonProcess>(pid);
 
   // Records left by an earlier process with this pid must not be inherited.
   if (Status st = session_->purge_live(pid); !st) return st;
@@ -328,6 +331,8 @@ void Tracer::after_poll() {
       reattach_after_exec(*proc);
       continue;
     }
+    // A CPython found before its interpreter made its thread-state key.
+    if (proc->python && proc->python->wants_retry()) proc->python->retry(*session_);
     if (proc->rescan_pending) {
       proc->rescan_pending = false;
       ++stats_.rescans;
@@ -372,6 +377,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.heap.clear();
   proc.cuda_devices.clear();
   proc.stacks.clear();
+  if (proc.python) proc.python->reset(*session_);
   proc.comm = process_comm(proc.pid);
   refresh_maps(proc);
   // The exec cleared the kernel flags, and the new image's wrappers are
@@ -498,8 +504,12 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
                where[first].map->inode, where[first].offset))
       ++first;
   }
+  std::vector<bool> is_eval;  // frames in CPython's evaluation loop
   for (size_t i = first; i < where.size(); ++i) {
     const MapEntry* m = where[i].map;
+    is_eval.push_back(proc.python && m && m->is_file() &&
+                      proc.python->is_eval_frame(kernel_dev(m->dev_major, m->dev_minor), m->inode,
+                                                 where[i].offset));
     Frame f;
     if (m && m->is_file()) {
       ModuleRef ref;
@@ -524,8 +534,23 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     rs.frames.push_back(std::move(f));
   }
   rs.end = stack_end_name(stored.flags & LW_STACK_END_MASK);
+  if (!stored.py.empty() || stored.py_flags != LW_PY_NONE) splice_python_frames(proc, stored, is_eval, rs);
   rs.stack_id = stable_stack_id(rs.frames);
   return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }
+
+// ---- Python frames ----
+void Tracer::splice_python_frames(TracedProcess& proc, const StoredStack& stored,
+                                  const std::vector<bool>& is_eval, ResolvedStack& rs) {
+  if (!proc.python) return;
+  std::vector<bool> entry;
+  std::vector<Frame> python = proc.python->resolve(stored.py, entry);
+  if (!python.empty()) rs.frames = merge_python_frames(rs.frames, is_eval, python, entry);
+  // A native stack that is complete but whose Python chain was cut says so.
+  const uint32_t py_end = stored.py_flags & LW_PY_END_MASK;
+  if (rs.end.empty() && py_end == LW_PY_DEPTH) rs.end = "python_depth";
+  if (rs.end.empty() && py_end == LW_PY_READ_FAILED) rs.end = "python_read_failed";
+}
+// ---- end Python frames ----
 
 }  // namespace lw

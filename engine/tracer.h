@@ -30,6 +30,7 @@
 #include "core/symbolizer.h"
 #include "engine/bpf_session.h"
 #include "engine/process_attacher.h"
+#include "engine/python_process.h"
 #include "engine/unwind_tables.h"
 #include "view/process_view.h"
 
@@ -91,6 +92,8 @@ struct TracedProcess {
   // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
   // see this process's mmap-family calls (decision 29).
   bool syscall_sites = false;
+  // Its CPython, if it runs one (Python frames; docs/architecture.md).
+  std::unique_ptr<PythonProcess> python;
 };
 
 class Tracer {
@@ -177,6 +180,10 @@ class Tracer {
   explicit Tracer(std::unique_ptr<BpfSession> session);
   // Reads `proc`'s mappings again and registers its objects' unwind tables.
   void refresh_maps(TracedProcess& proc);
+  // Replaces the CPython evaluation frames of `rs` (is_eval[i] for
+  // rs.frames[i]) with the stored Python frames (core/python_frames.h).
+  void splice_python_frames(TracedProcess& proc, const StoredStack& stored,
+                            const std::vector<bool>& is_eval, ResolvedStack& rs);
   void on_record(const void* data, size_t len);
   void after_poll();
   void resync(TracedProcess& proc);

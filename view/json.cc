@@ -17,7 +17,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                         {"module", f.module},
                         {"build_id", f.build_id},
                         {"offset", f.offset},
-                        {"unwound", f.unwound}});
+                        {"unwound", f.unwound},
+                        {"language", f.language}});
     }
     sites.push_back({{"stack_id", stack_id_hex(s.stack_id)},
                      {"kind", kind_name(s.kind)},
@@ -76,6 +77,13 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["kinds"] = kinds_to_json(snap);
   out["allocator"] = to_json(snap.allocator);
   out["unwind"] = to_json(snap.tracer_stats.unwind);
+  const PythonInfo& py = snap.python;
+  out["python"] = py.present ? nlohmann::json{{"version", py.version},
+                                              {"support", py.support},
+                                              {"frames", py.frames},
+                                              {"reason", py.reason},
+                                              {"object", py.object}}
+                             : nlohmann::json(nullptr);
   return out;
 }
 
