@@ -61,6 +61,7 @@ void top_usage(FILE* out) {
           "                              light: only anonymous mmap/munmap/brk tracing\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
+          "      --no-python-frames      native frames only in CPython processes\n"
           "      --record-events FILE    also write every raw event record to FILE\n"
           "                              (replayed by bench/lw_bench_consumer --replay)\n"
           "      --debug-stall-consumer-ms N\n"
@@ -162,6 +163,8 @@ int parse(int argc, char** argv, TopOptions& o) {
         return exit_code::kUsage;
       }
       o.sample_mean_bytes = n;
+    } else if (a == "--no-python-frames") {
+      o.bpf.python_frames = false;
     } else if (a == "--record-events") {
       const char* v = value("--record-events");
       if (!v || !*v) return exit_code::kUsage;

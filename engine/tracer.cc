@@ -25,6 +25,7 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
   auto session = BpfSession::create(options);
   if (!session) return session.error();
   std::unique_ptr<Tracer> t(new Tracer(std::move(*session)));
+  t->python_frames_ = options.python_frames && options.collect_stacks;
   if (options.unwind_cfi && options.collect_stacks)
     t->unwind_ = std::make_unique<UnwindTables>(*t->session_, unwind);
   return t;
@@ -206,7 +207,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
   proc->attacher->set_cuda(options.cuda);
   proc->options = options;
-  proc->python = std::make_unique<PythonProcess>(pid);
+  if (python_frames_) proc->python = std::make_unique<PythonProcess>(pid);
 
   // Records left by an earlier process with this pid must not be inherited.
   if (Status st = session_->purge_live(pid); !st) return st;

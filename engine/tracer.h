@@ -198,6 +198,7 @@ class Tracer {
   static constexpr size_t kMaxBuildIdCache = 4096;
 
   std::unique_ptr<BpfSession> session_;
+  bool python_frames_ = true;  // BpfOptions::python_frames: look for CPython in each process
   std::unique_ptr<UnwindTables> unwind_;  // after session_: stops before it goes
   std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;
   Symbolizer symbolizer_;
