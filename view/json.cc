@@ -77,13 +77,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["kinds"] = kinds_to_json(snap);
   out["allocator"] = to_json(snap.allocator);
   out["unwind"] = to_json(snap.tracer_stats.unwind);
-  const PythonInfo& py = snap.python;
-  out["python"] = py.present ? nlohmann::json{{"version", py.version},
-                                              {"support", py.support},
-                                              {"frames", py.frames},
-                                              {"reason", py.reason},
-                                              {"object", py.object}}
-                             : nlohmann::json(nullptr);
+  out["python"] = to_json(snap.python);
   return out;
 }
 
@@ -126,6 +120,12 @@ nlohmann::json to_json(const UnwindStats& u) {
           {"disk_cache_hits", u.disk_cache_hits},
           {"memory_cache_hits", u.memory_cache_hits},
           {"queue_depth", u.queue_depth}};
+}
+
+nlohmann::json to_json(const PythonInfo& py) {
+  if (!py.present) return nullptr;
+  return {{"version", py.version}, {"support", py.support}, {"frames", py.frames},
+          {"reason", py.reason},   {"object", py.object}};
 }
 
 }  // namespace lw
