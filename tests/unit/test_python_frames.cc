@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/config.h"
 #include "core/python_frames.h"
 #include "core/python_runtime.h"
 #include "core/stack_id.h"
@@ -351,6 +352,26 @@ TEST(PythonStack, SiteLabelAndJson) {
   EXPECT_TRUE(j["python"]["frames"].get<bool>());
   ProcessSnapshot none;
   EXPECT_TRUE(to_json(none)["python"].is_null());
+}
+
+}  // namespace
+}  // namespace lw
+
+namespace lw {
+namespace {
+
+TEST(PythonConfig, PythonFramesKey) {
+  std::vector<ConfigError> errors;
+  Result<Config> on = parse_config("unwind: {}\n", "t.yaml", &errors);
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->unwind.python_frames);
+  Result<Config> off = parse_config("unwind:\n  python_frames: false\n", "t.yaml", &errors);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->unwind.python_frames);
+  errors.clear();
+  Result<Config> bad = parse_config("unwind:\n  python_frames: sometimes\n", "t.yaml", &errors);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_FALSE(errors.empty());
 }
 
 }  // namespace
