@@ -103,8 +103,8 @@ def main():
             per_alloc = statistics.median(allocs_per_it) or 1
             print("%-8s %5d %11.0f %13.0f %13.0f %10.2f %23.0f %20.0f" %
                   (workload, depth, med["bare"], med["native"], med["python"], per_alloc,
-                   (med["python"] - med["native"]) / per_alloc, (med["native"] - med["bare"]) / per_alloc,
-                   frames_seen), flush=True)
+                   (med["python"] - med["native"]) / per_alloc, (med["native"] - med["bare"]) / per_alloc),
+                  flush=True)
 
 
 if __name__ == "__main__":
