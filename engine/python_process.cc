@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/python_process.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -44,15 +46,21 @@ const MapEntry* first_mapping(const ParsedMaps& maps, uint32_t dev, uint64_t ino
 
 void PythonProcess::refresh(BpfSession& session, const ParsedMaps& maps) {
   if (!status_.present) {
+    // The executable, whatever its name (an embedding or frozen program),
+    // and every library whose name says python (libpython3.11.so.1.0):
+    // opening every object (libtorch_cpu's half a million symbols) to look
+    // for _PyRuntime would cost more than the rest of the attach. What
+    // they are, and their version, comes from the binary.
+    struct stat exe {};
+    const bool have_exe = stat(("/proc/" + std::to_string(pid_) + "/exe").c_str(), &exe) == 0;
     for (const MapEntry& m : maps.entries) {
       if (!m.is_file() || !m.executable) continue;
       const auto key = std::make_tuple(kernel_dev(m.dev_major, m.dev_minor), m.inode);
       if (!seen_.insert(key).second) continue;
-      // Cheap filter first: every CPython binary's name has "python" in it
-      // (python3.11, libpython3.12.so.1.0, uwsgi's plugin is the exception
-      // we accept missing); the version itself comes from the binary.
       const std::string base = m.path.substr(m.path.rfind('/') + 1);
-      if (base.find("python") == std::string::npos) continue;
+      const bool is_exe = have_exe && exe.st_ino == m.inode &&
+                          major(exe.st_dev) == m.dev_major && minor(exe.st_dev) == m.dev_minor;
+      if (!is_exe && base.find("python") == std::string::npos) continue;
       Result<int> fd = open_mapped_file(pid_, m);
       if (!fd) continue;
       Fd owned(*fd);
