@@ -205,6 +205,43 @@ TEST(LeakwatchPython, LeakTwoFunctionsDeepHasBothFramesWithFileAndLine) {
   EXPECT_TRUE(r.target->wait_exit(std::chrono::milliseconds(10000)).has_value());
 }
 
+// 3.12 and 3.13 are `untested` (docs/architecture.md, decision 33): no CI
+// machine is known to have them. By hand, with interpreters of those
+// versions (e.g. pyenv's, built --enable-shared):
+//   LW_PYTHON_INTERPRETERS=/root/.pyenv/versions/3.12.1/bin/python3.12:/root/.pyenv/versions/3.13.0/bin/python3.13
+//   build/tests/lw_integration_tests --gtest_filter=LeakwatchPython.OtherInterpretersFromEnvironment
+TEST(LeakwatchPython, OtherInterpretersFromEnvironment) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  const char* list = getenv("LW_PYTHON_INTERPRETERS");
+  if (!list || !*list) GTEST_SKIP() << "LW_PYTHON_INTERPRETERS (colon-separated interpreters) not set";
+  const std::string script = py_target("py_leaker.py");
+  std::string all = list;
+  for (size_t start = 0; start <= all.size();) {
+    size_t end = all.find(':', start);
+    if (end == std::string::npos) end = all.size();
+    const std::string python = all.substr(start, end - start);
+    start = end + 1;
+    if (python.empty()) continue;
+    SCOPED_TRACE(python);
+    PyRun r = run_python({python, script, "two_deep"});
+    ASSERT_TRUE(r.attach.at("python").at("frames").get<bool>()) << r.attach.dump();
+    std::printf("[ interpreter ] %s: python %s\n", python.c_str(), r.attach.at("python").dump().c_str());
+    const auto live = live_by_python_function(r.snapshot);
+    const int64_t want = r.truth.at("python_sites").at("remember").get<int64_t>();
+    expect_within(live.count({"remember", "heap"}) ? live.at({"remember", "heap"}) : 0, want, 0.01,
+                  "bytes under remember()", r.snapshot);
+    const Json* site = site_of(r.snapshot, "remember");
+    ASSERT_NE(site, nullptr) << describe(r.snapshot);
+    std::vector<const Json*> py;
+    for (const Json& f : site->at("frames"))
+      if (f.value("language", "") == "python") py.push_back(&f);
+    ASSERT_GE(py.size(), 2u) << describe(r.snapshot);
+    EXPECT_EQ(py[0]->at("line").get<int>(), source_line(script, "# site: remember"));
+    EXPECT_EQ(py[1]->at("function"), "handle_request");
+    EXPECT_EQ(py[1]->at("line").get<int>(), source_line(script, "# site: handle_request"));
+  }
+}
+
 TEST(LeakwatchPython, TwoThreadsLeakingFromDifferentFunctions) {
   REQUIRE_PYTHON311();
   PyRun r = run_python({kPython311, py_target("py_leaker.py"), "threads"});
