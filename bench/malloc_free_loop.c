@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Probe-cost benchmark target: a tight loop of malloc+free pairs.
 //
-// Usage: malloc_free_loop [--posix-memalign | --getppid | --mmap] PAIRS [ROUNDS]
+// Usage: malloc_free_loop [--posix-memalign | --getppid | --mmap | --new] PAIRS [ROUNDS]
 //
 // With --posix-memalign each pair is posix_memalign(&p, 64, size)+free
 // instead of malloc(size)+free (bench/memalign_run.sh: where a return-probed
@@ -10,7 +10,9 @@
 // mode's syscall tracepoints cost a syscall-heavy process). With --mmap each
 // pair is an anonymous one-page mmap, a write to it, and its munmap
 // (bench/syscall_run.sh --mmap: what light mode's probes on libc's
-// wrappers cost a process that maps and unmaps a lot).
+// wrappers cost a process that maps and unmaps a lot). With --new each pair
+// is libstdc++'s operator new(size) and operator delete(p), looked up with
+// dlsym (bench/README.md, "operator new": what its entry probe costs).
 //
 // Protocol (so a tracer can attach to an already-running process):
 //   1. prints `ready <pid>` and waits on stdin;
@@ -26,6 +28,7 @@
 // or traced) does the same allocator work, within malloc's tcache/fastbin
 // range like the small allocations that dominate real programs.
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -56,6 +59,8 @@ static uint64_t parse_count(const char* s) {
 static int use_posix_memalign;
 static int use_getppid;
 static int use_mmap;
+static void* (*op_new)(size_t);
+static void (*op_delete)(void*);
 
 static double run_round(uint64_t pairs) {
   uint64_t start = now_ns();
@@ -91,6 +96,8 @@ static double run_round(uint64_t pairs) {
         exit(1);
       }
       p = q;
+    } else if (op_new) {
+      p = op_new(size);
     } else {
       p = malloc(size);
     }
@@ -102,7 +109,10 @@ static double run_round(uint64_t pairs) {
     // Without this the compiler may delete the malloc/free pair outright
     // (GCC does at -O2): the empty asm makes `p` and its memory observable.
     __asm__ volatile("" : : "r"(p) : "memory");
-    free(p);
+    if (op_delete)
+      op_delete(p);
+    else
+      free(p);
   }
   return (double)(now_ns() - start) / (double)pairs;
 }
@@ -113,7 +123,21 @@ static int cmp_double(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && (strcmp(argv[1], "--posix-memalign") == 0 || strcmp(argv[1], "--getppid") == 0 ||
+  if (argc >= 2 && strcmp(argv[1], "--new") == 0) {
+    // libstdc++'s operator new/delete, from C: the pair a C++ program makes.
+    void* cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+    if (cxx) {
+      op_new = (void* (*)(size_t))dlsym(cxx, "_Znwm");
+      op_delete = (void (*)(void*))dlsym(cxx, "_ZdlPv");
+    }
+    if (!op_new || !op_delete) {
+      fprintf(stderr, "--new: cannot load libstdc++'s operator new: %s\n", dlerror());
+      return 1;
+    }
+    argv[1] = argv[0];
+    argv++;
+    argc--;
+  } else if (argc >= 2 && (strcmp(argv[1], "--posix-memalign") == 0 || strcmp(argv[1], "--getppid") == 0 ||
                     strcmp(argv[1], "--mmap") == 0)) {
     use_posix_memalign = strcmp(argv[1], "--posix-memalign") == 0;
     use_getppid = strcmp(argv[1], "--getppid") == 0;
@@ -123,7 +147,7 @@ int main(int argc, char** argv) {
     argc--;
   }
   if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: %s [--posix-memalign | --getppid | --mmap] PAIRS [ROUNDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--posix-memalign | --getppid | --mmap | --new] PAIRS [ROUNDS]\n", argv[0]);
     return 2;
   }
   uint64_t default_pairs = parse_count(argv[1]);

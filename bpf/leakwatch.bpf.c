@@ -169,6 +169,7 @@ int BPF_PROG(lw_exec, struct task_struct *p)
    * executable mappings: the loader maps the new libc before the daemon
    * may have caught up. */
   t->flags = LW_TARGET_EXEC_PENDING;
+  __sync_fetch_and_add(&t->maps_gen, 1);  /* a new image: the frame cache is stale */
   cuda_purge_process(t, tgid);
   emit(t, LW_EV_EXEC, tgid, 0, 0, 0, 0, 0, 0);
   return 0;

@@ -323,6 +323,11 @@ struct lw_target {
   /* Overhead issue (owned there): */
   __u64 sample_mean; /* byte-sampling mean in bytes (bpf/lw_sampling.h); 0 = record all */
   __u64 hits;        /* allocator probe hits (entries), for the governor's rate */
+  /* Changes whenever the process's executable mappings may have changed
+   * (ld.so's link-map hook, an executable file mmap, exec): the unwinder's
+   * per-CPU frame cache is keyed by it. The daemon starts it at a random
+   * value, so a process on a reused pid never matches an old entry. */
+  __u64 maps_gen;
 };
 
 enum lw_event_type {
@@ -419,7 +424,7 @@ static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
-static_assert(sizeof(struct lw_target) == 40, "lw_target ABI");
+static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -432,7 +437,7 @@ _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
-_Static_assert(sizeof(struct lw_target) == 40, "lw_target ABI");
+_Static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

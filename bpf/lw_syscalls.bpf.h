@@ -96,6 +96,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
                    capture_stack(ctx, regs, false, 0));
     } else {
+      __sync_fetch_and_add(&t->maps_gen, 1);  /* new code: the frame cache is stale */
       emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
     }
     return;
@@ -177,6 +178,7 @@ static __always_inline int loader_changed(void)
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t || (t->flags & LW_TARGET_EXITED))
     return 0;
+  __sync_fetch_and_add(&t->maps_gen, 1);  /* dlopen/dlclose: the frame cache is stale */
   emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, 0, 0, 0, 0, 0);
   return 0;
 }

@@ -78,6 +78,30 @@ struct {
   __type(value, struct lw_unwind_obj);
 } unwind_objs SEC(".maps");
 
+/* A per-CPU, direct-mapped cache of frames already resolved: (process,
+ * its mappings' generation, pc) -> the object's identity, the file offset
+ * and the row in effect. Allocations come from a few hot call sites, so
+ * most frames are found here without a mapping lookup or a table search.
+ * Only rows that step on their own (no frame-pointer fallback) are kept;
+ * the row is a copy, so a table freed meanwhile does not matter. */
+#define LW_FRAME_CACHE_SLOTS 4096
+struct lw_frame_cache {
+  __u64 key;   /* pc, with bit 63 set when it is a return address */
+  __u64 gen;   /* lw_target.maps_gen when cached */
+  __u64 ino;
+  __u32 tgid;
+  __u32 dev;
+  __u32 off;
+  struct lw_unwind_row row;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, LW_FRAME_CACHE_SLOTS);
+  __type(key, __u32);
+  __type(value, struct lw_frame_cache);
+} frame_cache SEC(".maps");
+
 /* Set at load time: 1 = unwind with call-frame information (default),
  * 0 = the kernel's frame-pointer walk (bpf_get_stack), as before. */
 const volatile __u32 unwind_cfi = 1;
@@ -99,6 +123,9 @@ struct lw_unwind {
   __u32 end;              /* enum lw_stack_end */
   __u32 uses_fp;
   __u64 hint;             /* operator new's return address, or 0 */
+  __u64 gen;              /* lw_target.maps_gen, 0: no frame cache */
+  __u32 tgid;
+  __u32 pad2;
   __u8 how;               /* how the current pc was found (enum lw_unwound) */
   __u8 pc_is_return;      /* pc is a return address: look up pc - 1 */
   __u8 pad[6];
@@ -365,6 +392,17 @@ static __always_inline __u32 lw_step_cfi(struct lw_unwind *u, struct lw_unwind_r
   return ra ? LW_STEP_OK : LW_END_COMPLETE;  /* a zero return address ends the chain */
 }
 
+static __always_inline __u32 lw_cache_slot(__u32 tgid, __u64 key)
+{
+  return (__u32)(mix64(key ^ ((__u64)tgid << 40)) & (LW_FRAME_CACHE_SLOTS - 1));
+}
+
+static __always_inline bool lw_row_steps_alone(const struct lw_unwind_row *r)
+{
+  return r->cfa_type == LW_CFA_RSP || r->cfa_type == LW_CFA_RBP || r->cfa_type == LW_CFA_PLT ||
+         r->cfa_type == LW_CFA_DEREF_RBP || r->cfa_type == LW_CFA_SIGNAL || r->cfa_type == LW_CFA_END;
+}
+
 /* Appends the frame at `pc` (its mapping becomes the current one).
  * Returns 0, or why the stack ends here. */
 static __always_inline __u32 lw_push_frame(struct lw_unwind *u, struct lw_stack *s, __u64 pc,
@@ -424,6 +462,27 @@ __noinline int lw_unwind_frame(struct lw_unwind *u)
       }
     }
   }
+  __u64 ckey = u->pc | ((__u64)u->pc_is_return << 63);
+  __u32 slot = lw_cache_slot(u->tgid, ckey);
+  struct lw_frame_cache *c = u->gen ? bpf_map_lookup_elem(&frame_cache, &slot) : 0;
+  if (c && c->key == ckey && c->gen == u->gen && c->tgid == u->tgid) {
+    __u32 n = s->nr;
+    if (n >= LW_MAX_STACK_DEPTH) {
+      u->end = LW_END_DEPTH;
+      return 1;
+    }
+    s->frames[n].ino = c->ino;
+    s->frames[n].dev = c->dev;
+    s->frames[n].off = c->off;
+    s->how[n] = u->how;
+    s->nr = n + 1;
+    struct lw_unwind_row row = c->row;
+    why = lw_step_cfi(u, &row);
+    if (why == LW_STEP_OK)
+      return 0;
+    u->end = why;
+    return 1;
+  }
   why = lw_push_frame(u, s, u->pc, u->how, &off);
   if (why) {
     u->end = why;
@@ -439,6 +498,15 @@ __noinline int lw_unwind_frame(struct lw_unwind *u)
     if (u->pc_is_return && lookup > 0)
       lookup -= 1;  /* the call instruction, which may be a function's last */
     struct lw_unwind_row *r = lw_find_row(u, lookup);
+    if (r && c && lw_row_steps_alone(r)) {
+      c->key = ckey;
+      c->gen = u->gen;
+      c->tgid = u->tgid;
+      c->ino = u->vma_ino;
+      c->dev = u->vma_dev;
+      c->off = (__u32)off;
+      c->row = *r;
+    }
     if (r) {
       why = lw_step_cfi(u, r);
       if (why == LW_STEP_OK)
@@ -486,6 +554,10 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint, __u32 a
   u.hint = hint;
   u.how = LW_UNWOUND_LEAF;
   u.pc_is_return = at_return ? 1 : 0;
+  u.tgid = bpf_get_current_pid_tgid() >> 32;
+  struct lw_target *t = bpf_map_lookup_elem(&targets, &u.tgid);
+  if (t)
+    u.gen = t->maps_gen;
   struct task_struct *task = bpf_get_current_task_btf();
   u.tramp = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
   struct uprobe_task *ut = BPF_CORE_READ(task, utask);

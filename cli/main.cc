@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/exit_codes.h"
+#include "cli/options.h"
 #include "cli/run.h"
 #include "cli/top.h"
 
@@ -17,37 +18,64 @@ void usage(FILE* out) {
           "  top -p PID [--interval SECONDS] [--count N] [--json]\n"
           "                       live view of the call stacks holding memory in a running\n"
           "                       process (attaches without a restart)\n"
-          "  run --config FILE    the daemon: trace every process the config selects\n"
+          "  top -c 'PROG ARGS'   start PROG and trace it from its first instruction\n"
+          "  run [--config FILE]  the daemon: trace every process the config selects\n"
           "  check-config FILE    validate a config file (every error, with file:line:column)\n"
           "  snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n"
           "                       write a pprof heap profile of a running process\n"
-          "  --version            print the version\n"
-          "  --help               this text\n"
           "\n"
-          "Run `leakwatch top --help` for all options. Exit codes: 0 ok, 1 error, 2 usage,\n"
-          "3 no such process, 4 permission denied, 5 kernel unsupported.\n");
+          "global options:\n"
+          "  -V, --version        print the version\n"
+          "  -h, --help           this text\n"
+          "\n"
+          "Run `leakwatch COMMAND --help` for a command's options. Exit codes: 0 ok,\n"
+          "1 error, 2 usage, 3 no such process, 4 permission denied, 5 kernel unsupported.\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
+  static const struct option kLong[] = {
+      {"help", no_argument, nullptr, 'h'},
+      {"version", no_argument, nullptr, 'V'},
+      {nullptr, 0, nullptr, 0},
+  };
+  lw::reset_getopt();
+  int c;
+  // "+": stop at the command; its options are its own.
+  while ((c = getopt_long(argc, argv, "+:hV", kLong, nullptr)) != -1) {
+    switch (c) {
+      case 'h':
+        usage(stdout);
+        return lw::exit_code::kOk;
+      case 'V':
+        printf("leakwatch %s\n", LEAKWATCH_VERSION);
+        return lw::exit_code::kOk;
+      default:
+        lw::report_bad_option("", c, argv);
+        usage(stderr);
+        return lw::exit_code::kUsage;
+    }
+  }
+  if (optind >= argc) {
     usage(stderr);
     return lw::exit_code::kUsage;
   }
-  std::string cmd = argv[1];
-  if (cmd == "--version" || cmd == "version") {
+  const std::string cmd = argv[optind];
+  const int sub_argc = argc - optind;
+  char** sub_argv = argv + optind;
+  if (cmd == "version") {
     printf("leakwatch %s\n", LEAKWATCH_VERSION);
     return lw::exit_code::kOk;
   }
-  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+  if (cmd == "help") {
     usage(stdout);
     return lw::exit_code::kOk;
   }
-  if (cmd == "top") return lw::run_top(argc - 1, argv + 1);
-  if (cmd == "run") return lw::run_daemon(argc - 1, argv + 1);
-  if (cmd == "check-config") return lw::run_check_config(argc - 1, argv + 1);
-  if (cmd == "snapshot") return lw::run_snapshot(argc - 1, argv + 1);
+  if (cmd == "top") return lw::run_top(sub_argc, sub_argv);
+  if (cmd == "run") return lw::run_daemon(sub_argc, sub_argv);
+  if (cmd == "check-config") return lw::run_check_config(sub_argc, sub_argv);
+  if (cmd == "snapshot") return lw::run_snapshot(sub_argc, sub_argv);
   fprintf(stderr, "leakwatch: unknown command '%s'\n", cmd.c_str());
   usage(stderr);
   return lw::exit_code::kUsage;

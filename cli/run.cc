@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/exit_codes.h"
+#include "cli/options.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/sd_notify.h"
@@ -34,29 +35,62 @@ void on_usr2(int) {
   if (Daemon* d = g_daemon.load()) d->request_kill_switch_toggle();
 }
 
-std::optional<LogLevel> parse_level(const std::string& s) {
-  if (s == "debug") return LogLevel::kDebug;
-  if (s == "info") return LogLevel::kInfo;
-  if (s == "warn") return LogLevel::kWarn;
-  if (s == "error") return LogLevel::kError;
-  return std::nullopt;
+void run_usage(FILE* out) {
+  fprintf(out,
+          "usage: leakwatch run [options]\n"
+          "  -c, --config FILE           the config file (docs/config.md); without it every\n"
+          "                              process on the host in auto mode (built-in default)\n"
+          "      --log-level LEVEL       debug|info|warn|error; overrides the config's\n"
+          "                              log_level (debug also shows libbpf's messages)\n"
+          "      --web.config.file FILE  TLS and basic auth (exporter-toolkit format);\n"
+          "                              overrides web_config_file, \"\" turns them off\n"
+          "      --pods-dir DIR          kubelet pod log directory (default /var/log/pods)\n"
+          "  -h, --help                  this text\n"
+          "The daemon: SIGHUP (or a change to the file) reloads the config, SIGUSR2\n"
+          "toggles the kill switch, SIGTERM/SIGINT detach everything and exit 0.\n"
+          "See docs/cli.md and docs/config.md.\n");
+}
+
+void check_config_usage(FILE* out) {
+  fprintf(out,
+          "usage: leakwatch check-config FILE\n"
+          "Validates a leakwatch config file (docs/config.md). Exit 0 when it is\n"
+          "valid; otherwise exit 1 with every error as FILE:LINE:COLUMN: message.\n"
+          "  -h, --help                  this text\n");
 }
 
 }  // namespace
 
 int run_check_config(int argc, char** argv) {
-  if (argc != 2 || argv[1][0] == '-') {
-    fprintf(stderr, "usage: leakwatch check-config FILE\n");
+  static const struct option kLong[] = {
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  reset_getopt();
+  int c;
+  while ((c = getopt_long(argc, argv, ":h", kLong, nullptr)) != -1) {
+    if (c == 'h') {
+      check_config_usage(stdout);
+      return exit_code::kOk;
+    }
+    report_bad_option("check-config", c, argv);
+    check_config_usage(stderr);
     return exit_code::kUsage;
   }
+  if (argc - optind != 1) {
+    fprintf(stderr, "leakwatch check-config: %s\n", argc - optind < 1 ? "FILE is required" : "one FILE only");
+    check_config_usage(stderr);
+    return exit_code::kUsage;
+  }
+  const char* path = argv[optind];
   std::vector<ConfigError> errors;
-  Result<Config> cfg = load_config_file(argv[1], &errors);
+  Result<Config> cfg = load_config_file(path, &errors);
   if (!cfg) {
     for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());
-    fprintf(stderr, "%s: %zu error%s\n", argv[1], errors.size(), errors.size() == 1 ? "" : "s");
+    fprintf(stderr, "%s: %zu error%s\n", path, errors.size(), errors.size() == 1 ? "" : "s");
     return exit_code::kError;
   }
-  printf("%s: valid (%zu targets, listen %s)\n", argv[1], cfg->targets.size(), cfg->listen.c_str());
+  printf("%s: valid (%zu targets, listen %s)\n", path, cfg->targets.size(), cfg->listen.c_str());
   return exit_code::kOk;
 }
 
@@ -64,32 +98,51 @@ int run_daemon(int argc, char** argv) {
   DaemonOptions options;
   // Overrides the config's web_config_file; "" turns TLS and auth off.
   std::optional<std::string> web_config_flag;
-  constexpr std::string_view kWebConfigEq = "--web.config.file=";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "--config" || a == "-c") && i + 1 < argc) {
-      options.config_path = argv[++i];
-    } else if (a == "--web.config.file" && i + 1 < argc) {
-      web_config_flag = argv[++i];
-    } else if (a.starts_with(kWebConfigEq)) {
-      // Prometheus exporters' flags (kingpin) are usually written this way.
-      web_config_flag = a.substr(kWebConfigEq.size());
-    } else if (a == "--log-level" && i + 1 < argc) {
-      options.log_level_override = parse_level(argv[++i]);
-      if (!options.log_level_override) {
-        fprintf(stderr, "leakwatch run: --log-level must be debug, info, warn or error\n");
+  enum { kOptWebConfig = 256, kOptLogLevel, kOptPodsDir };
+  static const struct option kLong[] = {
+      {"config", required_argument, nullptr, 'c'},
+      {"help", no_argument, nullptr, 'h'},
+      // Prometheus exporters' flag (kingpin): usually written with '='.
+      {"web.config.file", required_argument, nullptr, kOptWebConfig},
+      {"log-level", required_argument, nullptr, kOptLogLevel},
+      {"pods-dir", required_argument, nullptr, kOptPodsDir},
+      {nullptr, 0, nullptr, 0},
+  };
+  reset_getopt();
+  int c;
+  while ((c = getopt_long(argc, argv, ":c:h", kLong, nullptr)) != -1) {
+    switch (c) {
+      case 'c':
+        options.config_path = optarg;
+        break;
+      case kOptWebConfig:
+        web_config_flag = optarg;
+        break;
+      case kOptLogLevel:
+        options.log_level_override = parse_log_level(optarg);
+        if (!options.log_level_override) {
+          fprintf(stderr, "leakwatch run: --log-level must be debug, info, warn or error (got '%s')\n",
+                  optarg);
+          run_usage(stderr);
+          return exit_code::kUsage;
+        }
+        break;
+      case kOptPodsDir:
+        options.pods.root = optarg;
+        break;
+      case 'h':
+        run_usage(stdout);
+        return exit_code::kOk;
+      default:
+        report_bad_option("run", c, argv);
+        run_usage(stderr);
         return exit_code::kUsage;
-      }
-    } else if (a == "--pods-dir" && i + 1 < argc) {
-      options.pods.root = argv[++i];
-    } else if (a == "-h" || a == "--help") {
-      printf("usage: leakwatch run [--config FILE] [--log-level LEVEL] [--pods-dir DIR]\n"
-             "                     [--web.config.file FILE]\n");
-      return exit_code::kOk;
-    } else {
-      fprintf(stderr, "leakwatch run: unknown option '%s'\n", a.c_str());
-      return exit_code::kUsage;
     }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "leakwatch run: unexpected argument '%s'\n", argv[optind]);
+    run_usage(stderr);
+    return exit_code::kUsage;
   }
   std::vector<ConfigError> errors;
   // Without --config: every process on the host in `auto` mode (light,

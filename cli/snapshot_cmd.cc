@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "cli/exit_codes.h"
+#include "cli/options.h"
 #include "cli/run.h"
 #include "core/fd.h"
+#include "core/log.h"
 #include "engine/snapshot.h"
 #include "engine/tracer.h"
 #include "exporter/profile.h"
@@ -22,45 +25,74 @@ namespace lw {
 namespace {
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
+
+void snapshot_usage(FILE* out) {
+  fprintf(out,
+          "usage: leakwatch snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n"
+          "Attaches to PID, traces for SECONDS, and writes a gzipped pprof heap profile\n"
+          "of the memory allocated since attach and still live (go tool pprof -top FILE).\n"
+          "  -p, --pid PID               process to attach to (it keeps running)\n"
+          "  -d, --duration SECONDS      how long to trace (0..86400, default 10)\n"
+          "  -o, --output FILE           where to write the profile\n"
+          "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
+          "  -h, --help                  this text\n");
+}
 }  // namespace
 
 int run_snapshot(int argc, char** argv) {
   pid_t pid = 0;
   double duration = 10;
   std::string out;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "-p" || a == "--pid") && i + 1 < argc) {
-      char* end = nullptr;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v <= 0) {
-        fprintf(stderr, "leakwatch snapshot: invalid pid '%s'\n", argv[i]);
-        return exit_code::kUsage;
+  enum { kOptLogLevel = 256 };
+  static const struct option kLong[] = {
+      {"pid", required_argument, nullptr, 'p'},
+      {"duration", required_argument, nullptr, 'd'},
+      {"output", required_argument, nullptr, 'o'},
+      {"log-level", required_argument, nullptr, kOptLogLevel},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  auto bad = [](const char* fmt, const char* arg) {
+    fprintf(stderr, "leakwatch snapshot: ");
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    snapshot_usage(stderr);
+    return exit_code::kUsage;
+  };
+  reset_getopt();
+  int c;
+  while ((c = getopt_long(argc, argv, ":p:d:o:h", kLong, nullptr)) != -1) {
+    uint64_t n = 0;
+    switch (c) {
+      case 'p':
+        if (!parse_u64(optarg, n) || n == 0 || n > 4194304) return bad("invalid pid '%s'", optarg);
+        pid = static_cast<pid_t>(n);
+        break;
+      case 'd':
+        if (!parse_number(optarg, 0, 86400, duration))
+          return bad("--duration must be between 0 and 86400 seconds (got '%s')", optarg);
+        break;
+      case 'o':
+        if (!*optarg) return bad("%s-o needs a file name", "");
+        out = optarg;
+        break;
+      case kOptLogLevel: {
+        std::optional<LogLevel> level = parse_log_level(optarg);
+        if (!level) return bad("--log-level must be debug, info, warn or error (got '%s')", optarg);
+        set_log_level(*level);
+        break;
       }
-      pid = static_cast<pid_t>(v);
-    } else if ((a == "-d" || a == "--duration") && i + 1 < argc) {
-      char* end = nullptr;
-      duration = strtod(argv[++i], &end);
-      if (*end || !(duration >= 0 && duration <= 86400)) {
-        fprintf(stderr, "leakwatch snapshot: --duration must be between 0 and 86400 seconds\n");
+      case 'h':
+        snapshot_usage(stdout);
+        return exit_code::kOk;
+      default:
+        report_bad_option("snapshot", c, argv);
+        snapshot_usage(stderr);
         return exit_code::kUsage;
-      }
-    } else if ((a == "-o" || a == "--output") && i + 1 < argc) {
-      out = argv[++i];
-    } else if (a == "-h" || a == "--help") {
-      printf("usage: leakwatch snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n"
-             "Attaches to PID, traces for SECONDS (default 10), and writes a gzipped pprof\n"
-             "heap profile of the memory allocated since attach and still live.\n");
-      return exit_code::kOk;
-    } else {
-      fprintf(stderr, "leakwatch snapshot: unknown option '%s'\n", a.c_str());
-      return exit_code::kUsage;
     }
   }
-  if (pid == 0 || out.empty()) {
-    fprintf(stderr, "usage: leakwatch snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n");
-    return exit_code::kUsage;
-  }
+  if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
+  if (pid == 0 || out.empty()) return bad("%s-p PID and -o FILE are required", "");
   auto tracer = Tracer::create(BpfOptions{}, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());

@@ -5,7 +5,9 @@
 
 #include "core/fd.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,14 +17,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cli/exit_codes.h"
+#include "cli/launch.h"
+#include "cli/options.h"
+#include "cli/top_printer.h"
 #include "core/analyzer.h"
+#include "core/log.h"
 #include "engine/snapshot.h"
 #include "engine/tracer.h"
-#include "cli/top_printer.h"
 #include "lw_sampling.h"
 
 namespace lw {
@@ -35,6 +42,7 @@ void on_signal(int) { g_stop.store(true); }
 
 struct TopOptions {
   pid_t pid = 0;
+  std::vector<std::string> command;  // -c / after "--": started here
   double interval_s = 1.0;
   long count = -1;  // -1: until the process exits or a signal
   bool json = false;
@@ -43,151 +51,268 @@ struct TopOptions {
   std::string record_path;  // raw ring-buffer records, for bench/ replay
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
   bool light = false;              // --mode light: no heap probes
+  LiveFilter filter;               // --older, --min-size, --max-size
+  double analysis_window_s = 0;    // 0: the default analysis
+  std::optional<LogLevel> log_level;
   BpfOptions bpf;
 };
 
 void top_usage(FILE* out) {
   fprintf(out,
           "usage: leakwatch top -p PID [options]\n"
+          "       leakwatch top [options] -c 'PROG ARGS'   (or: -- PROG ARGS...)\n"
           "  -p, --pid PID               process to attach to (it keeps running)\n"
+          "  -c, --command 'PROG ARGS'   start PROG (split on blanks, no shell) and trace it\n"
+          "                              from its first instruction; its stdout goes to\n"
+          "                              leakwatch's stderr\n"
           "  -i, --interval SECONDS      time between snapshots (default 1)\n"
           "  -n, --count N               exit after N snapshots (default: until exit)\n"
           "      --json                  one JSON object per snapshot, one per line\n"
           "  -k, --top K                 sites shown per snapshot (default 20)\n"
+          "      --older SECONDS         show only allocations at least this old\n"
+          "      --min-size BYTES        show only allocations of at least BYTES\n"
+          "      --max-size BYTES        show only allocations of at most BYTES\n"
           "      --ringbuf-bytes N       ring buffer size, power of two >= 4096 (8 MiB)\n"
           "      --live-max N            kernel live-allocation map entries (262144)\n"
           "      --stack-max N           kernel stack map entries (16384)\n"
           "      --mode full|light       full (default): heap probes and mmap tracing;\n"
           "                              light: only anonymous mmap/munmap/brk tracing\n"
+          "      --unwind cfi|frame_pointers\n"
+          "                              how stacks are found: call-frame information\n"
+          "                              (default) or the kernel's frame-pointer walk\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
           "      --no-python-frames      native frames only in CPython processes\n"
+          "      --analysis-window SECONDS\n"
+          "                              for demos and tests: a shorter leak analysis\n"
+          "                              window (30..86400, default 600): quicker, less\n"
+          "                              certain verdicts (docs/cli.md)\n"
+          "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
           "      --record-events FILE    also write every raw event record to FILE\n"
           "                              (replayed by bench/lw_bench_consumer --replay)\n"
           "      --debug-stall-consumer-ms N\n"
           "                              stop reading events for N ms after attach\n"
-          "                              (fault testing: forces ring-buffer loss)\n");
+          "                              (fault testing: forces ring-buffer loss)\n"
+          "  -h, --help                  this text\n"
+          "The text view fits COLUMNS (or the terminal); a closed output (| head)\n"
+          "detaches and exits 0. Exit codes: 0 ok, 1 error, 2 usage, 3 no such process,\n"
+          "4 permission denied, 5 kernel unsupported.\n");
 }
 
-bool parse_u64(const char* s, uint64_t& out) {
-  if (!s || !*s) return false;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end || s[0] == '-') return false;
-  out = v;
-  return true;
+std::vector<std::string> split_blanks(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ' && s[j] != '\t') ++j;
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
 }
 
-// Returns an exit code on error, or -1 when parsing succeeded.
+int usage_error(const char* fmt, const char* arg = "") {
+  fprintf(stderr, "leakwatch top: ");
+  fprintf(stderr, fmt, arg);
+  fputc('\n', stderr);
+  top_usage(stderr);
+  return exit_code::kUsage;
+}
+
+enum LongOnly {
+  kOptJson = 256,
+  kOptRingbuf,
+  kOptLiveMax,
+  kOptStackMax,
+  kOptMode,
+  kOptSampleMean,
+  kOptRecord,
+  kOptStall,
+  kOptOlder,
+  kOptMinSize,
+  kOptMaxSize,
+  kOptWindow,
+  kOptLogLevel,
+  kOptUnwind,
+  kOptNoPythonFrames,
+};
+
+// Returns an exit code on error or --help, or -1 when parsing succeeded.
 int parse(int argc, char** argv, TopOptions& o) {
+  static const struct option kLong[] = {
+      {"pid", required_argument, nullptr, 'p'},
+      {"command", required_argument, nullptr, 'c'},
+      {"interval", required_argument, nullptr, 'i'},
+      {"count", required_argument, nullptr, 'n'},
+      {"top", required_argument, nullptr, 'k'},
+      {"help", no_argument, nullptr, 'h'},
+      {"json", no_argument, nullptr, kOptJson},
+      {"ringbuf-bytes", required_argument, nullptr, kOptRingbuf},
+      {"live-max", required_argument, nullptr, kOptLiveMax},
+      {"stack-max", required_argument, nullptr, kOptStackMax},
+      {"mode", required_argument, nullptr, kOptMode},
+      {"sample-mean", required_argument, nullptr, kOptSampleMean},
+      {"record-events", required_argument, nullptr, kOptRecord},
+      {"debug-stall-consumer-ms", required_argument, nullptr, kOptStall},
+      {"older", required_argument, nullptr, kOptOlder},
+      {"min-size", required_argument, nullptr, kOptMinSize},
+      {"max-size", required_argument, nullptr, kOptMaxSize},
+      {"analysis-window", required_argument, nullptr, kOptWindow},
+      {"log-level", required_argument, nullptr, kOptLogLevel},
+      {"unwind", required_argument, nullptr, kOptUnwind},
+      {"no-python-frames", no_argument, nullptr, kOptNoPythonFrames},
+      {nullptr, 0, nullptr, 0},
+  };
   bool have_pid = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "leakwatch top: %s needs a value\n", name);
-        return nullptr;
-      }
-      return argv[++i];
-    };
+  bool have_command = false;
+  reset_getopt();
+  int c;
+  while ((c = getopt_long(argc, argv, ":p:c:i:n:k:h", kLong, nullptr)) != -1) {
     uint64_t n = 0;
-    if (a == "-h" || a == "--help") {
-      top_usage(stdout);
-      return exit_code::kOk;
-    } else if (a == "-p" || a == "--pid") {
-      const char* v = value("--pid");
-      if (!v || !parse_u64(v, n) || n == 0 || n > 4194304) {
-        fprintf(stderr, "leakwatch top: invalid pid '%s'\n", v ? v : "");
+    double d = 0;
+    switch (c) {
+      case 'h':
+        top_usage(stdout);
+        return exit_code::kOk;
+      case 'p':
+        if (!parse_u64(optarg, n) || n == 0 || n > 4194304) return usage_error("invalid pid '%s'", optarg);
+        o.pid = static_cast<pid_t>(n);
+        have_pid = true;
+        break;
+      case 'c':
+        o.command = split_blanks(optarg);
+        if (o.command.empty()) return usage_error("-c needs a command");
+        have_command = true;
+        break;
+      case 'i':
+        if (!parse_number(optarg, 0.05, 86400, d))
+          return usage_error("--interval must be between 0.05 and 86400 seconds (got '%s')", optarg);
+        o.interval_s = d;
+        break;
+      case 'n':
+        if (!parse_u64(optarg, n) || n == 0 || n > (1ull << 40))
+          return usage_error("--count must be a positive integer (got '%s')", optarg);
+        o.count = static_cast<long>(n);
+        break;
+      case 'k':
+        if (!parse_u64(optarg, n) || n == 0 || n > 100000)
+          return usage_error("--top must be between 1 and 100000 (got '%s')", optarg);
+        o.max_sites = n;
+        break;
+      case kOptJson:
+        o.json = true;
+        break;
+      case kOptRingbuf:
+        if (!parse_u64(optarg, n) || n < 4096 || n > (1u << 30) || (n & (n - 1)))
+          return usage_error("--ringbuf-bytes must be a power of two in [4096, 1 GiB] (got '%s')", optarg);
+        o.bpf.ringbuf_bytes = static_cast<uint32_t>(n);
+        break;
+      case kOptLiveMax:
+        if (!parse_u64(optarg, n) || n < 16 || n > (1u << 26))
+          return usage_error("--live-max must be between 16 and 67108864 (got '%s')", optarg);
+        o.bpf.live_max_entries = static_cast<uint32_t>(n);
+        break;
+      case kOptStackMax:
+        if (!parse_u64(optarg, n) || n < 1 || n > (1u << 22))
+          return usage_error("--stack-max must be between 1 and 4194304 (got '%s')", optarg);
+        o.bpf.stack_max_entries = static_cast<uint32_t>(n);
+        break;
+      case kOptMode:
+        if (strcmp(optarg, "full") != 0 && strcmp(optarg, "light") != 0)
+          return usage_error("--mode must be full or light (got '%s')", optarg);
+        o.light = strcmp(optarg, "light") == 0;
+        break;
+      case kOptSampleMean:
+        if (!parse_u64(optarg, n) || n < 1 || n > LW_SAMPLE_MAX_MEAN)
+          return usage_error("--sample-mean must be between 1 and 1073741824 (got '%s')", optarg);
+        o.sample_mean_bytes = n;
+        break;
+      case kOptRecord:
+        if (!*optarg) return usage_error("--record-events needs a file name");
+        o.record_path = optarg;
+        break;
+      case kOptStall:
+        if (!parse_u64(optarg, n) || n > 600000)
+          return usage_error("--debug-stall-consumer-ms must be <= 600000 (got '%s')", optarg);
+        o.stall_consumer_ms = static_cast<long>(n);
+        break;
+      case kOptOlder:
+        if (!parse_number(optarg, 0, 86400, d))
+          return usage_error("--older must be between 0 and 86400 seconds (got '%s')", optarg);
+        o.filter.min_age_ns = static_cast<uint64_t>(d * 1e9);
+        break;
+      case kOptMinSize:
+        if (!parse_u64(optarg, n)) return usage_error("--min-size must be a number of bytes (got '%s')", optarg);
+        o.filter.min_size = n;
+        break;
+      case kOptMaxSize:
+        if (!parse_u64(optarg, n)) return usage_error("--max-size must be a number of bytes (got '%s')", optarg);
+        o.filter.max_size = n;
+        break;
+      case kOptWindow:
+        if (!parse_number(optarg, 30, 86400, d))
+          return usage_error("--analysis-window must be between 30 and 86400 seconds (got '%s')", optarg);
+        o.analysis_window_s = d;
+        break;
+      case kOptUnwind:
+        if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
+          return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
+        o.bpf.unwind_cfi = strcmp(optarg, "cfi") == 0;
+        break;
+      case kOptNoPythonFrames:  // docs/architecture.md, decision 33
+        o.bpf.python_frames = false;
+        break;
+      case kOptLogLevel:
+        o.log_level = parse_log_level(optarg);
+        if (!o.log_level) return usage_error("--log-level must be debug, info, warn or error (got '%s')", optarg);
+        break;
+      default:
+        report_bad_option("top", c, argv);
+        top_usage(stderr);
         return exit_code::kUsage;
-      }
-      o.pid = static_cast<pid_t>(n);
-      have_pid = true;
-    } else if (a == "-i" || a == "--interval") {
-      const char* v = value("--interval");
-      char* end = nullptr;
-      double d = v ? strtod(v, &end) : 0;
-      if (!v || *end || !(d >= 0.05 && d <= 86400)) {
-        fprintf(stderr, "leakwatch top: --interval must be between 0.05 and 86400 seconds\n");
-        return exit_code::kUsage;
-      }
-      o.interval_s = d;
-    } else if (a == "-n" || a == "--count") {
-      const char* v = value("--count");
-      if (!v || !parse_u64(v, n) || n == 0) {
-        fprintf(stderr, "leakwatch top: --count must be a positive integer\n");
-        return exit_code::kUsage;
-      }
-      o.count = static_cast<long>(n);
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "-k" || a == "--top") {
-      const char* v = value("--top");
-      if (!v || !parse_u64(v, n) || n == 0 || n > 100000) {
-        fprintf(stderr, "leakwatch top: --top must be between 1 and 100000\n");
-        return exit_code::kUsage;
-      }
-      o.max_sites = n;
-    } else if (a == "--ringbuf-bytes") {
-      const char* v = value("--ringbuf-bytes");
-      if (!v || !parse_u64(v, n) || n < 4096 || n > (1u << 30) || (n & (n - 1))) {
-        fprintf(stderr, "leakwatch top: --ringbuf-bytes must be a power of two in [4096, 1 GiB]\n");
-        return exit_code::kUsage;
-      }
-      o.bpf.ringbuf_bytes = static_cast<uint32_t>(n);
-    } else if (a == "--live-max") {
-      const char* v = value("--live-max");
-      if (!v || !parse_u64(v, n) || n < 16 || n > (1u << 26)) {
-        fprintf(stderr, "leakwatch top: --live-max must be between 16 and 67108864\n");
-        return exit_code::kUsage;
-      }
-      o.bpf.live_max_entries = static_cast<uint32_t>(n);
-    } else if (a == "--stack-max") {
-      const char* v = value("--stack-max");
-      if (!v || !parse_u64(v, n) || n < 1 || n > (1u << 22)) {
-        fprintf(stderr, "leakwatch top: --stack-max must be between 1 and 4194304\n");
-        return exit_code::kUsage;
-      }
-      o.bpf.stack_max_entries = static_cast<uint32_t>(n);
-    } else if (a == "--mode") {
-      const char* v = value("--mode");
-      if (!v || (strcmp(v, "full") != 0 && strcmp(v, "light") != 0)) {
-        fprintf(stderr, "leakwatch top: --mode must be full or light\n");
-        return exit_code::kUsage;
-      }
-      o.light = strcmp(v, "light") == 0;
-    } else if (a == "--sample-mean") {
-      const char* v = value("--sample-mean");
-      if (!v || !parse_u64(v, n) || n < 1 || n > LW_SAMPLE_MAX_MEAN) {
-        fprintf(stderr, "leakwatch top: --sample-mean must be between 1 and 1073741824\n");
-        return exit_code::kUsage;
-      }
-      o.sample_mean_bytes = n;
-    } else if (a == "--no-python-frames") {
-      o.bpf.python_frames = false;
-    } else if (a == "--record-events") {
-      const char* v = value("--record-events");
-      if (!v || !*v) return exit_code::kUsage;
-      o.record_path = v;
-    } else if (a == "--debug-stall-consumer-ms") {
-      const char* v = value("--debug-stall-consumer-ms");
-      if (!v || !parse_u64(v, n) || n > 600000) {
-        fprintf(stderr, "leakwatch top: --debug-stall-consumer-ms must be <= 600000\n");
-        return exit_code::kUsage;
-      }
-      o.stall_consumer_ms = static_cast<long>(n);
-    } else {
-      fprintf(stderr, "leakwatch top: unknown option '%s'\n", a.c_str());
-      top_usage(stderr);
-      return exit_code::kUsage;
     }
   }
-  if (!have_pid) {
-    fprintf(stderr, "leakwatch top: -p PID is required\n");
-    top_usage(stderr);
-    return exit_code::kUsage;
+  // Operands (after "--"): the command to start.
+  if (optind < argc) {
+    if (have_command) return usage_error("give the command either with -c or after --, not both");
+    o.command.assign(argv + optind, argv + argc);
+    have_command = true;
   }
+  if (have_pid == have_command)
+    return usage_error(have_pid ? "-p and -c exclude each other" : "-p PID or -c COMMAND is required");
+  if (o.filter.min_size > o.filter.max_size) return usage_error("--min-size is above --max-size");
   return -1;
+}
+
+// Columns for the text view: COLUMNS, else the terminal's, else 80.
+size_t text_width() {
+  if (const char* env = getenv("COLUMNS")) {
+    uint64_t n = 0;
+    if (parse_u64(env, n) && n > 0 && n <= 100000) return n;
+  }
+  struct winsize ws = {};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+// The reader of stdout went away (a pipe's read end closed, a terminal
+// hung up): poll reports it without a write.
+bool output_closed() {
+  struct pollfd p = {STDOUT_FILENO, 0, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+// The leak analysis: the defaults, or the demo window with its time
+// constants scaled (docs/cli.md, --analysis-window).
+AnalysisParams analysis_params(double window_s) {
+  AnalysisParams p;
+  if (window_s <= 0) return p;
+  const double scale = window_s / p.window_s;
+  p.window_s = window_s;
+  p.min_span_s *= scale;
+  p.old_age_s *= scale;
+  return p;
 }
 
 }  // namespace
@@ -195,28 +320,58 @@ int parse(int argc, char** argv, TopOptions& o) {
 int run_top(int argc, char** argv) {
   TopOptions opt;
   if (int rc = parse(argc, argv, opt); rc >= 0) return rc;
+  if (opt.log_level) set_log_level(*opt.log_level);
   raise_fd_limit();
 
-  if (kill(opt.pid, 0) != 0 && errno == ESRCH) {
+  if (opt.pid > 0 && kill(opt.pid, 0) != 0 && errno == ESRCH) {
     fprintf(stderr, "leakwatch: no such process: %d\n", opt.pid);
     return exit_code::kNoSuchProcess;
   }
+  // BPF first: a program started by -c must not run untraced because
+  // leakwatch lacks a capability.
   auto tracer = Tracer::create(opt.bpf, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
   }
+  std::unique_ptr<LaunchedCommand> launched;
+  if (!opt.command.empty()) {
+    auto started = LaunchedCommand::start(opt.command, STDERR_FILENO);
+    if (!started) {
+      fprintf(stderr, "leakwatch top: %s\n", started.error().message.c_str());
+      return exit_code::kError;
+    }
+    launched = std::move(*started);
+    opt.pid = launched->pid();
+  }
   AttachOptions attach_opts;
   attach_opts.sample_mean_bytes = opt.sample_mean_bytes;
   attach_opts.heap = !opt.light;
+  // Benchmarks only (bench/README.md, "operator new"): also place the probes
+  // that only lend a hint to the unwinder, to measure what dropping them saves.
+  attach_opts.hint_probes = getenv("LW_BENCH_HINT_PROBES") != nullptr;
   if (Status st = (*tracer)->attach(opt.pid, attach_opts); !st) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", opt.pid, st.error().message.c_str());
     return exit_code_for(st.error());
+  }
+  // The first output comes once every probe is attached and the unwind
+  // tables of what the process maps are loaded (bounded wait): a caller
+  // can wait for it before starting the workload, and a program started
+  // by -c runs only then, so even its first allocation unwinds by CFI.
+  if (UnwindTables* u = (*tracer)->unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
+  // Every probe is in place: the program may run its first instruction.
+  if (launched) {
+    if (Status st = launched->resume(); !st) {
+      fprintf(stderr, "leakwatch top: %s\n", st.error().message.c_str());
+      return exit_code::kError;
+    }
   }
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A closed output is seen as EPIPE (and by output_closed()), so top can
+  // detach and exit cleanly instead of dying mid-way.
   signal(SIGPIPE, SIG_IGN);
 
   Tracer& t = **tracer;
@@ -234,37 +389,69 @@ int run_top(int argc, char** argv) {
     }
     t.set_record_tap([f = record.get()](const void* data, size_t len) { fwrite(data, 1, len, f); });
   }
-  // Leak analysis with the default parameters (docs/analysis.md), sampled
-  // at every snapshot; samples closer than its resolution are merged.
-  ProcessAnalyzer analyzer;
-  const double t0 = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
+  // Leak analysis (docs/analysis.md), sampled at every snapshot; samples
+  // closer than its resolution are merged.
+  const AnalysisParams params = analysis_params(opt.analysis_window_s);
+  if (std::string why = params.invalid_reason(); !why.empty()) {
+    fprintf(stderr, "leakwatch top: --analysis-window: %s\n", why.c_str());
+    return exit_code::kUsage;
+  }
+  ProcessAnalyzer analyzer(params);
+  using clock = std::chrono::steady_clock;
+  const clock::time_point started = clock::now();
+  const double t0 = std::chrono::duration<double>(started.time_since_epoch()).count();
+  const LiveFilter* filter = opt.filter.active() ? &opt.filter : nullptr;
   auto snapshot = [&](TracedProcess& proc) {
     double now = std::chrono::duration<double>(
                      std::chrono::steady_clock::now().time_since_epoch()).count();
     analyzer.sample(proc.heap, now - t0, monotonic_ns());
-    return take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer);
+    return take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer, filter);
   };
-  // The first snapshot is printed once every probe is attached and the
-  // unwind tables of what the process maps are loaded (bounded wait): a
-  // caller can wait for it before starting the workload.
-  if (UnwindTables* u = t.unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
-  print_snapshot(snapshot(*t.process(opt.pid)), opt.json);
-  if (opt.stall_consumer_ms > 0)
+  // Returns false when the output is gone or broken; `failed` then says
+  // whether that is an error (not a reader that went away).
+  bool failed = false;
+  auto print = [&](const ProcessSnapshot& snap) {
+    if (print_snapshot(snap, opt.json, TextOptions{text_width()})) return true;
+    failed = errno != EPIPE;
+    if (failed) fprintf(stderr, "leakwatch top: writing the output: %s\n", strerror(errno));
+    return false;
+  };
+  // Once every probe is attached: the JSON view prints its first snapshot
+  // (a caller can wait for it before starting the workload), the text view
+  // says so in one line and shows its first table one interval later,
+  // when there is something to show.
+  bool output_ok;
+  {
+    ProcessSnapshot first = snapshot(*t.process(opt.pid));
+    if (opt.json) {
+      output_ok = print(first);
+    } else {
+      output_ok = print_attached(first, opt.interval_s, TextOptions{text_width()});
+      if (!output_ok) failed = errno != EPIPE;
+    }
+  }
+  if (output_ok && opt.stall_consumer_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.stall_consumer_ms));
 
-  using clock = std::chrono::steady_clock;
   const auto interval = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(opt.interval_s));
-  auto next = clock::now() + interval;
+  // From the first sample, so that the samples are an interval apart
+  // (the analysis's wait estimate measures their spacing).
+  auto next = started + interval;
   long printed = 0;
-  for (;;) {
+  bool counted_out = false;
+  while (output_ok) {
     TracedProcess* proc = t.process(opt.pid);
     if (proc->exited || g_stop.load()) break;
+    if (output_closed()) {
+      output_ok = false;
+      break;
+    }
     auto now = clock::now();
     if (now >= next) {
-      print_snapshot(snapshot(*proc), opt.json);
-      if (opt.count > 0 && ++printed >= opt.count) return exit_code::kOk;
+      output_ok = print(snapshot(*proc));
+      if (output_ok && opt.count > 0 && ++printed >= opt.count) counted_out = true;
+      if (counted_out) break;
       next += interval;
       if (next < now) next = now + interval;
       continue;
@@ -276,13 +463,27 @@ int run_top(int argc, char** argv) {
       return exit_code::kError;
     }
   }
-  // Exit or signal: apply what is still buffered, then the last word.
-  while (true) {
-    Result<int> n = t.poll(0);
-    if (!n || *n == 0) break;
+  if (output_ok && !counted_out) {
+    // Exit or signal: apply what is still buffered, then the last word.
+    while (true) {
+      Result<int> n = t.poll(0);
+      if (!n || *n == 0) break;
+    }
+    output_ok = print(snapshot(*t.process(opt.pid)));
   }
-  print_snapshot(snapshot(*t.process(opt.pid)), opt.json);
-  return exit_code::kOk;
+  // Detach every probe now, before waiting on a started program.
+  tracer->reset();
+  if (launched) {
+    std::optional<int> status = launched->reap(false);
+    if (!status) {
+      launched->terminate();
+      status = launched->reap(false);
+    }
+    if (status)
+      fprintf(stderr, "leakwatch top: %s %s\n", opt.command[0].c_str(),
+              LaunchedCommand::describe(*status).c_str());
+  }
+  return failed ? exit_code::kError : exit_code::kOk;
 }
 
 }  // namespace lw

@@ -3,6 +3,8 @@
 #include "cli/top_printer.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -24,31 +26,126 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
-namespace {
-
-void print_frame(const Frame& f) {
-  std::string where = f.file.empty() ? "" : " (" + f.file + ":" + std::to_string(f.line) + ")";
-  if (f.language == "python") {
-    printf("%32s %s%s [python]\n", "", f.function.c_str(), where.c_str());
-    return;
+std::string human_duration(double seconds) {
+  // Up, but not for a float's dust: 24.0008 is "24s".
+  const long s = std::max(0L, std::lround(std::ceil(seconds - 0.01)));
+  char buf[32];
+  if (s < 60) {
+    snprintf(buf, sizeof(buf), "%lds", s);
+  } else if (s < 3600) {
+    if (s % 60 == 0)
+      snprintf(buf, sizeof(buf), "%ldm", s / 60);
+    else
+      snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
+  } else if ((s % 3600) / 60 == 0) {
+    snprintf(buf, sizeof(buf), "%ldh", s / 3600);
+  } else {
+    snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s % 3600) / 60);
   }
-  printf("%32s %s%s [%s]%s\n", "", f.function.empty() ? "??" : f.function.c_str(), where.c_str(),
-         f.module.c_str(), f.unwound == "fp" ? " (frame pointer)" : "");
+  return buf;
 }
 
-// The first 8 frames; in a stack with Python frames (docs/architecture.md,
-// "Python frames"), the first 4, then every Python frame (at most 8) with
-// the native frames between them folded into one line.
-void print_frames(const std::vector<Frame>& frames) {
+std::string clip(const std::string& s, size_t width) {
+  if (s.size() <= width) return s;
+  if (width < 4) return s.substr(0, width);
+  return s.substr(0, width - 3) + "...";
+}
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "...tail" of at most width columns: for paths, whose end says the most.
+std::string clip_left(const std::string& s, size_t width) {
+  if (s.size() <= width) return s;
+  if (width < 4) return s.substr(s.size() - width);
+  return "..." + s.substr(s.size() - (width - 3));
+}
+
+// Segments joined by `sep` into lines of at most `width`; continuation
+// lines start with `indent` spaces. A segment too long for a line of its
+// own is cut: from the left when it is a path (keeps the file name).
+std::vector<std::string> pack(const std::vector<std::string>& segments, size_t width, const char* sep,
+                              size_t indent) {
+  std::vector<std::string> lines;
+  std::string line;
+  const std::string sep_s = sep;
+  const std::string pad(std::min(indent, width / 2), ' ');
+  for (std::string seg : segments) {
+    if (seg.empty()) continue;
+    const size_t lead = lines.empty() && line.empty() ? 0 : pad.size();
+    if (!line.empty() && line.size() + sep_s.size() + seg.size() <= width) {
+      line += sep_s + seg;
+      continue;
+    }
+    if (!line.empty()) lines.push_back(line);
+    const size_t room = width > lead ? width - lead : 0;
+    if (seg.size() > room) seg = seg.find('/') != std::string::npos ? clip_left(seg, room) : clip(seg, room);
+    line = (lines.empty() ? std::string() : pad) + seg;
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t j = text.find(' ', i);
+    const size_t end = j == std::string::npos ? text.size() : j;
+    if (end > i) out.push_back(text.substr(i, end - i));
+    i = end + 1;
+  }
+  return out;
+}
+
+void add_lines(std::vector<std::string>& out, const std::vector<std::string>& lines) {
+  out.insert(out.end(), lines.begin(), lines.end());
+}
+
+// One frame in at most `avail` columns (docs/cli.md, "The text view"):
+// first the module goes, then the file's directory, then the function
+// name is cut, keeping its start and the file:line.
+std::string frame_text(const Frame& f, size_t avail) {
+  const std::string fn = f.function.empty() ? "??" : f.function;
+  const std::string line = std::to_string(f.line);
+  const std::string module = f.module.empty() ? "" : " [" + base_name(f.module) + "]";
+  const std::string loc = f.file.empty() ? "" : " (" + f.file + ":" + line + ")";
+  const std::string loc_short = f.file.empty() ? "" : " (" + base_name(f.file) + ":" + line + ")";
+  // How the unwinder found it, when that is worth knowing (frame pointers
+  // where there is no CFI: the caller may be skipped).
+  const std::string how = f.unwound == "fp" ? " (frame pointer)" : "";
+  if (f.language == "python") {  // docs/architecture.md, decision 33
+    for (const std::string& candidate : {fn + loc + " [python]", fn + loc, fn + loc_short})
+      if (candidate.size() <= avail) return candidate;
+    return clip(fn + loc_short, avail);
+  }
+  for (const std::string& candidate : {fn + loc + module + how, fn + loc + module, fn + loc, fn + loc_short})
+    if (candidate.size() <= avail) return candidate;
+  constexpr size_t kMinName = 8;
+  if (loc_short.size() + 3 + kMinName <= avail)
+    return fn.substr(0, avail - loc_short.size() - 3) + "..." + loc_short;
+  return clip(fn + loc_short, avail);
+}
+
+// A site's frames: the first 8; in a stack with Python frames, the first 4,
+// then every Python frame (at most 8), with the native frames between them
+// folded into one line (`alloc_cpu ... 12 native frames ... keep_outputs`).
+void add_frame_lines(std::vector<std::string>& out, const std::vector<Frame>& frames, size_t avail,
+                     size_t indent_columns) {
+  const std::string indent(indent_columns, ' ');
   size_t python = 0;
   for (const Frame& f : frames) python += f.language == "python";
   if (python == 0) {
     for (size_t i = 0; i < frames.size(); ++i) {
       if (i == 8) {
-        printf("%32s ... %zu more frames\n", "", frames.size() - 8);
+        out.push_back(indent + "... " + std::to_string(frames.size() - 8) + " more frames");
         break;
       }
-      print_frame(frames[i]);
+      out.push_back(indent + frame_text(frames[i], avail));
     }
     return;
   }
@@ -56,67 +153,153 @@ void print_frames(const std::vector<Frame>& frames) {
   for (size_t i = 0; i < frames.size(); ++i) {
     const bool is_python = frames[i].language == "python";
     if (i < 4 || (is_python && python_shown < 8)) {
-      if (folded) printf("%32s ... %zu native frames\n", "", folded);
+      if (folded) out.push_back(indent + "... " + std::to_string(folded) + " native frames");
       folded = 0;
-      print_frame(frames[i]);
+      out.push_back(indent + frame_text(frames[i], avail));
       python_shown += is_python;
       continue;
     }
     ++folded;
   }
-  if (folded) printf("%32s ... %zu more frames\n", "", folded);
+  if (folded) out.push_back(indent + "... " + std::to_string(folded) + " more frames");
 }
 
-void print_table(const ProcessSnapshot& s) {
-  printf("\nleakwatch top: pid %d (%s)%s  live %s in %llu allocations  events %llu seen, %llu "
-         "dropped\n",
-         s.pid, s.comm.c_str(), s.final ? " [exited]" : "", human_bytes(s.live_bytes).c_str(),
-         static_cast<unsigned long long>(s.live_allocations),
-         static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_SEEN]),
-         static_cast<unsigned long long>(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]));
+const char* trend_cell(const SiteSnapshot& site, char* buf, size_t len) {
+  if (site.suspected_leak) return "LEAK";
+  if (site.trend != Trend::kUnknown) return trend_name(site.trend);
+  if (site.verdict_in_s > 0) {
+    snprintf(buf, len, "wait %s", human_duration(site.verdict_in_s).c_str());
+    return buf;
+  }
+  return "unknown";
+}
+
+bool write_out(const std::string& text) {
+  if (!text.empty() && fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
+  if (fflush(stdout) != 0) return false;
+  return !ferror(stdout);
+}
+
+bool write_lines(const std::vector<std::string>& lines, size_t width) {
+  std::string text;
+  for (const std::string& l : lines) text += clip(l, width) + "\n";
+  return write_out(text);
+}
+
+void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
+  const std::string who = "leakwatch top: pid " + std::to_string(s.pid) + " (" + s.comm + ")" +
+                          (s.final ? " [exited]" : "");
+  add_lines(out, pack({who,
+                       "live " + human_bytes(s.live_bytes) + " in " + std::to_string(s.live_allocations) +
+                           " allocations",
+                       "events " + std::to_string(s.kernel_counters[LW_CNT_EVENTS_SEEN]) + " seen, " +
+                           std::to_string(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]) + " dropped"},
+                      width, "  ", 2));
   const AllocatorInfo& a = s.allocator;
-  printf("allocator: %s %s [%s]%s%s\n", a.family.empty() ? "-" : a.family.c_str(),
-         a.object.empty() ? "(none)" : a.object.c_str(), a.support.c_str(),
-         a.reason.empty() ? "" : ": ", a.reason.c_str());
-  if (s.python.present)
-    printf("python: %s [%s]%s%s\n", s.python.version.c_str(), s.python.support.c_str(),
-           s.python.frames ? " frames read" : ": ", s.python.reason.c_str());
+  std::vector<std::string> alloc = {"allocator:", a.family.empty() ? "-" : a.family,
+                                    a.object.empty() ? "(none)" : a.object, "[" + a.support + "]" +
+                                                                                (a.reason.empty() ? "" : ":")};
+  for (std::string& w : words(a.reason)) alloc.push_back(std::move(w));
+  add_lines(out, pack(alloc, width, " ", 2));
+  if (s.python.present) {  // the process's CPython (docs/cli.md, `python`)
+    std::vector<std::string> py = {"python:", s.python.version, "[" + s.python.support + "]",
+                                   s.python.frames ? "frames read" : ""};
+    if (!s.python.frames) py.back() = s.python.reason.empty() ? "frames not read yet" : "";
+    for (std::string& w : words(s.python.reason)) py.push_back(std::move(w));
+    add_lines(out, pack(py, width, " ", 2));
+  }
+  if (s.live_filter.active()) {
+    const LiveFilter& f = s.live_filter;
+    std::vector<std::string> filter = {"filter: only allocations"};
+    if (f.min_age_ns > 0) filter.push_back("older than " + human_duration(static_cast<double>(f.min_age_ns) / 1e9));
+    if (f.min_size > 0) filter.push_back("of at least " + std::to_string(f.min_size) + " B");
+    if (f.max_size != UINT64_MAX) filter.push_back("of at most " + std::to_string(f.max_size) + " B");
+    add_lines(out, pack(filter, width, " ", 2));
+  }
   if (s.sample_mean_bytes > 0)
-    printf("heap figures are estimates: allocations sampled every %s on average\n",
-           human_bytes(s.sample_mean_bytes).c_str());
-  if (s.heap_stale_since > 0)
-    printf("heap figures frozen since %.0f (unix time): probes detached\n", s.heap_stale_since);
-  printf("%12s %10s %6s %12s %8s  %s\n", "LIVE", "ALLOCS", "KIND", "RATE/s", "TREND", "STACK");
+    add_lines(out, pack(words("heap figures are estimates: allocations sampled every " +
+                              human_bytes(s.sample_mean_bytes) + " on average"),
+                        width, " ", 2));
+  if (s.heap_stale_since > 0) {
+    char when[64];
+    snprintf(when, sizeof(when), "%.0f", s.heap_stale_since);
+    add_lines(out, pack(words(std::string("heap figures frozen since ") + when + " (unix time): probes detached"),
+                        width, " ", 2));
+  }
+  const double default_window = AnalysisParams{}.window_s;
+  if (s.analysis_window_s > 0 && s.analysis_window_s != default_window)
+    add_lines(out, pack(words("analysis window " + human_duration(s.analysis_window_s) +
+                              " (demo setting; default " + human_duration(default_window) +
+                              "): quicker, less certain verdicts"),
+                        width, " ", 2));
+
+  if (s.sites.empty()) {
+    uint64_t made = 0;
+    for (const KindTotals& k : s.kinds) made += k.allocations;
+    if (s.live_filter.active() && s.sites_total == 0 && made > 0)
+      out.push_back("no live allocations pass the filter");
+    else if (made == 0)
+      out.push_back("no allocations seen yet");
+    else
+      out.push_back("no live allocations: " + std::to_string(made) + " made, all freed");
+    return;
+  }
+  int kind_w = 4;
+  for (const SiteSnapshot& site : s.sites)
+    kind_w = std::max(kind_w, static_cast<int>(std::string(kind_name(site.kind)).size()));
+  char row[512];
+  // LIVE ALLOCS KIND RATE/s TREND, then the stack id where it fits.
+  const size_t row_w = static_cast<size_t>(10 + 1 + 8 + 1 + kind_w + 1 + 10 + 1 + 11);
+  const bool stack_col = row_w + 2 + 16 <= width;
+  snprintf(row, sizeof(row), "%10s %8s %*s %10s %11s%s", "LIVE", "ALLOCS", kind_w, "KIND", "RATE/s", "TREND",
+           stack_col ? "  STACK" : "");
+  out.push_back(row);
+  constexpr size_t kIndent = 4;
+  const size_t avail = width > kIndent ? width - kIndent : 0;
   for (const SiteSnapshot& site : s.sites) {
-    printf("%12s %10llu %6s %12s %8s  %016llx\n", human_bytes(site.live_bytes).c_str(),
-           static_cast<unsigned long long>(site.live_allocations), kind_name(site.kind),
-           site.trend == Trend::kUnknown
-               ? "-"
-               : human_bytes(static_cast<uint64_t>(std::max(0.0, site.leak_rate_bytes_per_second)))
-                     .c_str(),
-           site.suspected_leak ? "LEAK" : trend_name(site.trend),
-           static_cast<unsigned long long>(site.stack_id));
-    print_frames(site.frames);
+    char trend[32];
+    char stack[24] = "";
+    if (stack_col) snprintf(stack, sizeof(stack), "  %016llx", static_cast<unsigned long long>(site.stack_id));
+    const std::string rate =
+        site.trend == Trend::kUnknown
+            ? "-"
+            : human_bytes(static_cast<uint64_t>(std::max(0.0, site.leak_rate_bytes_per_second)));
+    snprintf(row, sizeof(row), "%10s %8llu %*s %10s %11s%s", human_bytes(site.live_bytes).c_str(),
+             static_cast<unsigned long long>(site.live_allocations), kind_w, kind_name(site.kind),
+             rate.c_str(), trend_cell(site, trend, sizeof(trend)), stack);
+    out.push_back(row);
+    add_frame_lines(out, site.frames, avail, kIndent);
     if (!site.truncated.empty())
-      printf("%32s (stack ends here: %s)\n", "", site.truncated.c_str());
+      out.push_back(std::string(kIndent, ' ') + "(stack ends here: " + site.truncated + ")");
   }
   if (s.sites_total > s.sites.size())
-    printf("  ... %zu more sites\n", s.sites_total - s.sites.size());
-  fflush(stdout);
+    out.push_back("  ... " + std::to_string(s.sites_total - s.sites.size()) + " more sites");
 }
 
 }  // namespace
 
-void print_snapshot(const ProcessSnapshot& s, bool json) {
+bool print_snapshot(const ProcessSnapshot& s, bool json, const TextOptions& text) {
   if (json) {
-    std::string line =
-        to_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    fputs(line.c_str(), stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
-  } else {
-    print_table(s);
+    std::string line = to_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    line += '\n';
+    return write_out(line);
   }
+  std::vector<std::string> lines = {""};
+  table_lines(s, text.width, lines);
+  return write_lines(lines, text.width);
+}
+
+bool print_attached(const ProcessSnapshot& s, double interval_s, const TextOptions& text) {
+  char interval[32];
+  snprintf(interval, sizeof(interval), "%gs", interval_s);
+  std::vector<std::string> segments = {
+      "leakwatch top: attached to pid " + std::to_string(s.pid) + " (" + s.comm + ");",
+      std::string("first table in ") + interval};
+  if (s.analysis_min_span_s > 0) {
+    segments.back() += ",";
+    segments.push_back("trends after " + human_duration(s.analysis_min_span_s) + " of data");
+  }
+  return write_lines(pack(segments, text.width, " ", 2), text.width);
 }
 
 }  // namespace lw

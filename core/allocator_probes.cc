@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/allocator_probes.h"
 
+#include <string_view>
 #include <utility>
 
 namespace lw {
@@ -51,7 +52,10 @@ ProbeRole interposed_role() {
                         "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
                         "_ZnwmSt11align_val_tRKSt9nothrow_t",
                         "_ZnamSt11align_val_tRKSt9nothrow_t"}) {
-    r.probes.push_back({s, LW_FUNC_NEW, false, false, false, kStd});
+    // The aligned variants round the size up before calling aligned_alloc:
+    // their probe also supplies the size asked of new, so they stay.
+    const bool aligned = std::string_view(s).find("align_val_t") != std::string_view::npos;
+    r.probes.push_back({s, LW_FUNC_NEW, false, false, false, kStd, !aligned});
     r.probes.push_back(ret(s, LW_FUNC_MALLOC, kOwn));
   }
   // operator delete: libstdc++'s tail-calls free (probed once there);
@@ -155,16 +159,12 @@ ProbeRole mimalloc_role() {
   return r;
 }
 
-std::vector<ProbeRole>& roles() {
-  static std::vector<ProbeRole>* all = new std::vector<ProbeRole>{
+}  // namespace
+
+const std::vector<ProbeRole>& probe_roles() {
+  static const std::vector<ProbeRole>* all = new std::vector<ProbeRole>{
       interposed_role(), jemalloc_role(), tcmalloc_role(), mimalloc_role()};
   return *all;
 }
-
-}  // namespace
-
-const std::vector<ProbeRole>& probe_roles() { return roles(); }
-
-void register_probe_role(ProbeRole role) { roles().push_back(std::move(role)); }
 
 }  // namespace lw

@@ -4,10 +4,10 @@
 // attach cookie). The resolver (allocator_resolver.h) decides, per process,
 // which object's definition of each symbol is the one calls reach.
 //
-// Adding a role (the GPU work adds libcudart/libcuda): write a function
-// returning a ProbeRole in its own file and call register_probe_role() once
-// at startup, before any process is attached. Nothing else changes.
-// Thread-safety: register_probe_role() must not race with probe_roles().
+// Adding an allocator: add its role to the table in allocator_probes.cc.
+// (CUDA's probes are not a role: they are optional, per library, and live
+// in engine/cuda_probes.cc; docs/architecture.md, decision 20.)
+// Thread-safety: constant data after first use.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,11 @@ struct ProbeSpec {
   bool required;       // the process cannot be traced without it (malloc, free)
   bool movable;        // entry-only and may move past a NULL check
   ProviderClass provider = ProviderClass::kAny;
+  // Only there to lend its caller's return address to the allocation made
+  // inside it (libstdc++'s plain operator new): not probed when stacks are
+  // unwound from call-frame information, which finds that caller anyway
+  // (decision 32); its body still counts as the allocator's own frames.
+  bool hint_only = false;
 };
 
 struct ProbeRole {
@@ -58,9 +63,9 @@ struct ProbeRole {
   bool skip_go_objects = true;
 };
 
-// The built-in roles followed by registered ones, in registration order.
+// Every role: the interposed standard functions, then jemalloc, tcmalloc
+// and mimalloc's own names.
 const std::vector<ProbeRole>& probe_roles();
-void register_probe_role(ProbeRole role);
 
 // The allocator family an object belongs to, from the names it defines:
 // "jemalloc", "tcmalloc", "mimalloc", "glibc", or "" when unknown.

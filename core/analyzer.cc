@@ -24,14 +24,27 @@ uint64_t ProcessAnalyzer::key(uint64_t stack_hash, uint32_t kind) {
 }
 
 void ProcessAnalyzer::sample(const HeapTracker& heap, double t_s, uint64_t now_ns) {
-  // One pass over the live records gives every site's age structure.
+  if (last_t_s_ >= 0 && t_s > last_t_s_) interval_s_ = t_s - last_t_s_;
+  last_t_s_ = t_s;
+  // One pass over the live records gives every site's age structure (and,
+  // with an old-age threshold other than the buckets' minute, its old bytes).
+  const AnalysisParams& p = params();
+  const bool own_old_age = p.old_age_s != 60;
+  const uint64_t old_ns = static_cast<uint64_t>(p.old_age_s * 1e9);
   std::vector<AgeBuckets> ages(heap.sites().size());
-  heap.for_each_live(
-      [&](const LiveRecord& r) { ages[r.site].add(now_ns, r.alloc_ns, heap.counted_bytes(r)); });
+  std::vector<uint64_t> old(own_old_age ? heap.sites().size() : 0);
+  heap.for_each_live([&](const LiveRecord& r) {
+    ages[r.site].add(now_ns, r.alloc_ns, heap.counted_bytes(r));
+    if (own_old_age && now_ns > r.alloc_ns && now_ns - r.alloc_ns >= old_ns)
+      old[r.site] += heap.counted_bytes(r);
+  });
   std::array<std::vector<SiteSample>, LW_KIND_MAX> by_kind;
   const std::vector<SiteStats>& sites = heap.sites();
-  for (size_t i = 0; i < sites.size(); ++i)
-    by_kind[sites[i].kind].push_back({key(sites[i].stack_hash, sites[i].kind), ages[i]});
+  for (size_t i = 0; i < sites.size(); ++i) {
+    SiteSample s{key(sites[i].stack_hash, sites[i].kind), ages[i], std::nullopt};
+    if (own_old_age) s.old_bytes = old[i];
+    by_kind[sites[i].kind].push_back(s);
+  }
   latest_.clear();
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
     if (by_kind[k].empty() && per_kind_[k].site_count() == 0) continue;
@@ -43,6 +56,10 @@ void ProcessAnalyzer::sample(const HeapTracker& heap, double t_s, uint64_t now_n
 const SiteAnalysis* ProcessAnalyzer::site(uint64_t stack_hash, uint32_t kind) const {
   auto it = latest_.find(key(stack_hash, kind));
   return it == latest_.end() ? nullptr : &it->second;
+}
+
+double ProcessAnalyzer::seconds_until_verdict(const LeakVerdict& v) const {
+  return lw::seconds_until_verdict(v, params(), interval_s_);
 }
 
 size_t ProcessAnalyzer::memory_bytes() const {

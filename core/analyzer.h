@@ -34,11 +34,17 @@ class ProcessAnalyzer {
   LeakVerdict process_verdict(uint32_t kind) const { return per_kind_[kind].process_verdict(); }
   const AgeBuckets& process_ages(uint32_t kind) const { return per_kind_[kind].process_ages(); }
   size_t memory_bytes() const;
+  const AnalysisParams& params() const { return per_kind_[0].params(); }
+  // seconds_until_verdict() at the interval between the last two sample()
+  // calls (the ring's spacing before there are two).
+  double seconds_until_verdict(const LeakVerdict& v) const;
 
  private:
   static uint64_t key(uint64_t stack_hash, uint32_t kind);
   std::array<ProcessAnalysis, LW_KIND_MAX> per_kind_;
   std::unordered_map<uint64_t, SiteAnalysis> latest_;
+  double last_t_s_ = -1;
+  double interval_s_ = 0;  // between the last two samples; 0 before two
 };
 
 // CLOCK_MONOTONIC now, in ns: the clock bpf_ktime_get_ns() uses.

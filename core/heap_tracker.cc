@@ -30,6 +30,16 @@ uint64_t HeapTracker::counted_bytes(const LiveRecord& r) const {
   return sample_weight_bytes(r.size, sample_mean_);
 }
 
+std::vector<FilteredLive> HeapTracker::filtered_live(const LiveFilter& filter, uint64_t now_ns) const {
+  std::vector<FilteredLive> out(sites_.size());
+  live_.for_each([&](uint64_t, const LiveRecord& r) {
+    if (!filter.matches(r, now_ns)) return;
+    out[r.site].bytes += counted_bytes(r);
+    out[r.site].allocations += counted_allocations(r);
+  });
+  return out;
+}
+
 uint64_t HeapTracker::counted_allocations(const LiveRecord& r) const {
   if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return 1;
   return sample_weight_count(r.size, sample_mean_, r.alloc_ns);

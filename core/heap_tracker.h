@@ -51,6 +51,28 @@ struct KernelRecord {
   uint64_t stack_hash = 0;
 };
 
+// Which live records count in what `top` shows (its --older, --min-size,
+// --max-size: bcc memleak's -o, -z, -Z). The size is the record's own
+// (requested) size, whatever it stands for under byte sampling; the age is
+// now minus alloc_ns (a record stamped after now is age 0).
+struct LiveFilter {
+  uint64_t min_age_ns = 0;
+  uint64_t min_size = 0;
+  uint64_t max_size = UINT64_MAX;
+  bool active() const { return min_age_ns > 0 || min_size > 0 || max_size != UINT64_MAX; }
+  bool matches(const LiveRecord& r, uint64_t now_ns) const {
+    const uint64_t age = now_ns > r.alloc_ns ? now_ns - r.alloc_ns : 0;
+    return age >= min_age_ns && r.size >= min_size && r.size <= max_size;
+  }
+};
+
+// The live figures of one site (an index of HeapTracker::sites()) counting
+// only the records a LiveFilter keeps.
+struct FilteredLive {
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+};
+
 struct HeapCounters {
   uint64_t missed_frees = 0;      // ALLOC over a still-live record
   uint64_t duplicate_allocs = 0;  // ALLOC already applied (resync overlap)
@@ -109,6 +131,11 @@ class HeapTracker {
   uint64_t live_allocations_total() const;
   const HeapCounters& counters() const { return counters_; }
   size_t memory_bytes() const;
+
+  // Per site, indexed like sites(): the live bytes and allocations of the
+  // records `filter` keeps at now_ns (counted_bytes/counted_allocations).
+  // One pass over the live records.
+  std::vector<FilteredLive> filtered_live(const LiveFilter& filter, uint64_t now_ns) const;
 
   template <typename F>
   void for_each_live(F&& fn) const {

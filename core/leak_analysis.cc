@@ -126,6 +126,7 @@ std::string AnalysisParams::invalid_reason() const {
   if (!(min_relative_growth >= 0)) return "min_relative_growth must be non-negative";
   if (!(max_old_drawdown >= 0)) return "max_old_drawdown must be non-negative";
   if (max_sites < 1) return "max_sites must be at least 1";
+  if (!(old_age_s > 0)) return "old_age must be positive";
   return {};
 }
 
@@ -160,6 +161,18 @@ void SiteSeries::add(const SeriesSample& s, const AnalysisParams& p) {
   size_t drop = samples_.size() > p.max_samples ? samples_.size() - p.max_samples : 0;
   while (drop < samples_.size() && s.t_s - samples_[drop].t_s > p.window_s) ++drop;
   samples_.erase(samples_.begin(), samples_.begin() + static_cast<ptrdiff_t>(drop));
+}
+
+double seconds_until_verdict(const LeakVerdict& v, const AnalysisParams& p, double interval_s) {
+  if (v.trend != Trend::kUnknown) return 0;
+  const double min_gap = p.window_s / static_cast<double>(p.max_samples) * kMergeTolerance;
+  const double interval = interval_s > 0 ? interval_s : min_gap;
+  const double spacing = interval * std::ceil(min_gap / interval - 1e-9);
+  const double span_left = std::max(0.0, std::min(p.min_span_s, p.window_s / 2) - v.span_s);
+  const size_t samples_left = v.samples < p.min_samples ? p.min_samples - v.samples : 0;
+  const double wait = std::max(span_left, static_cast<double>(samples_left) * spacing);
+  // A verdict comes with a sample: round up to the sampler's interval.
+  return interval * std::ceil(wait / interval - 1e-9);
 }
 
 LeakVerdict SiteSeries::classify(const AnalysisParams& p) const {
@@ -251,7 +264,9 @@ void ProcessAnalysis::ingest(double t_s, std::span<const SiteSample> sites) {
     total.older += s.ages.older;
   }
   process_ages_ = total;
-  process_.add({t_s, total.total(), total.bytes_older_than_1m()}, params_);
+  uint64_t total_old = 0;
+  for (const SiteSample& s : sites) total_old += s.old_bytes.value_or(s.ages.bytes_older_than_1m());
+  process_.add({t_s, total.total(), total_old}, params_);
 
   // Over the cap, only the batch's largest max_sites can survive the cap
   // below, so the rest are not taken at all: the transient growth of the
@@ -282,7 +297,7 @@ void ProcessAnalysis::ingest(double t_s, std::span<const SiteSample> sites) {
     // callers may pass every site they ever saw (HeapTracker keeps them).
     if (live == 0 && !sites_.contains(s->key)) continue;
     Site& site = sites_[s->key];
-    site.series.add({t_s, live, s->ages.bytes_older_than_1m()}, params_);
+    site.series.add({t_s, live, s->old_bytes.value_or(s->ages.bytes_older_than_1m())}, params_);
     site.ages = s->ages;
     site.seen_in = generation_;
     if (live > 0) site.last_present_t = t_s;

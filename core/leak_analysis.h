@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -100,6 +101,11 @@ struct AnalysisParams {
   // ProcessAnalysis keeps at most this many sites, the largest by live
   // bytes in the latest sample.
   size_t max_sites = 10000;
+  // The age past which live bytes are "old", the leak evidence that what
+  // is added stays (docs/analysis.md). 60 s, the AgeBuckets boundary; only
+  // `top --analysis-window` (demos, tests) scales it with the window, and
+  // then the caller passes each site's old bytes (SiteSample::old_bytes).
+  double old_age_s = 60;
 
   // Empty when usable, else what is wrong, for the operator.
   std::string invalid_reason() const;
@@ -113,6 +119,15 @@ enum class Trend : uint8_t {
 };
 
 const char* trend_name(Trend t);  // "unknown", "stable", "growing", "leak"
+
+struct LeakVerdict;
+// About how long, in seconds, until a series whose latest verdict is `v`
+// can have a verdict (min_samples samples spanning min_span_s, capped at
+// half the window), when sampled every interval_s from now on: 0 once it
+// has one. Samples closer than the ring's spacing are merged (SiteSeries),
+// so the samples still missing come at that spacing, rounded up to whole
+// intervals.
+double seconds_until_verdict(const LeakVerdict& v, const AnalysisParams& p, double interval_s);
 
 struct LeakVerdict {
   Trend trend = Trend::kUnknown;
@@ -176,6 +191,9 @@ class SiteSeries {
 struct SiteSample {
   uint64_t key = 0;
   AgeBuckets ages;
+  // The live bytes older than AnalysisParams::old_age_s when that is not
+  // 60 s; absent: ages.bytes_older_than_1m().
+  std::optional<uint64_t> old_bytes;
 };
 
 struct SiteReport {

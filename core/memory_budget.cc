@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/memory_budget.h"
 
+#include "core/procfs.h"
+
 #include <cstdlib>
 
 namespace lw {
@@ -26,13 +28,9 @@ std::optional<pid_t> pick_shed_victim(const std::vector<std::pair<pid_t, uint64_
 }
 
 std::optional<uint64_t> parse_statm_resident(const char* statm, uint64_t page_size) {
-  char* end = nullptr;
-  (void)strtoull(statm, &end, 10);  // size
-  if (end == statm || *end != ' ') return std::nullopt;
-  const char* p = end + 1;
-  unsigned long long resident = strtoull(p, &end, 10);
-  if (end == p) return std::nullopt;
-  return static_cast<uint64_t>(resident) * page_size;
+  std::optional<StatmPages> p = parse_statm_pages(statm, 2);
+  if (!p) return std::nullopt;
+  return p->resident * page_size;
 }
 
 }  // namespace lw

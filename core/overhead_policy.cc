@@ -1,26 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/overhead_policy.h"
 
+#include "core/procfs.h"
+
 #include <algorithm>
 #include <charconv>
 
 namespace lw {
 
-std::optional<StatmBytes> parse_statm(std::string_view statm, uint64_t page_size) {
-  uint64_t fields[6] = {0, 0, 0, 0, 0, 0};
-  const char* p = statm.data();
-  const char* end = statm.data() + statm.size();
-  for (uint64_t& f : fields) {
-    while (p < end && *p == ' ') ++p;
-    auto [next, ec] = std::from_chars(p, end, f);
-    if (ec != std::errc() || next == p) return std::nullopt;
-    p = next;
-  }
-  const uint64_t resident = fields[1], shared = fields[2];
+StatmBytes statm_bytes(const StatmPages& p, uint64_t page_size) {
   StatmBytes b;
-  b.anon_resident = (resident > shared ? resident - shared : 0) * page_size;
-  b.data = fields[5] * page_size;
+  b.anon_resident = (p.resident > p.shared ? p.resident - p.shared : 0) * page_size;
+  b.data = p.data * page_size;
   return b;
+}
+
+std::optional<StatmBytes> parse_statm(std::string_view statm, uint64_t page_size) {
+  std::optional<StatmPages> p = parse_statm_pages(statm, 6);
+  if (!p) return std::nullopt;
+  return statm_bytes(*p, page_size);
 }
 
 void GrowthWatch::add(double t_s, uint64_t bytes, double window_s) {

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/procfs.h"
+
 namespace lw {
 
 // What an `auto` process's growth is measured on, from the text of
@@ -27,6 +29,7 @@ struct StatmBytes {
   uint64_t anon_resident = 0;
 };
 std::optional<StatmBytes> parse_statm(std::string_view statm, uint64_t page_size);
+StatmBytes statm_bytes(const StatmPages& pages, uint64_t page_size);
 
 // A process "keeps growing" when its memory rose by at least growth_bytes
 // within the window and is at its high now: a plateau or a drop after a

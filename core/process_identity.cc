@@ -244,7 +244,8 @@ Result<StatFields> parse_proc_stat(std::string_view text) {
   const size_t close_paren = text.rfind(')');
   if (close_paren == std::string_view::npos) return Error{EINVAL, "malformed stat: no comm"};
   // Fields 3.. follow the comm; index 0 here is field 3.
-  constexpr size_t kStateIdx = 3 - 3, kFlagsIdx = 9 - 3, kStartTimeIdx = 22 - 3;
+  constexpr size_t kStateIdx = 3 - 3, kFlagsIdx = 9 - 3, kUtimeIdx = 14 - 3, kStimeIdx = 15 - 3,
+                   kThreadsIdx = 20 - 3, kStartTimeIdx = 22 - 3, kVsizeIdx = 23 - 3, kRssIdx = 24 - 3;
   std::string_view rest = text.substr(close_paren + 1);
   if (rest.ends_with('\n')) rest.remove_suffix(1);
   const std::vector<std::string_view> fields = split(rest, ' ');
@@ -260,6 +261,15 @@ Result<StatFields> parse_proc_stat(std::string_view text) {
   if (!number(fields[kFlagsIdx], &st.flags)) return Error{EINVAL, "malformed stat: flags"};
   if (!number(fields[kStartTimeIdx], &st.start_time)) {
     return Error{EINVAL, "malformed stat: starttime"};
+  }
+  // Later fields are optional for the callers that need only the identity
+  // (tests feed truncated lines); a malformed one reads as 0.
+  (void)number(fields[kUtimeIdx], &st.utime);
+  (void)number(fields[kStimeIdx], &st.stime);
+  (void)number(fields[kThreadsIdx], &st.num_threads);
+  if (fields.size() > kRssIdx) {
+    (void)number(fields[kVsizeIdx], &st.vsize);
+    (void)number(fields[kRssIdx], &st.rss_pages);
   }
   return st;
 }

@@ -75,7 +75,12 @@ CgroupIdentity parse_cgroup_path(
 struct StatFields {
   char state = 0;           // field 3: R, S, D, Z, X, ...
   uint64_t flags = 0;       // field 9: PF_* task flags
+  uint64_t utime = 0;       // field 14: clock ticks in user mode
+  uint64_t stime = 0;       // field 15: clock ticks in kernel mode
+  uint64_t num_threads = 0; // field 20
   uint64_t start_time = 0;  // field 22: clock ticks after boot
+  uint64_t vsize = 0;       // field 23: bytes
+  uint64_t rss_pages = 0;   // field 24
 };
 
 // Parses the fields after comm. comm (field 2) is "(name)" and the name may

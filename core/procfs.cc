@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/procfs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/capabilities.h"
 #include "core/fd.h"
@@ -24,6 +28,70 @@ std::string read_small(const std::string& path, size_t max) {
 }
 
 }  // namespace
+
+std::optional<StatmPages> parse_statm_pages(std::string_view text, size_t min_fields) {
+  uint64_t f[7] = {};
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  size_t n = 0;
+  for (; n < 7; ++n) {
+    while (p < end && *p == ' ') ++p;
+    if (p == end || *p == '\n') break;
+    auto [next, ec] = std::from_chars(p, end, f[n]);
+    if (ec != std::errc() || next == p) return std::nullopt;
+    p = next;
+    if (p < end && *p != ' ' && *p != '\n') return std::nullopt;
+  }
+  if (n < min_fields) return std::nullopt;
+  StatmPages s;
+  s.size = f[0];
+  s.resident = f[1];
+  s.shared = f[2];
+  s.text = f[3];
+  s.lib = f[4];
+  s.data = f[5];
+  s.fields = n;
+  return s;
+}
+
+std::optional<StatmPages> read_statm_pages(pid_t pid) {
+  const std::string path = pid ? "/proc/" + std::to_string(pid) + "/statm" : "/proc/self/statm";
+  std::string text = read_small(path, 256);
+  if (text.empty()) return std::nullopt;
+  return parse_statm_pages(text, 6);
+}
+
+uint64_t own_rss_bytes() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  std::optional<StatmPages> s = read_statm_pages(0);
+  return s ? s->resident * page : 0;
+}
+
+SelfStats read_self_stats() {
+  SelfStats s;
+  if (Result<StatFields> st = parse_proc_stat(read_small("/proc/self/stat", 4096))) {
+    const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+    s.cpu_seconds = static_cast<double>(st->utime + st->stime) / tick;
+    s.threads = static_cast<int>(st->num_threads);
+    double boot = 0;
+    std::string stat = read_small("/proc/stat", 1 << 20);
+    if (size_t at = stat.find("\nbtime "); at != std::string::npos)
+      boot = std::strtod(stat.c_str() + at + 7, nullptr);
+    s.start_time = boot + static_cast<double>(st->start_time) / tick;
+    s.vsize = static_cast<double>(st->vsize);
+    s.rss = static_cast<double>(st->rss_pages) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  }
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (struct dirent* e = readdir(d))
+      if (e->d_name[0] != '.') s.open_fds += 1;
+    closedir(d);
+    s.open_fds -= 1;  // the directory fd itself
+  }
+  std::string limits = read_small("/proc/self/limits", 8192);
+  if (size_t at = limits.find("Max open files"); at != std::string::npos)
+    s.max_fds = std::strtod(limits.c_str() + at + strlen("Max open files"), nullptr);
+  return s;
+}
 
 uint64_t process_start_ticks(pid_t pid) {
   Result<StatFields> st = parse_proc_stat(read_small("/proc/" + std::to_string(pid) + "/stat", 4096));

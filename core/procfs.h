@@ -9,12 +9,35 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/proc_maps.h"
 #include "core/result.h"
 
 namespace lw {
+
+// /proc/PID/statm, in pages: "size resident shared text lib data dt".
+struct StatmPages {
+  uint64_t size = 0, resident = 0, shared = 0, text = 0, lib = 0, data = 0;
+  size_t fields = 0;  // how many were present
+};
+// The one statm parser: at least `min_fields` leading numbers (at most 7
+// read), separated by spaces; nullopt for malformed text or an overflow.
+std::optional<StatmPages> parse_statm_pages(std::string_view text, size_t min_fields);
+// Reads /proc/PID/statm ("self" for pid 0): one bounded read.
+std::optional<StatmPages> read_statm_pages(pid_t pid);
+// The daemon's own resident memory in bytes (/proc/self/statm), 0 if unreadable.
+uint64_t own_rss_bytes();
+
+// The daemon's own process figures for its self-monitoring metrics, from
+// /proc/self/stat, /proc/stat's btime, /proc/self/fd and /proc/self/limits.
+struct SelfStats {
+  double cpu_seconds = 0, start_time = 0, rss = 0, vsize = 0, open_fds = 0, max_fds = 0;
+  int threads = 0;
+};
+SelfStats read_self_stats();
 
 // /proc/PID/stat's starttime (clock ticks after boot), parsed by
 // parse_proc_stat (core/process_identity.h); 0 when unreadable.

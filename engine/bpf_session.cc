@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <random>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -18,18 +20,28 @@
 #include <thread>
 
 #include "core/capabilities.h"
+#include "core/log.h"
 #include "leakwatch_bpf.skel.h"
 
 namespace lw {
 
 namespace {
 
-// libbpf prints verifier logs and attach warnings here. Keep warnings and
-// errors (they explain a failed load); drop debug chatter.
+// libbpf prints verifier logs and attach warnings here. They go to our log
+// at debug level only (--log-level debug): otherwise our own error says
+// what is wrong, and libbpf's generic advice (e.g. "make sure your kernel
+// supports BPF ... RLIMIT_MEMLOCK" when a capability is missing) would come
+// first and mislead. libbpf's own debug chatter is dropped.
 int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (level == LIBBPF_DEBUG) return 0;
+  if (level == LIBBPF_DEBUG || log_level() > LogLevel::kDebug) return 0;
   if (getenv("LEAKWATCH_LIBBPF_QUIET") != nullptr) return 0;
-  return vfprintf(stderr, fmt, args);
+  char line[2048];
+  int n = vsnprintf(line, sizeof(line), fmt, args);
+  if (n <= 0) return n;
+  size_t len = std::min(static_cast<size_t>(n), sizeof(line) - 1);
+  while (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+  LW_LOG_DEBUG("libbpf: %s", line);
+  return n;
 }
 
 // Indexed by enum lw_counter. Slots not named here (other ranges, unused)
@@ -296,6 +308,12 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
     t.lost = old->lost;
     t.hits = old->hits;
     t.seen = old->seen;
+    t.maps_gen = old->maps_gen;
+  } else {
+    // A random start: frame-cache entries of an earlier process on this pid
+    // (keyed by pid and generation) never match the new one's.
+    std::random_device rd;
+    t.maps_gen = (static_cast<uint64_t>(rd()) << 32) | rd();
   }
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &t, BPF_ANY) != 0)
     return errno_error("registering target " + std::to_string(tgid) +

@@ -264,7 +264,7 @@ void ProcessAttacher::refresh_functions() {
   for (const AttachedObject& o : objects_) {
     // The mmap wrappers and ld.so's hook are reported by mmap_tracing and
     // the probe list, not as allocator functions.
-    if (o.role == kRoleSyscalls || o.role == kRoleLoader) continue;
+    if (o.role == kRoleSyscalls || o.role == kRoleLoader || o.probes.empty()) continue;
     info_.objects.push_back(o.path);
     for (const ProbeReport& r : o.probes)
       if (r.attached) info_.functions.push_back(r.symbols);
@@ -481,6 +481,12 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     const ProbeSpec& spec = planned->spec;
     if (obj.role.find(planned->role) == std::string::npos)
       obj.role += (obj.role.empty() ? "" : ",") + planned->role;
+    if (spec.hint_only && !hint_probes_) {
+      // Not probed, but its frames are still the allocator's, not the site.
+      if (std::optional<uint64_t> start = elf.vaddr_to_offset(planned->symbol.vaddr))
+        obj.function_ranges.emplace_back(*start, *start + std::max<uint64_t>(planned->symbol.size, 1));
+      continue;
+    }
     ProbeReport report;
     report.symbols = spec.symbol;
     for (const std::string& alias : planned->aliases) report.symbols += "," + alias;

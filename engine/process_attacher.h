@@ -67,6 +67,9 @@ class ProcessAttacher {
   // Whether attach_new_objects() places the optional CUDA probes (on by
   // default; off while the kill switch holds the process).
   void set_cuda(bool on) { cuda_ = on; }
+  // Whether probes that only lend a hint to the unwinder are placed (off
+  // when stacks come from call-frame information; ProbeSpec::hint_only).
+  void set_hint_probes(bool on) { hint_probes_ = on; }
   // Whether attach_new_objects() probes the libc system-call wrappers and
   // ld.so's _dl_debug_state (anonymous mmap accounting; on by default).
   void set_syscalls(bool on) { syscalls_ = on; }
@@ -105,6 +108,7 @@ class ProcessAttacher {
   pid_t pid_;
   std::vector<AttachedObject> objects_;
   AllocatorInfo info_;
+  bool hint_probes_ = true;
   bool cuda_ = true;
   bool syscalls_ = true;
   bool loader_attached_now_ = false;  // set by attach_loader_objects()

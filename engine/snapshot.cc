@@ -11,14 +11,16 @@
 namespace lw {
 
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
-                              bool read_kernel_live, const ProcessAnalyzer* analyzer) {
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer,
+                              const LiveFilter* filter) {
   return take_snapshot(tracer, proc, max_sites, read_kernel_live, analyzer, tracer.counters(),
-                       tracer.stats());
+                       tracer.stats(), filter);
 }
 
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer,
-                              const Counters& kernel_counters, const TracerStats& tracer_stats) {
+                              const Counters& kernel_counters, const TracerStats& tracer_stats,
+                              const LiveFilter* filter) {
   ProcessSnapshot snap;
   snap.pid = proc.pid;
   snap.comm = proc.comm;
@@ -40,7 +42,21 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   if (read_kernel_live) {
     if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
   }
+  // Filtered live figures per site (top's --older, --min-size, --max-size).
+  std::vector<FilteredLive> filtered;
+  if (filter && filter->active()) {
+    snap.live_filter = *filter;
+    filtered = proc.heap.filtered_live(*filter, monotonic_ns());
+    snap.live_bytes = 0;
+    snap.live_allocations = 0;
+    for (const FilteredLive& f : filtered) {
+      snap.live_bytes += f.bytes;
+      snap.live_allocations += f.allocations;
+    }
+  }
   if (analyzer) {
+    snap.analysis_window_s = analyzer->params().window_s;
+    snap.analysis_min_span_s = std::min(analyzer->params().min_span_s, analyzer->params().window_s / 2);
     for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
       snap.kind_verdicts[k] = analyzer->process_verdict(k);
       snap.kind_ages[k] = analyzer->process_ages(k);
@@ -51,23 +67,30 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   struct Ranked {
     const SiteStats* stats;
     const SiteAnalysis* analysis;
+    uint64_t live_bytes;        // the site's, or what the filter keeps of it
+    uint64_t live_allocations;
   };
   std::vector<Ranked> live;
-  for (const SiteStats& s : proc.heap.sites()) {
+  const std::vector<SiteStats>& all_sites = proc.heap.sites();
+  for (size_t i = 0; i < all_sites.size(); ++i) {
+    const SiteStats& s = all_sites[i];
+    const uint64_t live_bytes = filtered.empty() ? s.live_bytes : filtered[i].bytes;
+    const uint64_t live_allocations = filtered.empty() ? s.live_allocations : filtered[i].allocations;
     KindTotals& k = snap.kinds[s.kind];
-    k.live_bytes += s.live_bytes;
-    k.live_allocations += s.live_allocations;
+    k.live_bytes += live_bytes;
+    k.live_allocations += live_allocations;
     k.allocated_bytes += s.allocated_bytes;
     k.allocations += s.allocations;
     k.freed_bytes += s.freed_bytes;
     k.frees += s.frees;
-    if (s.live_allocations > 0)
-      live.push_back({&s, analyzer ? analyzer->site(s.stack_hash, s.kind) : nullptr});
+    if (live_allocations > 0)
+      live.push_back({&s, analyzer ? analyzer->site(s.stack_hash, s.kind) : nullptr, live_bytes,
+                      live_allocations});
   }
   auto rate = [](const Ranked& r) { return r.analysis ? r.analysis->verdict.rate_bytes_per_s : 0.0; };
   std::vector<Ranked> chosen;
   std::sort(live.begin(), live.end(), [](const Ranked& a, const Ranked& b) {
-    return a.stats->live_bytes > b.stats->live_bytes;
+    return a.live_bytes > b.live_bytes;
   });
   chosen.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(std::min(max_sites, live.size())));
   if (analyzer && live.size() > max_sites) {
@@ -93,8 +116,8 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
       snap.sites.push_back(std::move(site));
     }
     SiteSnapshot& site = snap.sites[it->second];
-    site.live_bytes += s->live_bytes;
-    site.live_allocations += s->live_allocations;
+    site.live_bytes += r.live_bytes;
+    site.live_allocations += r.live_allocations;
     site.allocated_bytes += s->allocated_bytes;
     site.allocations += s->allocations;
     site.freed_bytes += s->freed_bytes;
@@ -107,6 +130,9 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
       site.leak_rate_bytes_per_second += a->verdict.rate_bytes_per_s;
       site.trend = std::max(site.trend, a->verdict.trend);
       site.suspected_leak = site.suspected_leak || a->verdict.suspected_leak;
+      // Merged parts: the first of them to have a verdict gives the site one.
+      const double wait = analyzer->seconds_until_verdict(a->verdict);
+      site.verdict_in_s = site.verdict_in_s < 0 ? wait : std::min(site.verdict_in_s, wait);
     }
   }
   std::stable_sort(snap.sites.begin(), snap.sites.end(),

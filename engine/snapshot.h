@@ -17,15 +17,19 @@ namespace lw {
 // Sites with live allocations, merged by (stack_id, kind): the top
 // `max_sites` by live bytes and, with an analyzer, also the top `max_sites`
 // by leak rate; only those are symbolized and returned, sorted by live bytes.
-// The executable file mappings are copied for pprof.
+// The executable file mappings are copied for pprof. With an active
+// `filter` (top's --older/--min-size/--max-size) the live figures, and so
+// the ranking, count only the live records it keeps (ProcessSnapshot::live_filter).
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
-                              bool read_kernel_live, const ProcessAnalyzer* analyzer = nullptr);
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer = nullptr,
+                              const LiveFilter* filter = nullptr);
 // The same with the engine-wide figures read once by the caller: a publish
 // of many processes reads the kernel counters (one map lookup per counter)
 // once, not once per process (docs/architecture.md, 31).
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer,
-                              const Counters& kernel_counters, const TracerStats& tracer_stats);
+                              const Counters& kernel_counters, const TracerStats& tracer_stats,
+                              const LiveFilter* filter = nullptr);
 
 // The file mappings of a process as pprof mappings.
 std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps);

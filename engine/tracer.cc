@@ -206,6 +206,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
   proc->attacher->set_cuda(options.cuda);
+  proc->attacher->set_hint_probes(!unwind_ || options.hint_probes);
   proc->options = options;
   if (python_frames_) proc->python = std::make_unique<PythonProcess>(pid);
 

@@ -53,6 +53,10 @@ struct AttachOptions {
   // samples, 0 = record every allocation. Heap figures are then estimates.
   uint64_t sample_mean_bytes = 0;
   bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (architecture.md 20)
+  // Place the probes that only lend a hint to the unwinder (libstdc++'s
+  // plain operator new) even when stacks come from call-frame information
+  // (decision 32; benchmarks compare both).
+  bool hint_probes = false;
 };
 
 // A process the daemon may want to look at: it exec'd, or a target forked it.
@@ -71,7 +75,7 @@ struct TracedProcess {
   bool exited = false;
   uint64_t execs = 0;
   HeapTracker heap;
-  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 15)
+  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 20)
   std::unique_ptr<ProcessAttacher> attacher;
   AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization
@@ -86,7 +90,7 @@ struct TracedProcess {
   // are then frozen and stale (ProcessSnapshot::heap_stale_since).
   double heap_stale_since = 0;
   // The memory budget shed this process's heap records (architecture.md,
-  // 25): its kernel flags leave heap accounting off at once, before the
+  // 28): its kernel flags leave heap accounting off at once, before the
   // daemon detaches the heap probes; cleared when heap tracing resumes.
   bool heap_shed = false;
   // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes

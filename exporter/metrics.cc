@@ -17,6 +17,7 @@
 
 #include "core/counters.h"
 #include "core/elf_file.h"
+#include "core/procfs.h"
 #include "core/label_sanitize.h"
 #include "core/stack_id.h"
 
@@ -144,51 +145,6 @@ std::string site_label(const SiteSnapshot& s) {
     return out;
   }
   return "unknown";
-}
-
-struct SelfStats {
-  double cpu_seconds = 0, start_time = 0, rss = 0, vsize = 0, open_fds = 0, max_fds = 0;
-  int threads = 0;
-};
-
-SelfStats read_self() {
-  SelfStats s;
-  std::ifstream stat("/proc/self/stat");
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t close = content.rfind(')');
-  if (close != std::string::npos) {
-    std::istringstream in(content.substr(close + 2));
-    std::vector<std::string> f;
-    for (std::string x; in >> x;) f.push_back(x);
-    // After comm: f[0] is field 3 (state). utime=14, stime=15, threads=20,
-    // starttime=22, vsize=23, rss=24 (pages).
-    if (f.size() > 22) {
-      double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-      s.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / tick;
-      s.threads = std::stoi(f[17]);
-      double boot = 0;
-      std::ifstream st("/proc/stat");
-      for (std::string line; std::getline(st, line);)
-        if (line.rfind("btime ", 0) == 0) boot = std::stod(line.substr(6));
-      s.start_time = boot + std::stod(f[19]) / tick;
-      s.vsize = std::stod(f[20]);
-      s.rss = std::stod(f[21]) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    }
-  }
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (struct dirent* e = readdir(d))
-      if (e->d_name[0] != '.') s.open_fds += 1;
-    closedir(d);
-    s.open_fds -= 1;  // the directory fd itself
-  }
-  std::ifstream limits("/proc/self/limits");
-  for (std::string line; std::getline(limits, line);) {
-    if (line.rfind("Max open files", 0) == 0) {
-      std::istringstream in(line.substr(strlen("Max open files")));
-      in >> s.max_fds;
-    }
-  }
-  return s;
 }
 
 }  // namespace
@@ -385,7 +341,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_daemon_memory_over_budget_total",
                      "Snapshots taken while tracked state exceeded limits.max_daemon_memory_bytes.", C),
           {}, static_cast<double>(dc.daemon_memory_over_budget));
-  SelfStats self = read_self();
+  SelfStats self = read_self_stats();
   fam.add(fam.family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", C),
           {}, self.cpu_seconds);
   fam.add(fam.family("process_resident_memory_bytes", "Resident memory size in bytes.", G), {}, self.rss);

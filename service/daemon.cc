@@ -8,26 +8,10 @@
 #include <string>
 
 #include "core/memory_budget.h"
+#include "core/procfs.h"
 #include "core/sd_notify.h"
 
 namespace lw {
-
-namespace {
-
-// The daemon's own resident memory (/proc/self/statm), 0 if unreadable.
-uint64_t own_rss_bytes() {
-  char buf[256];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  return parse_statm_resident(buf, page).value_or(0);
-}
-
-}  // namespace
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "core/memory_budget.h"
+#include "core/procfs.h"
 
 namespace lw {
 
@@ -22,16 +23,10 @@ OverheadController::OverheadController(DaemonState& state, TracerControl& tracer
     : state_(state), tracer_(tracer), read_memory_(std::move(read_memory)) {}
 
 std::optional<StatmBytes> OverheadController::read_proc_statm(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/statm", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[256];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return std::nullopt;
+  std::optional<StatmPages> p = read_statm_pages(pid);
+  if (!p) return std::nullopt;
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  return parse_statm(std::string_view(buf, static_cast<size_t>(n)), page);
+  return statm_bytes(*p, page);
 }
 
 void OverheadController::sync_heap(pid_t pid, TrackedProcess& t, const char* why) {

@@ -76,6 +76,12 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["cuda_devices"] = std::move(cuda_devices);
   out["kinds"] = kinds_to_json(snap);
   out["allocator"] = to_json(snap.allocator);
+  if (snap.live_filter.active()) {
+    const LiveFilter& f = snap.live_filter;
+    out["filter"] = {{"older_s", static_cast<double>(f.min_age_ns) / 1e9},
+                     {"min_size", f.min_size},
+                     {"max_size", f.max_size == UINT64_MAX ? json(nullptr) : json(f.max_size)}};
+  }
   out["unwind"] = to_json(snap.tracer_stats.unwind);
   out["python"] = to_json(snap.python);
   return out;

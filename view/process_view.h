@@ -43,6 +43,10 @@ struct SiteSnapshot {
   double leak_rate_bytes_per_second = 0;
   Trend trend = Trend::kUnknown;
   bool suspected_leak = false;
+  // While trend is unknown: about how many seconds until the analysis can
+  // give a verdict at the current sampling rate (seconds_until_verdict());
+  // 0 once it has one, -1 without an analysis.
+  double verdict_in_s = -1;
 };
 
 // Totals of one kind of memory over every site of a process.
@@ -169,6 +173,16 @@ struct ProcessSnapshot {
   AllocatorInfo allocator;          // which allocator is probed, and how well
   // The process's executable file mappings (pprof's mapping table).
   std::vector<PprofMapping> mappings;
+  // `top`'s filters (--older, --min-size, --max-size): when active, every
+  // live figure above (the process's, kinds', sites', sites_total) counts
+  // only the live records that pass; cumulative figures, kernel_live_bytes
+  // and the analysis do not.
+  LiveFilter live_filter;
+  // The leak analysis's window (0: no analysis), so a reader can tell a
+  // demo setting (top --analysis-window) from the default.
+  double analysis_window_s = 0;
+  // The span of samples a site needs before its first verdict.
+  double analysis_min_span_s = 0;
   PythonInfo python;                // present = false for a process without CPython
 };
 

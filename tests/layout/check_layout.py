@@ -8,7 +8,8 @@ every hand-written source file:
   - of service/, only the adapter onto the engine (ENGINE_ADAPTERS) includes
     engine/: the daemon's parts speak to the tracer through
     service/tracer_control.h, so the unit tests link them without libbpf;
-  - no hand-written source file is over 800 lines (bpf/vmlinux.h aside).
+  - no hand-written source file is over 800 lines (bpf/vmlinux.h aside);
+  - every repository path the README and docs/ cite exists.
 Usage: check_layout.py SOURCE_DIR"""
 import os
 import re
@@ -30,6 +31,7 @@ PRINTERS = {"cli/top_printer.h", "cli/top_printer.cc"}
 LIBBPF = {"bpf/libbpf.h", "bpf/bpf.h", "bpf/btf.h", "bpf/libbpf_common.h"}
 PROJECT_DIRS = set(ALLOWED) | {"bpf", "tests", "bench", "fuzz", "demo"}
 MAX_LINES = 800
+CITED_DIRS = set(ALLOWED) | {"bpf", "tests", "bench", "docs", "deploy", "scripts", "fuzz", "demo", "config", "cmake"}
 SOURCE_EXT = (".c", ".cc", ".h", ".py", ".sh")
 SKIP_DIRS = {".git", "node_modules"}
 
@@ -73,6 +75,15 @@ def main():
                     if "/" in inc and head in PROJECT_DIRS and head not in allowed and head != "bpf":
                         errors.append(f"{rel}:{n}: {folder}/ may not include {inc} "
                                       f"(allowed: {', '.join(sorted(allowed))})")
+    # Paths the docs cite must exist (a renamed file leaves stale citations).
+    doc_files = [os.path.join(root, "README.md")] + [
+        os.path.join(root, "docs", f) for f in sorted(os.listdir(os.path.join(root, "docs"))) if f.endswith(".md")]
+    cited = re.compile(r"`([A-Za-z0-9_./-]+\.(?:cc|h|c|py|sh|md|yaml|yml|json|txt))`")
+    for doc in doc_files:
+        for m in cited.finditer(open(doc, encoding="utf-8").read()):
+            path = m.group(1)
+            if "/" in path and path.split("/", 1)[0] in CITED_DIRS and not os.path.exists(os.path.join(root, path)):
+                errors.append(f"{os.path.relpath(doc, root)} cites {path}, which is not in the tree")
     for e in errors:
         print(e)
     if errors:

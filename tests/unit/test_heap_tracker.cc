@@ -44,6 +44,43 @@ TEST(HeapTracker, AllocFreePerSite) {
   EXPECT_EQ(t.live_allocations_total(), 2u);
 }
 
+// top's --older/--min-size/--max-size: per site, only the records that
+// pass count; the site's own figures stay whole.
+TEST(HeapTracker, FilteredLiveCountsOnlyRecordsThatPass) {
+  HeapTracker t;
+  constexpr uint64_t kS = 1'000'000'000;
+  t.apply(alloc_ev(0x1000, 100, 1 * kS, 7));
+  t.apply(alloc_ev(0x2000, 5000, 2 * kS, 7));
+  t.apply(alloc_ev(0x3000, 300, 9 * kS, 7));
+  t.apply(alloc_ev(0x4000, 400, 3 * kS, 9, LW_KIND_MMAP));
+  std::vector<size_t> index(2);
+  for (size_t i = 0; i < t.sites().size(); ++i) index[t.sites()[i].stack_hash == 7 ? 0 : 1] = i;
+
+  LiveFilter none;
+  EXPECT_FALSE(none.active());
+  std::vector<FilteredLive> all = t.filtered_live(none, 10 * kS);
+  ASSERT_EQ(all.size(), t.sites().size());
+  EXPECT_EQ(all[index[0]].bytes, 5400u);
+  EXPECT_EQ(all[index[0]].allocations, 3u);
+
+  LiveFilter older;
+  older.min_age_ns = 5 * kS;  // at t = 10 s: the records from 1, 2 and 3 s
+  std::vector<FilteredLive> aged = t.filtered_live(older, 10 * kS);
+  EXPECT_EQ(aged[index[0]].bytes, 5100u);
+  EXPECT_EQ(aged[index[0]].allocations, 2u);
+  EXPECT_EQ(aged[index[1]].bytes, 400u);
+  // A record stamped after "now" is age 0.
+  EXPECT_EQ(t.filtered_live(older, 1).at(index[0]).bytes, 0u);
+
+  LiveFilter sizes;
+  sizes.min_size = 300;
+  sizes.max_size = 4999;
+  std::vector<FilteredLive> sized = t.filtered_live(sizes, 10 * kS);
+  EXPECT_EQ(sized[index[0]].bytes, 300u);
+  EXPECT_EQ(sized[index[1]].bytes, 400u);
+  EXPECT_EQ(site(t, 7)->live_bytes, 5400u) << "the site's own figures are not filtered";
+}
+
 TEST(HeapTracker, KindsAreSeparateAtTheSameAddress) {
   HeapTracker t;
   t.apply(alloc_ev(0x1000, 4096, 1, 7, LW_KIND_MMAP));

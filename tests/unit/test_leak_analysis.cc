@@ -477,3 +477,85 @@ TEST(ProcessAnalysis, MemoryIsBoundedWithOneHundredThousandSites) {
 
 }  // namespace
 }  // namespace lw
+
+namespace lw {
+namespace {
+
+// How long until a verdict: the span rule (120 s) or the sample count (8
+// samples at the ring's 9 s spacing), whichever binds, in whole intervals.
+TEST(SecondsUntilVerdict, SpanOrSamplesWhicheverIsLater) {
+  AnalysisParams p;
+  LeakVerdict v;
+  v.samples = 1;
+  v.span_s = 0;
+  EXPECT_DOUBLE_EQ(seconds_until_verdict(v, p, 1.0), 120.0);
+  v.samples = 7;
+  v.span_s = 100;
+  // One more sample at the 9 s spacing; 20 s of span still missing.
+  EXPECT_DOUBLE_EQ(seconds_until_verdict(v, p, 1.0), 20.0);
+  v.samples = 2;
+  v.span_s = 110;
+  // Six more samples 9 s apart (the span is not what binds): 54 s.
+  EXPECT_DOUBLE_EQ(seconds_until_verdict(v, p, 1.0), 54.0);
+  // Sampled every 20 s: whole intervals of 20 s.
+  v.samples = 1;
+  v.span_s = 0;
+  EXPECT_DOUBLE_EQ(seconds_until_verdict(v, p, 20.0), 140.0);
+  v.trend = Trend::kStable;
+  EXPECT_DOUBLE_EQ(seconds_until_verdict(v, p, 1.0), 0.0);
+}
+
+// A series sampled every second: the estimate made at its first sample is
+// when the first verdict comes.
+TEST(SecondsUntilVerdict, MatchesWhenTheFirstVerdictComes) {
+  AnalysisParams p;
+  SiteSeries series;
+  series.add({0, 1000, 0}, p);
+  const double predicted = seconds_until_verdict(series.classify(p), p, 1.0);
+  int t = 0;
+  while (series.classify(p).trend == Trend::kUnknown) {
+    ++t;
+    series.add({static_cast<double>(t), 1000 + 100 * static_cast<uint64_t>(t), 0}, p);
+  }
+  EXPECT_DOUBLE_EQ(predicted, static_cast<double>(t));
+}
+
+// top --analysis-window: the old-bytes age comes from the caller's
+// SiteSample::old_bytes; a steady leak is a leak after W/5 of samples.
+TEST(ProcessAnalysis, OwnOldAgeGivesALeakInAScaledWindow) {
+  AnalysisParams p;
+  p.window_s = 120;
+  p.min_span_s = 24;
+  p.old_age_s = 12;
+  ProcessAnalysis analysis(p);
+  const uint64_t rate = 200 * 1024;  // bytes/s, as the demo service leaks
+  Trend trend = Trend::kUnknown;
+  int first_leak = -1;
+  for (int t = 0; t <= 60 && first_leak < 0; t += 2) {
+    SiteSample s;
+    s.key = 1;
+    s.ages.lt_1m = rate * static_cast<uint64_t>(t);  // all younger than a minute
+    s.old_bytes = t > 12 ? rate * static_cast<uint64_t>(t - 12) : 0;
+    analysis.ingest(t, std::vector<SiteSample>{s});
+    if (analysis.site_reports().empty()) continue;  // nothing live yet at t = 0
+    trend = analysis.site_reports().at(0).verdict.trend;
+    if (trend == Trend::kLeak) first_leak = t;
+  }
+  EXPECT_EQ(trend, Trend::kLeak);
+  EXPECT_GE(first_leak, 24);
+  EXPECT_LE(first_leak, 36);
+  // Without old_bytes the minute buckets are used: nothing is a minute old.
+  ProcessAnalysis minute(p);
+  for (int t = 0; t <= 60; t += 2) {
+    SiteSample s;
+    s.key = 1;
+    s.ages.lt_1m = rate * static_cast<uint64_t>(t);
+    minute.ingest(t, std::vector<SiteSample>{s});
+  }
+  EXPECT_EQ(minute.site_reports().at(0).verdict.trend, Trend::kGrowing);
+  p.old_age_s = 0;
+  EXPECT_FALSE(p.invalid_reason().empty());
+}
+
+}  // namespace
+}  // namespace lw
