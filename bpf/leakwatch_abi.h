@@ -210,6 +210,7 @@ enum lw_py_end {
   LW_PY_DEPTH = 2,        /* LW_MAX_PY_FRAMES frames */
   LW_PY_NO_THREAD = 3,    /* this thread has no Python thread state (a native thread) */
   LW_PY_READ_FAILED = 4,  /* interpreter memory could not be read */
+  LW_PY_NOT_STARTED = 5,  /* the interpreter has not made its thread-state key yet */
 };
 #define LW_PY_END_MASK 0xffu
 
@@ -231,8 +232,9 @@ struct lw_stack {
 #define LW_PY_OFF_NONE 0xffffu
 struct lw_py_proc {
   __u32 version;          /* PY_VERSION_HEX >> 16 (0x030b for 3.11) */
-  __u32 tsd_offset;       /* the thread state slot: fs_base + tsd_offset (glibc's
-                           * pthread_getspecific data for the interpreter's autoTSSkey) */
+  __u32 tsd_key0;         /* glibc: key k's value is at fs_base + tsd_key0 + k * 16 */
+  __u64 tss_addr;         /* the interpreter's autoTSSkey ({int initialized; key}), read at
+                           * each allocation: frames from the first one after it is made */
   __u16 ts_frame;         /* PyThreadState: cframe (3.11/3.12) or current_frame (3.13) */
   __u16 cframe_frame;     /* _PyCFrame.current_frame; LW_PY_OFF_NONE: ts_frame is the frame */
   __u16 frame_code;       /* _PyInterpreterFrame: f_code / f_executable */
@@ -419,7 +421,7 @@ static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
 static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH + 8 + 16 * LW_MAX_PY_FRAMES, "lw_stack ABI");
 static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
-static_assert(sizeof(struct lw_py_proc) == 32, "lw_py_proc ABI");
+static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
 static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
@@ -432,7 +434,7 @@ _Static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 _Static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
 _Static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH + 8 + 16 * LW_MAX_PY_FRAMES, "lw_stack ABI");
 _Static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
-_Static_assert(sizeof(struct lw_py_proc) == 32, "lw_py_proc ABI");
+_Static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
 _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");

@@ -138,8 +138,27 @@ __noinline int lw_python_stack(void)
   w.p = *pp;
   struct task_struct *task = bpf_get_current_task_btf();
   __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+  /* The key is read here, not once by the daemon: a process found at exec
+   * makes it during its start, and frames are wanted from then on. */
+  __u32 tss[2] = {};
+  if (bpf_probe_read_user(tss, sizeof(tss), (void *)w.p.tss_addr)) {
+    s->py_flags = LW_PY_READ_FAILED;
+    count(LW_CNT_PY_READ_FAILED);
+    return 0;
+  }
+  if (tss[0] != 1) {
+    s->py_flags = LW_PY_NOT_STARTED;
+    return 0;
+  }
+  if (tss[1] >= 32) {
+    /* glibc keeps keys >= 32 in second-level blocks: not read. */
+    s->py_flags = LW_PY_READ_FAILED;
+    count(LW_CNT_PY_READ_FAILED);
+    return 0;
+  }
   __u64 tstate = 0;
-  if (!fsbase || bpf_probe_read_user(&tstate, sizeof(tstate), (void *)(fsbase + w.p.tsd_offset))) {
+  if (!fsbase || bpf_probe_read_user(&tstate, sizeof(tstate),
+                                     (void *)(fsbase + w.p.tsd_key0 + tss[1] * 16))) {
     s->py_flags = LW_PY_READ_FAILED;
     count(LW_CNT_PY_READ_FAILED);
     return 0;

@@ -134,11 +134,11 @@ std::optional<uint32_t> glibc_tsd_offset(std::span<const uint8_t> code) {
   return std::nullopt;
 }
 
-std::optional<lw_py_proc> make_py_proc(const PythonLayout& l, uint32_t tsd_key0, uint32_t key) {
-  if (key >= 32) return std::nullopt;
+lw_py_proc make_py_proc(const PythonLayout& l, uint32_t tsd_key0, uint64_t runtime_addr) {
   lw_py_proc p{};
   p.version = l.version;
-  p.tsd_offset = tsd_key0 + key * 16;
+  p.tsd_key0 = tsd_key0;
+  p.tss_addr = runtime_addr + l.runtime_autotss;
   p.ts_frame = l.ts_frame;
   p.cframe_frame = l.cframe_frame;
   p.frame_code = l.frame_code;

@@ -80,9 +80,9 @@ std::optional<uint32_t> glibc_tsd_offset(std::span<const uint8_t> code);
 // What glibc 2.36 (Debian 12) uses, for when the code does not match.
 inline constexpr uint32_t kGlibcTsdOffset = 0x318;
 
-// The BPF side's record for a process: `key` is the interpreter's
-// autoTSSkey, `tsd_key0` glibc_tsd_offset(). nullopt when the key is not
-// one glibc keeps inside struct pthread (>= 32).
-std::optional<lw_py_proc> make_py_proc(const PythonLayout& layout, uint32_t tsd_key0, uint32_t key);
+// The BPF side's record for a process: `runtime_addr` is _PyRuntime's
+// address in it, `tsd_key0` glibc_tsd_offset(). The BPF side reads the
+// interpreter's autoTSSkey at each allocation (it may not exist yet).
+lw_py_proc make_py_proc(const PythonLayout& layout, uint32_t tsd_key0, uint64_t runtime_addr);
 
 }  // namespace lw

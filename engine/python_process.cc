@@ -105,7 +105,7 @@ void PythonProcess::refresh(BpfSession& session, const ParsedMaps& maps) {
           eval_end_ = *off + b.eval_size;
         }
       }
-      status_.reason = "waiting for the interpreter's thread-state key";
+      status_.reason = "glibc's pthread_getspecific not found yet";
       break;
     }
   }
@@ -141,24 +141,19 @@ void PythonProcess::find_tsd_offset(const ParsedMaps& maps) {
 }
 
 void PythonProcess::try_register(BpfSession& session) {
-  // _PyRuntime's autoTSSkey: {int initialized; pthread_key_t key}.
-  uint32_t tss[2] = {0, 0};
-  if (!memory_.read(runtime_addr_ + layout_->runtime_autotss, tss, sizeof(tss))) {
-    status_.reason = "the interpreter's memory could not be read";
-    return;
-  }
-  if (tss[0] != 1) return;  // not initialized yet: retried at the next refresh
-  std::optional<lw_py_proc> info = make_py_proc(*layout_, tsd_key0_, tss[1]);
-  if (!info) {
-    status_.reason = "the thread-state key is >= 32 (kept outside struct pthread): not supported";
-    return;
-  }
-  if (Status st = session.set_python_process(pid_, *info); !st) {
+  // The BPF side reads the autoTSSkey itself at each allocation, so the
+  // process is registered at once, before its interpreter has started.
+  if (Status st = session.set_python_process(pid_, make_py_proc(*layout_, tsd_key0_, runtime_addr_)); !st) {
     status_.reason = st.error().message;
     return;
   }
   status_.frames = true;
   status_.reason.clear();
+  // What the key is now, for the reason shown (best effort: the process
+  // may not have made it yet, and BPF looks again at every allocation).
+  uint32_t tss[2] = {0, 0};
+  if (memory_.read(runtime_addr_ + layout_->runtime_autotss, tss, sizeof(tss)) && tss[0] == 1 && tss[1] >= 32)
+    status_.reason = "the thread-state key is >= 32 (kept outside struct pthread): frames are not read";
 }
 
 void PythonProcess::reset(BpfSession& session) {

@@ -118,14 +118,15 @@ TEST(PythonRuntime, GlibcTsdOffsetFromPthreadGetspecific) {
 
 TEST(PythonRuntime, ProcRecordForTheBpfSide) {
   const PythonLayout& l = *python_layout(0x030b);
-  auto p = make_py_proc(l, 0x318, 0);
-  ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->version, 0x030bu);
-  EXPECT_EQ(p->tsd_offset, 0x318u);
-  EXPECT_EQ(p->frame_is_entry, 68);
-  EXPECT_EQ(p->owner_cstack, 0xff);
-  EXPECT_EQ(make_py_proc(l, 0x318, 5)->tsd_offset, 0x318u + 5 * 16);
-  EXPECT_EQ(make_py_proc(l, 0x318, 32), std::nullopt);  // second-level block: not read
+  const lw_py_proc p = make_py_proc(l, 0x318, 0xa5b740);
+  EXPECT_EQ(p.version, 0x030bu);
+  EXPECT_EQ(p.tsd_key0, 0x318u);
+  EXPECT_EQ(p.tss_addr, 0xa5b740u + 592);  // Debian's _PyRuntime + gilstate.autoTSSkey
+  EXPECT_EQ(p.frame_is_entry, 68);
+  EXPECT_EQ(p.owner_cstack, 0xff);
+  const lw_py_proc p13 = make_py_proc(*python_layout(0x030d), 0x318, 0x1000);
+  EXPECT_EQ(p13.tss_addr, 0x1000u + 2160);
+  EXPECT_EQ(p13.cframe_frame, LW_PY_OFF_NONE);
 }
 
 TEST(PythonCode, DecodesRealCodeObjectsFromPython311) {
