@@ -412,6 +412,19 @@ static __always_inline __u32 lw_push_frame(struct lw_unwind *u, struct lw_stack 
   if (n >= LW_MAX_STACK_DEPTH)
     return LW_END_DEPTH;
   __u32 why = lw_find_mapping(u, pc);
+  if (why == LW_END_VMA_BUSY) {
+    /* Another thread holds the mmap lock (thread stacks, arenas): the
+     * frame is kept by address, for the daemon to place with the
+     * process's maps, and the stack ends here. Without it a stack that
+     * meets the lock at its leaf is lost whole (stack_failed). */
+    struct lw_frame *f = &s->frames[n];
+    f->ino = 0;
+    f->dev = (__u32)(pc >> 32);
+    f->off = (__u32)pc;
+    s->how[n] = how;
+    s->nr = n + 1;
+    return why;
+  }
   if (why)
     return why;
   if (!u->vma_exec)

@@ -14,6 +14,8 @@
 #include "cli/options.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/debuginfod.h"
+#include "core/sandbox.h"
 #include "core/sd_notify.h"
 #include "service/daemon.h"
 #include "exporter/http_server.h"
@@ -53,25 +55,36 @@ void run_usage(FILE* out) {
 
 void check_config_usage(FILE* out) {
   fprintf(out,
-          "usage: leakwatch check-config FILE\n"
-          "Validates a leakwatch config file (docs/config.md). Exit 0 when it is\n"
-          "valid; otherwise exit 1 with every error as FILE:LINE:COLUMN: message.\n"
+          "usage: leakwatch check-config FILE [--web.config.file WEB_CONFIG]\n"
+          "Validates a leakwatch config file (docs/config.md) and the web config\n"
+          "`run` would load with it (the file's web_config_file, or the option).\n"
+          "Exit 0 when both are valid; otherwise exit 1 with every error as\n"
+          "FILE:LINE:COLUMN: message.\n"
+          "      --web.config.file FILE  the web config (TLS, basic auth), as for run\n"
           "  -h, --help                  this text\n");
 }
 
 }  // namespace
 
 int run_check_config(int argc, char** argv) {
+  enum { kOptWebConfig = 256 };
   static const struct option kLong[] = {
       {"help", no_argument, nullptr, 'h'},
+      {"web.config.file", required_argument, nullptr, kOptWebConfig},
       {nullptr, 0, nullptr, 0},
   };
+  // FILE, then optionally the web config as `run` takes it.
+  std::optional<std::string> web_config_flag;
   reset_getopt();
   int c;
   while ((c = getopt_long(argc, argv, ":h", kLong, nullptr)) != -1) {
     if (c == 'h') {
       check_config_usage(stdout);
       return exit_code::kOk;
+    }
+    if (c == kOptWebConfig) {
+      web_config_flag = optarg;
+      continue;
     }
     report_bad_option("check-config", c, argv);
     check_config_usage(stderr);
@@ -85,12 +98,29 @@ int run_check_config(int argc, char** argv) {
   const char* path = argv[optind];
   std::vector<ConfigError> errors;
   Result<Config> cfg = load_config_file(path, &errors);
-  if (!cfg) {
+  // The web config `run` would load is checked too: a unit's
+  // ExecStartPre=check-config must fail exactly when ExecStart=run would.
+  const std::string web_path = web_config_flag.value_or(cfg ? cfg->web_config_file : std::string());
+  std::optional<WebConfig> web;
+  if (!web_path.empty()) {
+    Result<WebConfig> loaded = load_web_config(web_path, &errors);
+    if (loaded) web = std::move(*loaded);
+  }
+  if (!errors.empty()) {
     for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());
     fprintf(stderr, "%s: %zu error%s\n", path, errors.size(), errors.size() == 1 ? "" : "s");
     return exit_code::kError;
   }
-  printf("%s: valid (%zu targets, listen %s)\n", path, cfg->targets.size(), cfg->listen.c_str());
+  std::string web_summary;
+  if (web) {
+    web_summary = ", web config " + web_path + ": " +
+                  (web->tls ? std::string("TLS, client certificates ") + client_auth_name(web->tls->client_auth)
+                            : std::string("plain HTTP")) +
+                  (web->users.empty() ? ", no basic auth" : ", basic auth") +
+                  (web->rate_limit.interval_ms ? ", rate limited" : "");
+  }
+  printf("%s: valid (%zu targets, listen %s%s)\n", path, cfg->targets.size(), cfg->listen.c_str(),
+         web_summary.c_str());
   return exit_code::kOk;
 }
 
@@ -157,6 +187,29 @@ int run_daemon(int argc, char** argv) {
   }
   set_log_level(options.log_level_override.value_or(cfg->log_level));
   if (!raise_fd_limit()) LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
+  // Before any thread starts, so every thread inherits it: only the
+  // documented capabilities from here on (core/sandbox.h). Binding a port
+  // under 1024 happens later, at the HTTP start, and needs one more.
+  const bool sandbox = cfg->sandbox;
+  if (sandbox) {
+    std::vector<int> keep(std::begin(kDaemonCapabilities), std::end(kDaemonCapabilities));
+    if (cfg->listen_port < 1024) keep.push_back(CAP_NET_BIND_SERVICE);
+    Result<CapabilityReport> caps = restrict_capabilities(keep);
+    if (!caps) {
+      LW_LOG_ERROR("sandbox: %s", caps.error().message.c_str());
+      return exit_code::kError;
+    }
+    LW_LOG_INFO("sandbox: capabilities kept: %s; dropped: %s%s", capability_list(caps->kept).c_str(),
+                capability_list(caps->dropped).c_str(),
+                caps->bounding_set_restricted ? "; bounding set restricted" : "");
+    // The seccomp filter will kill execve: debuginfod fetches (when
+    // configured, now or after a reload) run from a spawner forked now,
+    // while the daemon is one thread (core/debuginfod.h).
+    if (Status st = start_debuginfod_spawner(); !st)
+      LW_LOG_WARN("%s: debuginfod fetches will fail under the sandbox", st.error().message.c_str());
+  } else {
+    LW_LOG_WARN("sandbox: off (config 'sandbox: false'): every capability kept, no seccomp filter");
+  }
 
   // Before anything is attached: a bad web config is a startup error.
   std::shared_ptr<const WebConfig> web;
@@ -193,7 +246,11 @@ int run_daemon(int argc, char** argv) {
   sigaction(SIGHUP, &hup, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  HttpServer http([&d] { return d.snapshot(); }, max_series, web);
+  HttpServerOptions http_options;
+  http_options.max_series = max_series;
+  http_options.web = web;
+  http_options.web_config_path = web_path;  // re-read when it changes
+  HttpServer http([&d] { return d.snapshot(); }, std::move(http_options));
   bool http_failed = false;
   Status st = d.run([&] {
     Result<int> bound = http.start(host, port);
@@ -204,6 +261,20 @@ int run_daemon(int argc, char** argv) {
       return;
     }
     LW_LOG_INFO("listening on %s:%d", host.c_str(), *bound);
+    // Everything the daemon opens, binds and loads at start is done: from
+    // here on, only the system calls on the list (core/sandbox.h).
+    if (sandbox && !kSeccompInThisBuild) {
+      LW_LOG_WARN("sandbox: no seccomp filter in a sanitizer build (its runtime needs ptrace)");
+    } else if (sandbox) {
+      Result<size_t> rules = install_seccomp();
+      if (!rules) {
+        LW_LOG_ERROR("sandbox: %s", rules.error().message.c_str());
+        http_failed = true;
+        d.request_stop();
+        return;
+      }
+      LW_LOG_INFO("sandbox: no_new_privs set, seccomp filter installed (%zu rules)", *rules);
+    }
     sd_notify_send("READY=1");
   });
   http.stop();

@@ -93,6 +93,13 @@ int run_snapshot(int argc, char** argv) {
   }
   if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
   if (pid == 0 || out.empty()) return bad("%s-p PID and -o FILE are required", "");
+  // Created first, so a path that will be refused (a symlink anywhere in
+  // it, another user's file) fails before any tracing (core/fd.h).
+  Result<OutputFile> file = create_output_file(out);
+  if (!file) {
+    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), file.error().message.c_str());
+    return exit_code::kError;
+  }
   auto tracer = Tracer::create(BpfOptions{}, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
@@ -129,6 +136,11 @@ int run_snapshot(int argc, char** argv) {
     if (!n || *n == 0) break;
   }
   TracedProcess& proc = *t.process(pid);
+  // Symbols come from their own thread: the first pass queues the stacks,
+  // the second takes what arrived (bounded wait; the rest stay
+  // module+offset, which pprof shows as addresses).
+  (void)take_snapshot(t, proc, 100000, false);
+  (void)t.wait_for_symbols(std::chrono::seconds(5));
   ProcessSnapshot snap = take_snapshot(t, proc, 100000, false);
   PprofInput in = profile_input(snap, started);
   Result<std::string> gz = encode_pprof_gz(in);
@@ -136,15 +148,10 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: %s\n", gz.error().message.c_str());
     return exit_code::kError;
   }
-  Result<int> fd = create_output_file(out);
-  if (!fd) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), fd.error().message.c_str());
-    return exit_code::kError;
-  }
-  FILE* f = fdopen(*fd, "wb");
-  if (!f) close(*fd);
-  if (!f || fwrite(gz->data(), 1, gz->size(), f) != gz->size() || fclose(f) != 0) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), strerror(errno));
+  Status written = file->write(gz->data(), gz->size());
+  if (written) written = file->commit();
+  if (!written) {
+    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), written.error().message.c_str());
     return exit_code::kError;
   }
   fprintf(stderr, "leakwatch: wrote %s: %zu sites, %llu live bytes\n", out.c_str(),

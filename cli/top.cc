@@ -28,6 +28,7 @@
 #include "cli/top_printer.h"
 #include "core/analyzer.h"
 #include "core/log.h"
+#include "core/config.h"
 #include "engine/snapshot.h"
 #include "engine/tracer.h"
 #include "lw_sampling.h"
@@ -54,6 +55,7 @@ struct TopOptions {
   LiveFilter filter;               // --older, --min-size, --max-size
   double analysis_window_s = 0;    // 0: the default analysis
   std::optional<LogLevel> log_level;
+  std::string config_path;         // --config: only its `symbols` section is used
   BpfOptions bpf;
 };
 
@@ -88,6 +90,8 @@ void top_usage(FILE* out) {
           "                              window (30..86400, default 600): quicker, less\n"
           "                              certain verdicts (docs/cli.md)\n"
           "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
+          "      --config FILE           take the `symbols` section of this daemon config\n"
+          "                              (debug directories, debuginfod servers)\n"
           "      --record-events FILE    also write every raw event record to FILE\n"
           "                              (replayed by bench/lw_bench_consumer --replay)\n"
           "      --debug-stall-consumer-ms N\n"
@@ -135,6 +139,7 @@ enum LongOnly {
   kOptWindow,
   kOptLogLevel,
   kOptUnwind,
+  kOptConfig,
   kOptNoPythonFrames,
 };
 
@@ -161,6 +166,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"analysis-window", required_argument, nullptr, kOptWindow},
       {"log-level", required_argument, nullptr, kOptLogLevel},
       {"unwind", required_argument, nullptr, kOptUnwind},
+      {"config", required_argument, nullptr, kOptConfig},
       {"no-python-frames", no_argument, nullptr, kOptNoPythonFrames},
       {nullptr, 0, nullptr, 0},
   };
@@ -255,12 +261,16 @@ int parse(int argc, char** argv, TopOptions& o) {
           return usage_error("--analysis-window must be between 30 and 86400 seconds (got '%s')", optarg);
         o.analysis_window_s = d;
         break;
+      case kOptConfig:
+        if (!*optarg) return usage_error("--config needs a file name");
+        o.config_path = optarg;
+        break;
       case kOptUnwind:
         if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
           return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
         o.bpf.unwind_cfi = strcmp(optarg, "cfi") == 0;
         break;
-      case kOptNoPythonFrames:  // docs/architecture.md, decision 33
+      case kOptNoPythonFrames:  // docs/architecture.md, decision 36
         o.bpf.python_frames = false;
         break;
       case kOptLogLevel:
@@ -334,6 +344,16 @@ int run_top(int argc, char** argv) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
   }
+  if (!opt.config_path.empty()) {
+    std::vector<ConfigError> errors;
+    auto config = load_config_file(opt.config_path, &errors);
+    if (!config) {
+      for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());
+      if (errors.empty()) fprintf(stderr, "leakwatch: %s\n", config.error().message.c_str());
+      return exit_code::kUsage;
+    }
+    (*tracer)->configure_symbols(config->symbols);
+  }
   std::unique_ptr<LaunchedCommand> launched;
   if (!opt.command.empty()) {
     auto started = LaunchedCommand::start(opt.command, STDERR_FILENO);
@@ -375,20 +395,27 @@ int run_top(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Tracer& t = **tracer;
-  std::unique_ptr<FILE, int (*)(FILE*)> record(nullptr, fclose);
+  // Recorded events: every write checked; a failed one ends `top` with an
+  // error (core/fd.h, OutputFile).
+  std::optional<OutputFile> record;
   if (!opt.record_path.empty()) {
-    Result<int> fd = create_output_file(opt.record_path);
-    if (fd) {
-      record.reset(fdopen(*fd, "wb"));
-      if (!record) close(*fd);
-    }
-    if (!record) {
+    Result<OutputFile> file = create_output_file(opt.record_path, OutputFile::Publish::kNow);
+    if (!file) {
       fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
-              fd ? strerror(errno) : fd.error().message.c_str());
+              file.error().message.c_str());
       return exit_code::kError;
     }
-    t.set_record_tap([f = record.get()](const void* data, size_t len) { fwrite(data, 1, len, f); });
+    record.emplace(std::move(*file));
+    t.set_record_tap([&record](const void* data, size_t len) { (void)record->write(data, len); });
   }
+  auto record_failed = [&](bool finish) {
+    if (!record) return false;
+    Status st = finish ? record->commit() : record->status();
+    if (st) return false;
+    fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
+            st.error().message.c_str());
+    return true;
+  };
   // Leak analysis (docs/analysis.md), sampled at every snapshot; samples
   // closer than its resolution are merged.
   const AnalysisParams params = analysis_params(opt.analysis_window_s);
@@ -462,6 +489,7 @@ int run_top(int argc, char** argv) {
       fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
       return exit_code::kError;
     }
+    if (record_failed(false)) return exit_code::kError;
   }
   if (output_ok && !counted_out) {
     // Exit or signal: apply what is still buffered, then the last word.
@@ -469,6 +497,10 @@ int run_top(int argc, char** argv) {
       Result<int> n = t.poll(0);
       if (!n || *n == 0) break;
     }
+    // The last word names what it can: give the symbol thread a moment for
+    // what is still queued (it runs on its own thread; nothing else is left).
+    (void)snapshot(*t.process(opt.pid));
+    (void)t.wait_for_symbols(std::chrono::seconds(2));
     output_ok = print(snapshot(*t.process(opt.pid)));
   }
   // Detach every probe now, before waiting on a started program.
@@ -483,6 +515,7 @@ int run_top(int argc, char** argv) {
       fprintf(stderr, "leakwatch top: %s %s\n", opt.command[0].c_str(),
               LaunchedCommand::describe(*status).c_str());
   }
+  if (record_failed(true)) failed = true;
   return failed ? exit_code::kError : exit_code::kOk;
 }
 

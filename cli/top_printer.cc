@@ -110,7 +110,8 @@ void add_lines(std::vector<std::string>& out, const std::vector<std::string>& li
 // first the module goes, then the file's directory, then the function
 // name is cut, keeping its start and the file:line.
 std::string frame_text(const Frame& f, size_t avail) {
-  const std::string fn = f.function.empty() ? "??" : f.function;
+  // The name, or module+offset while (or when) there is none: never "??".
+  const std::string fn = frame_display_name(f) + (f.inlined ? " (inlined)" : "");
   const std::string line = std::to_string(f.line);
   const std::string module = f.module.empty() ? "" : " [" + base_name(f.module) + "]";
   const std::string loc = f.file.empty() ? "" : " (" + f.file + ":" + line + ")";
@@ -118,7 +119,7 @@ std::string frame_text(const Frame& f, size_t avail) {
   // How the unwinder found it, when that is worth knowing (frame pointers
   // where there is no CFI: the caller may be skipped).
   const std::string how = f.unwound == "fp" ? " (frame pointer)" : "";
-  if (f.language == "python") {  // docs/architecture.md, decision 33
+  if (f.language == "python") {  // docs/architecture.md, decision 36
     for (const std::string& candidate : {fn + loc + " [python]", fn + loc, fn + loc_short})
       if (candidate.size() <= avail) return candidate;
     return clip(fn + loc_short, avail);

@@ -31,225 +31,21 @@
 namespace lw {
 namespace {
 
+using yaml_support::contains;
 using yaml_support::ErrorSink;
-using yaml_support::is_plain_scalar;
+using yaml_support::index_path;
 using yaml_support::kind_of;
-using yaml_support::kMaxQuotedBytes;
+using yaml_support::parse_mapping;
 using yaml_support::printable;
 using yaml_support::quoted;
+using yaml_support::read_bool;
+using yaml_support::read_enum;
+using yaml_support::read_seconds;
+using yaml_support::read_string;
+using yaml_support::read_uint;
 using yaml_support::second_document;
 
 constexpr size_t kMaxPathBytes = PATH_MAX;
-// Keys longer than kMaxQuotedBytes get no suggestion (edit distance is
-// quadratic).
-
-// Text as it can be shown on a terminal: control and non-ASCII bytes escaped
-// (a hostile file must not send escape sequences, C1 controls included, to
-// the operator's screen), long text cut.
-
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t substitute = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, substitute});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// The candidate nearest to `word`, if it is close enough to be a plausible
-// typo (within about a third of the length) or `word` is a truncation of it
-// ("ringbuf"), else "".
-std::string nearest(std::string_view word, std::span<const std::string_view> candidates) {
-  if (word.size() > kMaxQuotedBytes) return {};
-  std::string_view best;
-  size_t best_distance = SIZE_MAX;
-  for (std::string_view c : candidates) {
-    size_t d = edit_distance(word, c);
-    if (d < best_distance) {
-      best = c;
-      best_distance = d;
-    }
-  }
-  size_t threshold = std::max<size_t>(1, (std::max(word.size(), best.size()) + 2) / 3);
-  if (best_distance <= threshold) return std::string(best);
-  if (word.size() >= 4) {
-    for (std::string_view c : candidates) {
-      if (c.starts_with(word)) return std::string(c);
-    }
-  }
-  return {};
-}
-
-
-// Plain (unquoted, untagged) scalars carry the tag "?"; numbers and booleans
-// must be plain so that "10" in quotes stays a string, as YAML intends.
-
-std::string child_path(const std::string& parent, std::string_view key) {
-  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
-}
-
-std::string index_path(const std::string& parent, size_t index) {
-  return parent + "[" + std::to_string(index) + "]";
-}
-
-
-// One key a mapping may hold and how to parse its value (given the value
-// node and its dotted path, e.g. "targets[0].match.comm").
-struct Field {
-  std::string_view key;
-  std::function<void(const YAML::Node&, const std::string&)> parse;
-  // Sections ("limits:", "targets:") may be left empty, meaning defaults;
-  // other keys need a value.
-  bool may_be_empty = false;
-};
-
-// Parses the mapping `node` at `path` against `fields`. Non-string keys,
-// duplicate keys and unknown keys are errors (with the nearest known key as
-// suggestion). Returns the known keys that were present.
-std::vector<std::string_view> parse_mapping(ErrorSink& errors, const YAML::Node& node,
-                                            const std::string& path,
-                                            std::initializer_list<Field> fields) {
-  std::vector<std::string_view> seen;
-  if (!node.IsMap()) {
-    errors.add(node.Mark(), (path.empty() ? std::string("the configuration") : quoted(path)) +
-                                " must be a mapping of keys to values, not " + kind_of(node));
-    return seen;
-  }
-  std::vector<std::string_view> known;
-  for (const Field& f : fields) known.push_back(f.key);
-  std::set<std::string> keys_found;
-  for (const auto& entry : node) {
-    const YAML::Node& key = entry.first;
-    if (!key.IsScalar()) {
-      errors.add(key.Mark(), "keys must be plain names, not " + kind_of(key));
-      continue;
-    }
-    const std::string& name = key.Scalar();
-    const std::string key_path = child_path(path, name);
-    if (!keys_found.insert(name).second) {
-      errors.add(key.Mark(), "duplicate key " + quoted(key_path));
-      continue;
-    }
-    auto field =
-        std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.key == name; });
-    if (field == fields.end()) {
-      errors.add(key.Mark(),
-                 "unknown key " + quoted(name) + (path.empty() ? "" : " in " + quoted(path)),
-                 nearest(name, known));
-      continue;
-    }
-    seen.push_back(field->key);
-    if (entry.second.IsNull()) {
-      // Blamed on the key: yaml-cpp marks an empty value at the next token,
-      // which may be lines below.
-      if (!field->may_be_empty) errors.add(key.Mark(), quoted(key_path) + " has no value");
-      continue;
-    }
-    field->parse(entry.second, key_path);
-  }
-  return seen;
-}
-
-bool contains(const std::vector<std::string_view>& keys, std::string_view key) {
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
-
-std::optional<std::string> read_string(ErrorSink& errors, const YAML::Node& node,
-                                       const std::string& path) {
-  if (!node.IsScalar()) {
-    errors.add(node.Mark(), quoted(path) + " must be a string, not " + kind_of(node));
-    return std::nullopt;
-  }
-  const std::string& s = node.Scalar();
-  // A "\0" escape would silently cut paths and patterns handed to C APIs.
-  if (s.find('\0') != std::string::npos) {
-    errors.add(node.Mark(), quoted(path) + " contains a NUL character");
-    return std::nullopt;
-  }
-  return s;
-}
-
-template <typename T>
-void read_uint(ErrorSink& errors, const YAML::Node& node, const std::string& path, uint64_t min,
-               uint64_t max, T& out) {
-  static_assert(std::is_unsigned_v<T>);
-  const std::string range = "between " + std::to_string(min) + " and " + std::to_string(max);
-  if (!is_plain_scalar(node)) {
-    errors.add(node.Mark(), quoted(path) + " must be an integer " + range + ", not " +
-                                (node.IsScalar() ? "a quoted string" : kind_of(node)));
-    return;
-  }
-  const std::string& s = node.Scalar();
-  // Decimal only: YAML's 0x/0o forms and signs are legal YAML but a typo is
-  // far likelier than an intended hex limit.
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  bool digits_only = !s.empty() && end == s.data() + s.size() && s[0] != '-' && s[0] != '+';
-  if (!digits_only || ec == std::errc::invalid_argument) {
-    errors.add(node.Mark(), quoted(path) + " must be an integer " + range + ", not " + quoted(s));
-    return;
-  }
-  if (ec == std::errc::result_out_of_range || v < min || v > max) {
-    errors.add(node.Mark(), quoted(path) + " must be " + range + ", not " + printable(s));
-    return;
-  }
-  out = static_cast<T>(v);
-}
-
-void read_bool(ErrorSink& errors, const YAML::Node& node, const std::string& path, bool& out) {
-  // YAML 1.2 core schema booleans only; yes/no/on/off are YAML 1.1 and
-  // ambiguous ("no" is also a country code).
-  static constexpr std::string_view kTrue[] = {"true", "True", "TRUE"};
-  static constexpr std::string_view kFalse[] = {"false", "False", "FALSE"};
-  if (is_plain_scalar(node)) {
-    const std::string& s = node.Scalar();
-    if (std::find(std::begin(kTrue), std::end(kTrue), s) != std::end(kTrue)) {
-      out = true;
-      return;
-    }
-    if (std::find(std::begin(kFalse), std::end(kFalse), s) != std::end(kFalse)) {
-      out = false;
-      return;
-    }
-    std::string suggestion;
-    if (s == "yes" || s == "on" || s == "y") suggestion = "true";
-    if (s == "no" || s == "off" || s == "n") suggestion = "false";
-    errors.add(node.Mark(), quoted(path) + " must be true or false, not " + quoted(s), suggestion);
-    return;
-  }
-  errors.add(node.Mark(), quoted(path) + " must be true or false, not " +
-                              (node.IsScalar() ? "a quoted string" : kind_of(node)));
-}
-
-template <typename E>
-void read_enum(ErrorSink& errors, const YAML::Node& node, const std::string& path,
-               std::initializer_list<std::pair<std::string_view, E>> values, E& out) {
-  std::vector<std::string_view> names;
-  std::string expected;
-  for (const auto& [name, value] : values) {
-    names.push_back(name);
-    expected += (expected.empty() ? "" : "|") + std::string(name);
-  }
-  std::optional<std::string> s = read_string(errors, node, path);
-  if (!s) return;
-  for (const auto& [name, value] : values) {
-    if (*s == name) {
-      out = value;
-      return;
-    }
-  }
-  std::string lower = *s;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  errors.add(node.Mark(), quoted(path) + " must be one of " + expected + ", not " + quoted(*s),
-             nearest(lower, names));
-}
 
 std::optional<RegexCondition> read_regex(ErrorSink& errors, const YAML::Node& node,
                                          const std::string& path) {
@@ -381,6 +177,83 @@ void read_pids(ErrorSink& errors, const YAML::Node& node, const std::string& pat
   // equality, so reordering a list on reload is not a change.
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+// A sequence of at most kMaxSymbolPaths strings, each checked by `problem`
+// ("" when fine). An empty sequence is allowed: it turns the feature off.
+void read_symbol_list(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                      const std::function<std::string(const std::string&)>& problem,
+                      std::vector<std::string>& out) {
+  if (!node.IsSequence()) {
+    errors.add(node.Mark(), quoted(path) + " must be a sequence, not " + kind_of(node),
+               node.IsScalar() ? "[" + printable(node.Scalar()) + "]" : std::string());
+    return;
+  }
+  if (node.size() > kMaxSymbolPaths) {
+    errors.add(node.Mark(), quoted(path) + " lists more than " + std::to_string(kMaxSymbolPaths) +
+                                " entries");
+    return;
+  }
+  std::vector<std::string> values;
+  size_t i = 0;
+  for (const YAML::Node& item : node) {
+    const std::string item_path = index_path(path, i++);
+    std::optional<std::string> s = read_string(errors, item, item_path);
+    if (!s) continue;
+    if (std::string p = problem(*s); !p.empty()) {
+      errors.add(item.Mark(), quoted(item_path) + " " + p);
+      continue;
+    }
+    values.push_back(std::move(*s));
+  }
+  out = std::move(values);
+}
+
+std::string absolute_path_problem(const std::string& s) {
+  if (s.empty() || s[0] != '/') return "must be an absolute path";
+  if (s.size() > kMaxPathBytes) return "is longer than PATH_MAX";
+  return {};
+}
+
+// The URL goes into DEBUGINFOD_URLS, a space-separated list: no spaces.
+std::string debuginfod_url_problem(const std::string& s) {
+  if (!s.starts_with("http://") && !s.starts_with("https://")) return "must start with http:// or https://";
+  if (s.size() > 4096) return "is longer than 4096 characters";
+  for (unsigned char ch : s)
+    if (ch <= ' ' || ch == 0x7f) return "must not contain spaces or control characters";
+  return {};
+}
+
+void parse_symbols(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                   SymbolsConfig& out) {
+  parse_mapping(errors, node, path,
+                {{"debug_dirs",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_symbol_list(errors, v, p, absolute_path_problem, out.debug_dirs);
+                  },
+                  true},
+                 {"debuginfod_urls",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_symbol_list(errors, v, p, debuginfod_url_problem, out.debuginfod_urls);
+                  },
+                  true},
+                 {"cache_dir",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    std::optional<std::string> s = read_string(errors, v, p);
+                    if (!s) return;
+                    if (std::string problem = absolute_path_problem(*s); !problem.empty()) {
+                      errors.add(v.Mark(), quoted(p) + " " + problem);
+                      return;
+                    }
+                    out.cache_dir = std::move(*s);
+                  }},
+                 {"cache_max_bytes",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 1u << 20, 1ull << 40, out.cache_max_bytes);
+                  }},
+                 {"timeout_seconds", [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 1, 600, out.timeout_seconds);
+                  }}});
 }
 
 MatchConfig parse_match(ErrorSink& errors, const YAML::Node& node, const std::string& path) {
@@ -651,7 +524,7 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
         }},
        {"reconcile_interval_seconds",
         [&](const Node& v, const Path& p) {
-          read_uint(errors, v, p, 1, 3600, c.reconcile_interval_seconds);
+          read_seconds(errors, v, p, 1, 3600, c.reconcile_interval_seconds);
         }},
        {"analysis",
         [&](const Node& v, const Path& p) {
@@ -659,14 +532,14 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                         {{"window_seconds",
                           [&](const Node& x, const Path& q) {
                             uint32_t n = 0;
-                            read_uint(errors, x, q, 1, 7 * 86400, n);
+                            read_seconds(errors, x, q, 1, 7 * 86400, n);
                             analysis_invalid |= n == 0;
                             if (n != 0) c.analysis.window_seconds = n;
                             window_mark = x.Mark();
                           }},
                          {"sample_interval_seconds", [&](const Node& x, const Path& q) {
                             uint32_t n = 0;
-                            read_uint(errors, x, q, 1, 86400, n);
+                            read_seconds(errors, x, q, 1, 86400, n);
                             analysis_invalid |= n == 0;
                             if (n != 0) c.analysis.sample_interval_seconds = n;
                             interval_mark = x.Mark();
@@ -691,7 +564,7 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
           parse_mapping(errors, v, p,
                         {{"check_interval_seconds",
                           [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 3600, e.check_interval_seconds);
+                            read_seconds(errors, x, q, 1, 3600, e.check_interval_seconds);
                           }},
                          {"growth_bytes",
                           [&](const Node& x, const Path& q) {
@@ -699,14 +572,14 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           }},
                          {"growth_window_seconds",
                           [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 7 * 86400, e.growth_window_seconds);
+                            read_seconds(errors, x, q, 1, 7 * 86400, e.growth_window_seconds);
                           }},
                          {"full_window_seconds",
                           [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 7 * 86400, e.full_window_seconds);
+                            read_seconds(errors, x, q, 1, 7 * 86400, e.full_window_seconds);
                           }},
                          {"cooldown_seconds", [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 0, 7 * 86400, e.cooldown_seconds);
+                            read_seconds(errors, x, q, 0, 7 * 86400, e.cooldown_seconds);
                           }}});
         },
         true},
@@ -720,10 +593,10 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           }},
                          {"backoff_initial_seconds",
                           [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 86400, g.backoff_initial_seconds);
+                            read_seconds(errors, x, q, 1, 86400, g.backoff_initial_seconds);
                           }},
                          {"backoff_max_seconds", [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
+                            read_seconds(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
                           }}});
         },
         true},
@@ -760,6 +633,9 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
         true},
        {"kill_switch",
         [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
+       {"sandbox", [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.sandbox); }},
+       {"symbols", [&](const Node& v, const Path& p) { parse_symbols(errors, v, p, c.symbols); },
+        true},
        {"web_config_file", [&](const Node& v, const Path& p) {
           std::optional<std::string> s = read_string(errors, v, p);
           if (!s) return;
@@ -792,22 +668,6 @@ Error summary_error(const std::vector<ConfigError>& all) {
   std::string msg = format_error(all.front());
   if (all.size() > 1) msg += " (and " + std::to_string(all.size() - 1) + " more errors)";
   return Error{EINVAL, std::move(msg)};
-}
-
-// Whole component prefix: "/a/b" is under "/a" but "/ab" is not.
-bool cgroup_under(std::string_view path, std::string_view prefix) {
-  if (prefix == "/") return !path.empty() && path[0] == '/';
-  return path.substr(0, prefix.size()) == prefix &&
-         (path.size() == prefix.size() || path[prefix.size()] == '/');
-}
-
-bool same_regex(const std::optional<RegexCondition>& a, const std::optional<RegexCondition>& b) {
-  if (a.has_value() != b.has_value()) return false;
-  return !a || a->source == b->source;
-}
-
-bool search(const std::optional<RegexCondition>& cond, const std::optional<std::string>& value) {
-  return value && std::regex_search(*value, cond->regex);
 }
 
 }  // namespace
@@ -866,37 +726,6 @@ Result<Config> load_config_file(const std::string& path, std::vector<ConfigError
   Result<std::string> text = read_regular_file(path, kMaxConfigBytes);
   if (!text) return fail(text.error());
   return parse_config(*text, path, errors);
-}
-
-bool matches(const MatchConfig& m, const ProcessFacts& p) {
-  if (!m.pids.empty() && !std::binary_search(m.pids.begin(), m.pids.end(), p.pid)) return false;
-  if (m.comm && !std::regex_search(p.comm, m.comm->regex)) return false;
-  if (m.exe && fnmatch(m.exe->c_str(), p.exe.c_str(), FNM_PATHNAME) != 0) return false;
-  if (m.cgroup && !cgroup_under(p.cgroup_path, *m.cgroup)) return false;
-  // A process outside Kubernetes has no namespace or pod: it cannot satisfy
-  // a condition on one, even a pattern that would match "".
-  if (m.k8s_namespace && !search(m.k8s_namespace, p.k8s_namespace)) return false;
-  if (m.k8s_pod && !search(m.k8s_pod, p.k8s_pod)) return false;
-  return true;
-}
-
-const TargetConfig* match_target(const Config& config, const ProcessFacts& process) {
-  for (const ExcludeConfig& e : config.exclude) {
-    if (matches(e.match, process)) return nullptr;
-  }
-  for (const TargetConfig& t : config.targets) {
-    if (matches(t.match, process)) return &t;
-  }
-  return nullptr;
-}
-
-bool config_equal_target(const TargetConfig& a, const TargetConfig& b) {
-  const MatchConfig& x = a.match;
-  const MatchConfig& y = b.match;
-  return a.name == b.name && a.mode == b.mode && a.follow_forks == b.follow_forks &&
-         a.sampling_mean_bytes == b.sampling_mean_bytes &&
-         x.pids == y.pids && same_regex(x.comm, y.comm) && x.exe == y.exe && x.cgroup == y.cgroup &&
-         same_regex(x.k8s_namespace, y.k8s_namespace) && same_regex(x.k8s_pod, y.k8s_pod);
 }
 
 }  // namespace lw

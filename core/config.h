@@ -124,6 +124,18 @@ struct UnwindConfig {
   bool python_frames = true;
 };
 
+// Symbolization (docs/config.md, "Symbols"): where debug files are looked
+// for, and the debuginfod servers asked (none by default).
+inline constexpr size_t kMaxSymbolPaths = 16;  // debug_dirs, debuginfod_urls
+struct SymbolsConfig {
+  std::vector<std::string> debug_dirs = {"/usr/lib/debug"};  // absolute
+  std::vector<std::string> debuginfod_urls;                   // empty: off
+  std::string cache_dir = "/var/cache/leakwatch/debuginfod";
+  uint64_t cache_max_bytes = 1ull << 30;
+  uint32_t timeout_seconds = 30;
+  bool operator==(const SymbolsConfig&) const = default;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:9478";  // as written
   std::string listen_host = "127.0.0.1";  // IPv6 without brackets
@@ -142,6 +154,10 @@ struct Config {
   UnwindConfig unwind;
   bool kill_switch = false;  // every probe detached (SIGUSR2 toggles it too)
   std::string web_config_file;  // absolute path, or "" for plain HTTP
+  // After start: only the documented capabilities, no_new_privs and a
+  // seccomp allow-list (core/sandbox.h). Read at start only.
+  bool sandbox = true;
+  SymbolsConfig symbols;
 };
 
 struct ConfigError {

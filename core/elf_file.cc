@@ -258,6 +258,54 @@ constexpr std::string_view kIndexedDataObjects[] = {
     "_PyRuntime", "Py_Version", "PyCode_Type",
 };
 
+// Longest debug link name kept: a file name, so NAME_MAX would do, but a
+// path-like name is refused later by the lookup anyway.
+static constexpr size_t kMaxDebugLinkName = 4096;
+
+// Fills `out` from .gnu_debuglink, .gnu_debugaltlink, .gnu_debugdata and
+// .debug_info, whichever `scn` is. Contents are bounded by the layout
+// checks already done (the section lies inside the file).
+static void read_debug_link(Elf_Scn* scn, const GElf_Shdr& shdr, const char* name,
+                            ElfDebugLinks& out) {
+  if (strcmp(name, ".debug_info") == 0) {
+    out.has_debug_info = shdr.sh_type != SHT_NOBITS && shdr.sh_size > 0;
+    return;
+  }
+  if (strcmp(name, ".gnu_debugdata") == 0) {
+    if (shdr.sh_type == SHT_NOBITS) return;
+    out.debugdata_offset = shdr.sh_offset;
+    out.debugdata_size = shdr.sh_size;
+    return;
+  }
+  const bool debuglink = strcmp(name, ".gnu_debuglink") == 0;
+  const bool altlink = strcmp(name, ".gnu_debugaltlink") == 0;
+  if ((!debuglink && !altlink) || shdr.sh_type == SHT_NOBITS) return;
+  // Raw bytes: the CRC is in the file's byte order (little-endian here,
+  // the only class open_fd accepts), not converted by libelf's types.
+  Elf_Data* data = elf_rawdata(scn, nullptr);
+  if (data == nullptr || data->d_buf == nullptr || data->d_size == 0) return;
+  const auto* p = static_cast<const uint8_t*>(data->d_buf);
+  const size_t size = data->d_size;
+  const void* nul = memchr(p, '\0', std::min(size, kMaxDebugLinkName + 1));
+  if (nul == nullptr) return;
+  const size_t name_len = static_cast<size_t>(static_cast<const uint8_t*>(nul) - p);
+  if (name_len == 0) return;
+  if (debuglink) {
+    // NUL, padding to 4, then the CRC.
+    const size_t crc_at = (name_len + 1 + 3) & ~size_t{3};
+    if (crc_at + 4 > size) return;
+    out.debuglink.assign(reinterpret_cast<const char*>(p), name_len);
+    out.debuglink_crc = static_cast<uint32_t>(p[crc_at]) | static_cast<uint32_t>(p[crc_at + 1]) << 8 |
+                        static_cast<uint32_t>(p[crc_at + 2]) << 16 |
+                        static_cast<uint32_t>(p[crc_at + 3]) << 24;
+  } else {
+    const size_t id_len = size - name_len - 1;
+    if (id_len == 0 || id_len > kMaxBuildIdBytes) return;
+    out.altlink.assign(reinterpret_cast<const char*>(p), name_len);
+    out.altlink_build_id = hex(p + name_len + 1, id_len);
+  }
+}
+
 struct ElfFile::Impl {
   // What find_function returns for a name: the best-ranked candidate.
   struct Candidate {
@@ -364,7 +412,8 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_path(const std::string& pat
   return result;
 }
 
-Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::string& display_path) {
+Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::string& display_path,
+                                                       ElfOpenOptions options) {
   if (!init_libelf()) return Error{0, "libelf initialization failed"};
 
   std::shared_ptr<ElfFile> file(new ElfFile());
@@ -447,7 +496,9 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
         file->sections_.push_back({name, shdr.sh_addr, shdr.sh_offset, shdr.sh_size,
                                    shdr.sh_type, shdr.sh_flags});
       }
+      if (name != nullptr) read_debug_link(scn, shdr, name, file->debug_links_);
     }
+    if (shdr.sh_type == SHT_SYMTAB && shdr.sh_size > 0) file->debug_links_.has_symtab = true;
     switch (shdr.sh_type) {
       case SHT_DYNAMIC: {
         Elf_Data* dyn = elf_getdata(scn, nullptr);
@@ -484,6 +535,7 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
   std::stable_sort(symtabs.begin(), symtabs.end(), [](const SymTab& a, const SymTab& b) {
     return a.shdr.sh_type == SHT_DYNSYM && b.shdr.sh_type != SHT_DYNSYM;
   });
+  if (!options.index_symbols) symtabs.clear();
   for (const SymTab& t : symtabs) {
     GElf_Shdr strtab;
     Elf_Scn* str_scn = elf_getscn(elf.get(), t.shdr.sh_link);
@@ -533,6 +585,21 @@ std::optional<uint64_t> ElfFile::offset_to_vaddr(uint64_t offset) const {
     if (offset >= s.offset && offset - s.offset < s.filesz) return s.vaddr + (offset - s.offset);
   }
   return std::nullopt;
+}
+
+std::vector<uint8_t> ElfFile::read_at_offset(uint64_t offset, size_t n) const {
+  std::vector<uint8_t> out;
+  if (offset >= impl_->file_size) return out;
+  out.resize(static_cast<size_t>(std::min<uint64_t>(n, impl_->file_size - offset)));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t r = pread(impl_->fd, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;  // error, or the file shrank since open()
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
 }
 
 std::vector<uint8_t> ElfFile::read_at_vaddr(uint64_t vaddr, size_t n) const {

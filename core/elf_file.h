@@ -75,13 +75,33 @@ inline constexpr size_t kElfMaxProgramHeaders = 1u << 16;
 inline constexpr uint64_t kElfMaxSymbols = 4u << 20;              // per symbol table
 inline constexpr uint64_t kElfMaxStringTableBytes = 256ull << 20;  // per string table
 
+// Where an object's debug information may be (docs/architecture.md,
+// "Symbolization"), as read from its sections.
+struct ElfDebugLinks {
+  std::string debuglink;           // .gnu_debuglink file name, "" when absent
+  uint32_t debuglink_crc = 0;      // CRC-32 of the whole debug file
+  std::string altlink;             // .gnu_debugaltlink (dwz) path, "" when absent
+  std::string altlink_build_id;    // lowercase hex
+  uint64_t debugdata_offset = 0;   // .gnu_debugdata (MiniDebugInfo, xz) in the file
+  uint64_t debugdata_size = 0;     // 0: absent
+  bool has_symtab = false;         // SHT_SYMTAB with contents
+  bool has_debug_info = false;     // .debug_info with contents (not NOBITS)
+};
+
+struct ElfOpenOptions {
+  // false: headers, build-id and debug links only (checking a candidate
+  // debug file); find_function and friends then find nothing.
+  bool index_symbols = true;
+};
+
 class ElfFile {
  public:
   // Opens and indexes the file. The fd is dup'ed; the caller keeps its own.
   // The layout is validated first (see ElfReject): a file that fails is
   // refused with an Error naming the reason, in well under a second and
   // without reading more than its headers.
-  static Result<std::shared_ptr<const ElfFile>> open_fd(int fd, const std::string& display_path);
+  static Result<std::shared_ptr<const ElfFile>> open_fd(int fd, const std::string& display_path,
+                                                        ElfOpenOptions options = {});
   static Result<std::shared_ptr<const ElfFile>> open_path(const std::string& path);
   ~ElfFile();
 
@@ -99,6 +119,7 @@ class ElfFile {
   // A Go binary: has a .go.buildinfo section (kept by strip) or Go runtime symbols.
   bool is_go() const { return is_go_; }
   const std::vector<ElfSegment>& segments() const { return segments_; }
+  const ElfDebugLinks& debug_links() const { return debug_links_; }
 
   // Finds a defined function symbol by name in .dynsym, then .symtab.
   // For versioned symbols the default version (name@@VER) wins over hidden
@@ -119,6 +140,8 @@ class ElfFile {
 
   // Up to `n` bytes of file content at `vaddr` (fewer at a segment's end).
   std::vector<uint8_t> read_at_vaddr(uint64_t vaddr, size_t n) const;
+  // Up to `n` bytes at file offset `offset` (fewer at the end of the file).
+  std::vector<uint8_t> read_at_offset(uint64_t offset, size_t n) const;
 
   // The first section with this name, if any (headers validated at open:
   // the contents of a non-NOBITS section lie inside the file).
@@ -145,6 +168,7 @@ class ElfFile {
   std::string soname_;
   std::vector<ElfSegment> segments_;
   std::vector<ElfSection> sections_;
+  ElfDebugLinks debug_links_;
 };
 
 }  // namespace lw

@@ -64,11 +64,67 @@ Result<int> open_in_root(const std::string& root_dir, const std::string& path);
 // links name the exact mapped inode) is opened as is. Returns an owned fd.
 Result<int> open_untrusted_file(const std::string& path);
 
-// Creates (or truncates) an output file the user named (snapshot -o, top
-// --record-events): mode 0600 when created, never through a symlink as the
-// last component (O_NOFOLLOW: a planted link in /tmp cannot redirect a
-// root-run leakwatch), regular files only (O_NONBLOCK while opening: a FIFO
-// without a reader fails instead of hanging). Returns an owned, blocking fd.
-Result<int> create_output_file(const std::string& path);
+// A file the user asked leakwatch to write (snapshot -o, top
+// --record-events), which root may write into a directory other users
+// control (/tmp). Made safe by construction:
+//   - the directory is resolved with openat2(RESOLVE_NO_SYMLINKS): no
+//     component of the path may be a symlink (a link planted as a parent
+//     directory cannot redirect root's write), and /proc/self/... is
+//     refused (/proc/self is a symlink);
+//   - the data goes to a fresh temporary file in that directory, created
+//     O_EXCL with mode 0600 (never an existing inode: a file another user
+//     pre-created and can still read is not reused), renamed over the
+//     name by commit();
+//   - an existing entry of that name that is not a regular file (a FIFO,
+//     a device, a directory, a symlink), or that belongs to another user,
+//     is refused, not replaced;
+//   - every write is checked; a failed one is sticky and returned by
+//     write() and commit(), which the CLI turns into an error exit.
+// Without commit() the temporary file is removed on destruction, so a
+// failed snapshot leaves neither a partial file nor the old one damaged.
+// Thread-safety: one owner; not for concurrent use.
+class OutputFile {
+ public:
+  // When the file appears under its name: at commit() (atomically, for a
+  // snapshot), or right away (a stream such as recorded events, written
+  // while `top` runs: commit() then only flushes and syncs).
+  enum class Publish { kOnCommit, kNow };
+
+  OutputFile() = default;
+  OutputFile(OutputFile&& o) noexcept;
+  OutputFile& operator=(OutputFile&& o) noexcept;
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+
+  // Buffers `len` bytes (64 KiB at a time go to the file). The first
+  // failure sticks: later calls return it without writing.
+  Status write(const void* data, size_t len);
+  // Flushes, fsyncs and (kOnCommit) renames the file into place.
+  Status commit();
+  // The first write error, if any.
+  const Status& status() const { return status_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  friend Result<OutputFile> create_output_file(const std::string& path, OutputFile::Publish);
+  Status flush();
+  Status publish();
+
+  Fd dir_;
+  Fd fd_;
+  std::string path_;       // as the user gave it, for messages
+  std::string name_;       // the last component
+  std::string temp_name_;  // "" once renamed into place
+  std::string buffer_;
+  Status status_ = ok_status();
+  bool committed_ = false;
+};
+
+// Creates the output file `path` (see OutputFile). Errors name the reason:
+// ELOOP for a symlink anywhere in the path, EEXIST for an existing entry
+// that is not a regular file, EPERM for another user's file.
+Result<OutputFile> create_output_file(const std::string& path,
+                                      OutputFile::Publish publish = OutputFile::Publish::kOnCommit);
 
 }  // namespace lw

@@ -8,7 +8,7 @@
 namespace lw {
 
 uint64_t live_record_cap(uint64_t budget_bytes, uint64_t baseline_rss_bytes) {
-  const uint64_t fixed = baseline_rss_bytes + kMemoryReserveBytes;
+  const uint64_t fixed = baseline_rss_bytes + kMemoryReserveBytes + kHttpFrontReserveBytes;
   const uint64_t room = budget_bytes > fixed ? budget_bytes - fixed : 0;
   const uint64_t cap = room / kBytesPerLiveRecord;
   return cap < kMinLiveRecordCap ? kMinLiveRecordCap : cap;

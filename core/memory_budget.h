@@ -26,13 +26,20 @@ inline constexpr uint64_t kBytesPerLiveRecord = 128;
 // Room kept for what is not records: symbolizer caches, resolved stacks,
 // per-site analysis, the published snapshot and its JSON/metrics rendering.
 inline constexpr uint64_t kMemoryReserveBytes = 16ull << 20;
+// Room kept for the HTTP front's connections and the responses it holds
+// for slow clients, both bounded (exporter/http_server.h: 256 connections
+// of at most a 16 KiB request head and a TLS session, 16 MiB of responses;
+// checked there at compile time). Without it, a flood of requests could
+// take the daemon past its budget without any record being counted.
+inline constexpr uint64_t kHttpFrontReserveBytes = 32ull << 20;
 // The cap never drops below this, so a budget smaller than the daemon's own
 // baseline still tracks something (and is reported as such, not as 0).
 inline constexpr uint64_t kMinLiveRecordCap = 4096;
 
 // Live records the daemon may hold across all processes: what the budget
 // leaves after the daemon's baseline RSS (measured at start, BPF loaded and
-// the ring buffer mapped) and the reserve, at kBytesPerLiveRecord each.
+// the ring buffer mapped) and the reserves (kMemoryReserveBytes and
+// kHttpFrontReserveBytes), at kBytesPerLiveRecord each.
 uint64_t live_record_cap(uint64_t budget_bytes, uint64_t baseline_rss_bytes);
 
 // Whether the kernel live map, full, fits within the cap: when it does not,

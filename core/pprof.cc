@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <span>
 #include <cerrno>
 #include <cmath>
 #include <limits>
@@ -28,7 +29,7 @@ constexpr uint32_t kProfileSampleType = 1, kProfileSample = 2, kProfileMapping =
                    kProfilePeriod = 12, kProfileComment = 13, kProfileDefaultSampleType = 14;
 constexpr uint32_t kValueTypeType = 1, kValueTypeUnit = 2;
 constexpr uint32_t kSampleLocationId = 1, kSampleValue = 2, kSampleLabel = 3;
-constexpr uint32_t kLabelKey = 1, kLabelStr = 2;
+constexpr uint32_t kLabelKey = 1, kLabelStr = 2, kLabelNum = 3;
 constexpr uint32_t kMappingId = 1, kMappingMemoryStart = 2, kMappingMemoryLimit = 3,
                    kMappingFileOffset = 4, kMappingFilename = 5, kMappingBuildId = 6,
                    kMappingHasFunctions = 7, kMappingHasFilenames = 8, kMappingHasLineNumbers = 9;
@@ -180,6 +181,10 @@ struct LocationOut {
   uint64_t offset = 0;
   uint64_t function_id = 0;  // 0: unsymbolized, no Line
   int64_t line = 0;
+  // Functions inlined at this address, innermost first: written as Lines
+  // before the one above (pprof: the last Line is the caller the others
+  // were inlined into).
+  std::vector<std::pair<uint64_t, int64_t>> inlined;  // function id, line
 };
 
 struct FunctionKey {
@@ -297,7 +302,9 @@ class Encoder {
     return it->second;
   }
 
-  uint64_t location_for(const Frame& frame) {
+  // `inlined`: the frames inlined at the same address, innermost first
+  // (Frame::inlined), folded into this location's Lines.
+  uint64_t location_for(const Frame& frame, std::span<const Frame> inlined = {}) {
     LocationKey key{mapping_for(frame), frame.offset, 0, 0};
     if (key.mapping_id == 0) {
       key.function_id = function_for(frame);
@@ -311,11 +318,14 @@ class Encoder {
     loc.offset = frame.offset;
     loc.function_id = key.mapping_id == 0 ? key.function_id : function_for(frame);
     loc.line = loc.function_id != 0 ? frame.line : 0;
-    locations_.push_back(loc);
-    if (loc.mapping_id != 0) {
-      MappingOut& m = mappings_[loc.mapping_id - 1];
+    for (const Frame& f : inlined)
+      if (uint64_t id = function_for(f)) loc.inlined.emplace_back(id, f.line);
+    locations_.push_back(std::move(loc));
+    const LocationOut& added = locations_.back();
+    if (added.mapping_id != 0) {
+      MappingOut& m = mappings_[added.mapping_id - 1];
       m.any_location = true;
-      m.all_functions &= loc.function_id != 0;
+      m.all_functions &= added.function_id != 0;
       m.all_filenames &= !frame.file.empty();
       m.all_line_numbers &= frame.line > 0;
       if (m.build_id == 0 && !frame.build_id.empty()) m.build_id = strings_.index(frame.build_id);
@@ -325,7 +335,22 @@ class Encoder {
 
   void add_sample(std::string& out, const PprofSite& site) {
     location_scratch_.clear();
-    for (const Frame& frame : site.frames) location_scratch_.push_back(location_for(frame));
+    // A run of inlined frames and the physical frame after it (same module
+    // and offset) are one location.
+    size_t run = 0;
+    for (size_t i = 0; i < site.frames.size(); ++i) {
+      const Frame& frame = site.frames[i];
+      const bool folds = frame.inlined && i + 1 < site.frames.size() &&
+                         site.frames[i + 1].module == frame.module &&
+                         site.frames[i + 1].offset == frame.offset;
+      if (folds) {
+        ++run;
+        continue;
+      }
+      location_scratch_.push_back(
+          location_for(frame, std::span<const Frame>(site.frames).subspan(i - run, run)));
+      run = 0;
+    }
     const std::vector<int64_t> values = {
         clamp_to_int64(site.inuse_objects), clamp_to_int64(site.inuse_bytes),
         clamp_to_int64(site.alloc_objects), clamp_to_int64(site.alloc_bytes)};
@@ -338,6 +363,19 @@ class Encoder {
       submessage_.clear();
       put_uint(submessage_, field::kLabelKey, kind_key_);
       put_uint(submessage_, field::kLabelStr, strings_.index(site.kind));
+      put_bytes(message_, field::kSampleLabel, submessage_);
+    }
+    for (const auto& [key, value] : site.labels) {
+      if (value.empty()) continue;
+      submessage_.clear();
+      put_uint(submessage_, field::kLabelKey, strings_.index(key));
+      put_uint(submessage_, field::kLabelStr, strings_.index(value));
+      put_bytes(message_, field::kSampleLabel, submessage_);
+    }
+    for (const auto& [key, value] : site.num_labels) {
+      submessage_.clear();
+      put_uint(submessage_, field::kLabelKey, strings_.index(key));
+      put_int(submessage_, field::kLabelNum, value);
       put_bytes(message_, field::kSampleLabel, submessage_);
     }
     put_bytes(out, field::kProfileSample, message_);
@@ -405,6 +443,12 @@ class Encoder {
         address = m.start + (loc.offset - m.file_offset);
       }
       put_uint(message_, field::kLocationAddress, address);
+      for (const auto& [function_id, line] : loc.inlined) {
+        submessage_.clear();
+        put_uint(submessage_, field::kLineFunctionId, function_id);
+        put_int(submessage_, field::kLineLine, line);
+        put_bytes(message_, field::kLocationLine, submessage_);
+      }
       if (loc.function_id != 0) {
         submessage_.clear();
         put_uint(submessage_, field::kLineFunctionId, loc.function_id);

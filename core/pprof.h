@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -37,6 +38,10 @@ struct PprofSite {
   uint64_t inuse_objects = 0;
   uint64_t alloc_bytes = 0;
   uint64_t alloc_objects = 0;
+  // More sample labels (pprof's -tagfocus): string and numeric ones, e.g.
+  // comm and pid when one profile holds several processes.
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::vector<std::pair<std::string, int64_t>> num_labels;
 };
 
 // A mapped range of a module, as in /proc/PID/maps.

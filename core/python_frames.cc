@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/python_frames.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace lw {
@@ -215,13 +216,16 @@ Frame python_frame(const PythonCode* code, int lasti) {
   return f;
 }
 
-std::vector<Frame> merge_python_frames(const std::vector<Frame>& native, const std::vector<bool>& is_eval,
-                                       const std::vector<Frame>& python, const std::vector<bool>& entry) {
+std::vector<Frame> merge_python_frames_grouped(const std::vector<Frame>& native, const std::vector<size_t>& starts,
+                                               const std::vector<bool>& is_eval, const std::vector<Frame>& python,
+                                               const std::vector<bool>& entry) {
   std::vector<Frame> out;
   out.reserve(native.size() + python.size());
   size_t py = 0;
-  for (size_t i = 0; i < native.size(); ++i) {
-    if (i < is_eval.size() && is_eval[i] && py < python.size()) {
+  for (size_t g = 0; g < starts.size(); ++g) {
+    const size_t begin = std::min(starts[g], native.size());
+    const size_t end = g + 1 < starts.size() ? std::min(starts[g + 1], native.size()) : native.size();
+    if (g < is_eval.size() && is_eval[g] && py < python.size()) {
       // This evaluation loop's frames: up to and including its entry frame.
       while (py < python.size()) {
         out.push_back(python[py]);
@@ -231,10 +235,17 @@ std::vector<Frame> merge_python_frames(const std::vector<Frame>& native, const s
       }
       continue;
     }
-    out.push_back(native[i]);
+    for (size_t i = begin; i < end; ++i) out.push_back(native[i]);
   }
   for (; py < python.size(); ++py) out.push_back(python[py]);
   return out;
+}
+
+std::vector<Frame> merge_python_frames(const std::vector<Frame>& native, const std::vector<bool>& is_eval,
+                                       const std::vector<Frame>& python, const std::vector<bool>& entry) {
+  std::vector<size_t> starts(native.size());
+  for (size_t i = 0; i < starts.size(); ++i) starts[i] = i;
+  return merge_python_frames_grouped(native, starts, is_eval, python, entry);
 }
 
 const Frame* innermost_python_frame(const std::vector<Frame>& frames) {

@@ -101,6 +101,13 @@ Frame python_frame(const PythonCode* code, int lasti);
 std::vector<Frame> merge_python_frames(const std::vector<Frame>& native, const std::vector<bool>& is_eval,
                                        const std::vector<Frame>& python, const std::vector<bool>& entry);
 
+// The same over native frames in groups (one return address symbolized
+// into its inline chain): group g is frames [starts[g], starts[g+1]), and
+// is_eval[g] replaces the whole group.
+std::vector<Frame> merge_python_frames_grouped(const std::vector<Frame>& native, const std::vector<size_t>& starts,
+                                               const std::vector<bool>& is_eval, const std::vector<Frame>& python,
+                                               const std::vector<bool>& entry);
+
 // The innermost Python frame of a stack, or nullptr.
 const Frame* innermost_python_frame(const std::vector<Frame>& frames);
 

@@ -24,6 +24,9 @@ void fnv(uint64_t& h, const void* data, size_t len) {
 uint64_t stable_stack_id(const std::vector<Frame>& frames) {
   uint64_t h = kFnvOffset;
   for (const Frame& f : frames) {
+    // An inlined frame shares its address with the physical frame after
+    // it: hashing it too would change the id when DWARF arrives.
+    if (f.inlined) continue;
     if (f.language == "python") {
       // (file, qualified name, line): never the code object's address, so
       // the id is the same in every process and after a restart.

@@ -212,7 +212,15 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
   info_.family = plan.family;
   info_.static_exe = plan.static_exe;
   info_.go = plan.go;
-  info_.preload = preload.names;
+  // Not the entries' text (view/process_view.h, PreloadInfo).
+  info_.preload = PreloadInfo{static_cast<uint32_t>(preload.names.size()), {}};
+  for (const std::string& name : preload.names) {
+    std::optional<size_t> i = match_object(objects, name);
+    if (!i) continue;
+    const std::string& mapped = objects[*i].path;
+    info_.preload.objects.push_back({mapped.substr(mapped.rfind('/') + 1),
+                                     objects[*i].elf ? objects[*i].elf->build_id() : std::string()});
+  }
   info_.object.clear();
   info_.build_id.clear();
   if (plan.allocator) {

@@ -116,6 +116,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
       snap.sites.push_back(std::move(site));
     }
     SiteSnapshot& site = snap.sites[it->second];
+    site.symbols_pending = site.symbols_pending || rs.symbols_pending;
     site.live_bytes += r.live_bytes;
     site.live_allocations += r.live_allocations;
     site.allocated_bytes += s->allocated_bytes;

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "core/memory_budget.h"
 #include "core/python_frames.h"
 #include "core/stack_frames.h"
+#include "core/fd.h"
 #include "core/stack_id.h"
 
 namespace lw {
@@ -38,6 +40,7 @@ void Tracer::refresh_maps(TracedProcess& proc) {
 }
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
+  configure_symbols(SymbolsConfig{});
   session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
 }
 
@@ -434,13 +437,17 @@ Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {
 
 // With the build-id in the ModuleRef, the symbolizer shares one parsed
 // module among every process mapping the same file (500 workers, one libc).
+// Headers and notes only (no symbol index): this runs on the consumer thread.
 const std::string& Tracer::build_id_of(const MapEntry& m, const std::string& open_path) {
   auto key = std::make_tuple(m.dev_major, m.dev_minor, m.inode);
   auto it = build_ids_.find(key);
   if (it != build_ids_.end()) return it->second;
   static const std::string kUnknown;
-  auto elf = ElfFile::open_path(open_path);
-  if (!elf) return kUnknown;  // not cached: the next process may open it
+  Result<int> fd = open_untrusted_file(open_path);
+  if (!fd) return kUnknown;  // not cached: the next process may open it
+  Fd owned(*fd);
+  auto elf = ElfFile::open_fd(owned.get(), open_path, ElfOpenOptions{.index_symbols = false});
+  if (!elf) return kUnknown;
   if (build_ids_.size() >= kMaxBuildIdCache) build_ids_.clear();
   return build_ids_.emplace(key, (*elf)->build_id()).first->second;
 }
@@ -461,9 +468,65 @@ const MapEntry* find_object_mapping(const ParsedMaps& maps, uint32_t dev, uint64
 
 }  // namespace
 
+void Tracer::configure_symbols(const SymbolsConfig& config) {
+  if (symbols_ && config == symbols_config_) return;
+  symbols_.reset();  // joins the old thread before the new one starts
+  symbols_config_ = config;
+  symbols_ = std::make_unique<SymbolService>(symbol_service_options(config));
+}
+
+// Frames from the symbol service where it has them, module+offset where not
+// yet (docs/architecture.md, "Symbolization"). The generation is read
+// first: results published during the lookups are seen at the next call.
+void Tracer::render_symbols(ResolvedStack& rs) {
+  rs.symbols_generation = symbols_->generation();
+  rs.symbols_pending = false;
+  rs.frames.clear();
+  std::vector<size_t> starts;  // where each address's frames begin (inline chains)
+  starts.reserve(rs.addresses.size());
+  for (const StackAddress& a : rs.addresses) {
+    starts.push_back(rs.frames.size());
+    if (!a.mapped) {
+      rs.frames.push_back(a.unmapped);
+      continue;
+    }
+    SymbolService::Lookup found = symbols_->lookup(a.module, a.offset);
+    if (found.frames != nullptr) {
+      for (const Frame& fr : *found.frames) {
+        rs.frames.push_back(fr);
+        rs.frames.back().unwound = a.unwound;
+      }
+      rs.symbols_pending = rs.symbols_pending || found.provisional;
+      continue;
+    }
+    Frame f;
+    f.module = a.module.path;
+    f.build_id = a.module.build_id;
+    f.offset = a.offset;
+    f.unwound = a.unwound;
+    rs.frames.push_back(std::move(f));
+    rs.symbols_pending = true;
+  }
+  // Python frames where the evaluation loop's frames were (decision 36).
+  if (!rs.python.empty())
+    rs.frames = merge_python_frames_grouped(rs.frames, starts, rs.is_eval, rs.python, rs.python_entry);
+  if (!rs.symbols_pending) {
+    rs.addresses.clear();
+    rs.addresses.shrink_to_fit();
+    rs.python.clear();
+    rs.python_entry.clear();
+    rs.is_eval.clear();
+  }
+}
+
 const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_hash) {
   auto it = proc.stacks.find(stack_hash);
-  if (it != proc.stacks.end()) return it->second;
+  if (it != proc.stacks.end()) {
+    ResolvedStack& cached = it->second;
+    if (cached.symbols_pending && cached.symbols_generation != symbols_->generation())
+      render_symbols(cached);
+    return cached;
+  }
   ResolvedStack rs;
   StoredStack stored = session_->read_stack(stack_hash);
   bool refreshed = false;
@@ -482,8 +545,18 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   auto locate = [&](const StoredFrame& f) {
     Located l;
     if (f.ino) {
-      l.map = find_object_mapping(proc.maps, f.dev, f.ino);
-      if (!l.map && refresh()) l.map = find_object_mapping(proc.maps, f.dev, f.ino);
+      // Mapped from overlayfs, the object is its layer file to the BPF side
+      // and the overlay file to /proc/PID/maps (core/overlay.h).
+      auto find = [&] {
+        const MapEntry* m = find_object_mapping(proc.maps, f.dev, f.ino);
+        if (!m && unwind_) {
+          for (const auto& [dev, ino] : unwind_->user_identities(f.dev, f.ino))
+            if ((m = find_object_mapping(proc.maps, dev, ino))) break;
+        }
+        return m;
+      };
+      l.map = find();
+      if (!l.map && refresh()) l.map = find();
       l.offset = f.addr;
     } else {
       l.map = find_mapping(proc.maps, f.addr);
@@ -493,61 +566,99 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     return l;
   };
   std::vector<Located> where;
-  where.reserve(stored.frames.size());
-  for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
+  auto locate_all = [&] {
+    where.clear();
+    for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
+  };
+  locate_all();
+  // A refresh replaced proc.maps: the entries found before it are freed.
+  if (refreshed) locate_all();
   // The leaf is the allocator's caller: frames inside the probed functions
   // themselves (operator new calling malloc, the mmap wrapper around its
   // syscall) are not the site (decision 32).
   size_t first = 0;
   if (proc.attacher) {
-    while (first + 1 < where.size() && where[first].map && where[first].map->is_file() &&
-           proc.attacher->in_probed_function(
-               kernel_dev(where[first].map->dev_major, where[first].map->dev_minor),
-               where[first].map->inode, where[first].offset))
-      ++first;
+    auto probed = [&](size_t i) {
+      return where[i].map && where[i].map->is_file() &&
+             proc.attacher->in_probed_function(kernel_dev(where[i].map->dev_major, where[i].map->dev_minor),
+                                               where[i].map->inode, where[i].offset);
+    };
+    while (first + 1 < where.size() && probed(first)) ++first;
+    // When the operator new that called malloc was called by another new
+    // (libstdc++'s nothrow new calls new), the walk goes through the outer
+    // new's frame and reaches its caller again, after the hint that named
+    // it: site (hint), operator new(nothrow), site. The caller once.
+    if (first < where.size() && stored.frames[first].how == LW_UNWOUND_HINT) {
+      const StoredFrame& hint = stored.frames[first];
+      for (size_t j = first + 1; j < where.size(); ++j) {
+        const StoredFrame& f = stored.frames[j];
+        if (f.ino == hint.ino && f.dev == hint.dev && f.addr == hint.addr) {
+          first = j;
+          break;
+        }
+        if (!probed(j)) break;
+      }
+    }
   }
-  std::vector<bool> is_eval;  // frames in CPython's evaluation loop
+  std::vector<Frame> physical;  // what the stack id hashes: (build-id, offset)
+  std::vector<bool> is_eval;    // frames in CPython's evaluation loop (decision 36)
   for (size_t i = first; i < where.size(); ++i) {
     const MapEntry* m = where[i].map;
     is_eval.push_back(proc.python && m && m->is_file() &&
                       proc.python->is_eval_frame(kernel_dev(m->dev_major, m->dev_minor), m->inode,
                                                  where[i].offset));
+    StackAddress a;
+    a.unwound = unwound_name(stored.frames[i].how);
     Frame f;
     if (m && m->is_file()) {
-      ModuleRef ref;
-      ref.path = m->path;
+      a.mapped = true;
+      a.module.path = m->path;
       char buf[96];
       snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, proc.pid, m->start,
                m->end);
-      ref.open_path = buf;
-      ref.inode = m->inode;
-      ref.build_id = build_id_of(*m, ref.open_path);
-      f = symbolizer_.symbolize(ref, where[i].offset);
-      if (f.build_id.empty() && f.function.empty()) {
-        // map_files is gone (the process exited): try the path in its root.
-        ref.open_path = "/proc/" + std::to_string(proc.pid) + "/root" + m->path;
-        f = symbolizer_.symbolize(ref, where[i].offset);
-      }
+      a.module.open_path = buf;
+      a.module.inode = m->inode;
+      a.module.dev = makedev(m->dev_major, m->dev_minor);
+      // The path in the target's root once map_files is gone (it exited),
+      // and the first place debug files are searched.
+      a.module.root = "/proc/" + std::to_string(proc.pid) + "/root";
+      a.module.build_id = build_id_of(*m, a.module.open_path);
+      a.offset = where[i].offset;
+      f.module = a.module.path;
+      f.build_id = a.module.build_id;
+      f.offset = a.offset;
     } else {
       f.module = m ? m->path : "[unknown]";
       f.offset = stored.frames[i].ino ? stored.frames[i].addr : where[i].offset;
+      f.unwound = a.unwound;
+      a.unmapped = f;
     }
-    f.unwound = unwound_name(stored.frames[i].how);
-    rs.frames.push_back(std::move(f));
+    physical.push_back(std::move(f));
+    rs.addresses.push_back(std::move(a));
   }
   rs.end = stack_end_name(stored.flags & LW_STACK_END_MASK);
-  if (!stored.py.empty() || stored.py_flags != LW_PY_NONE) splice_python_frames(proc, stored, is_eval, rs);
-  rs.stack_id = stable_stack_id(rs.frames);
+  if (!stored.py.empty() || stored.py_flags != LW_PY_NONE)
+    splice_python_frames(proc, stored, is_eval, physical, rs);
+  rs.stack_id = stable_stack_id(physical);
+  render_symbols(rs);
   return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }
 
 // ---- Python frames ----
 void Tracer::splice_python_frames(TracedProcess& proc, const StoredStack& stored,
-                                  const std::vector<bool>& is_eval, ResolvedStack& rs) {
+                                  const std::vector<bool>& is_eval, std::vector<Frame>& physical,
+                                  ResolvedStack& rs) {
   if (!proc.python) return;
   std::vector<bool> entry;
   std::vector<Frame> python = proc.python->resolve(stored.py, entry);
-  if (!python.empty()) rs.frames = merge_python_frames(rs.frames, is_eval, python, entry);
+  if (!python.empty()) {
+    // The id hashes the merged stack (Python frames as file, name, line);
+    // render_symbols() splices the same frames into each rendering.
+    physical = merge_python_frames(physical, is_eval, python, entry);
+    rs.python = std::move(python);
+    rs.python_entry = std::move(entry);
+    rs.is_eval = is_eval;
+  }
   // A native stack that is complete but whose Python chain was cut says so.
   const uint32_t py_end = stored.py_flags & LW_PY_END_MASK;
   if (rs.end.empty() && py_end == LW_PY_DEPTH) rs.end = "python_depth";

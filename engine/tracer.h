@@ -27,6 +27,7 @@
 #include "core/heap_tracker.h"
 #include "core/proc_maps.h"
 #include "core/procfs.h"
+#include "core/symbol_service.h"
 #include "core/symbolizer.h"
 #include "engine/bpf_session.h"
 #include "engine/process_attacher.h"
@@ -36,9 +37,32 @@
 
 namespace lw {
 
+// One physical frame of a captured stack as the symbol service takes it:
+// an object and a file offset (core/symbol_service.h).
+struct StackAddress {
+  bool mapped = false;  // in a file mapping; else the frame is final as it is
+  ModuleRef module;
+  uint64_t offset = 0;
+  Frame unmapped;       // the frame shown when !mapped
+  std::string unwound;  // how the unwinder found it (Frame::unwound)
+};
+
 struct ResolvedStack {
-  uint64_t stack_id = 0;      // stable_stack_id() of the frames
-  std::vector<Frame> frames;  // leaf first
+  // stable_stack_id() of the physical frames, taken before symbolization:
+  // it never changes when symbols or inline frames arrive.
+  uint64_t stack_id = 0;
+  std::vector<Frame> frames;  // leaf first; inline chains expanded
+  // Some frames still show module+offset and may resolve later; the
+  // service's generation when `frames` were made.
+  bool symbols_pending = false;
+  uint64_t symbols_generation = 0;
+  std::vector<StackAddress> addresses;  // kept only while symbols are pending
+  // Python frames (docs/architecture.md, decision 36), innermost first, each
+  // one's entry flag, and which addresses are CPython evaluation frames:
+  // render_symbols() splices them in; kept while symbols are pending.
+  std::vector<Frame> python;
+  std::vector<bool> python_entry;
+  std::vector<bool> is_eval;
   // Why the stack ends before the outermost frame (stack_end_name():
   // "no_cfi", "depth", "table_pending", ...); "" when it is complete.
   std::string end;
@@ -155,8 +179,22 @@ class Tracer {
   TracedProcess* process(pid_t pid);
   const std::map<pid_t, std::unique_ptr<TracedProcess>>& processes() const { return procs_; }
 
-  // The symbolized stack for a kernel stack hash of `proc` (cached).
+  // The symbolized stack for a kernel stack hash of `proc` (cached). Never
+  // reads debug information itself: frames the symbol thread has not
+  // resolved yet show module+offset (symbols_pending), and a later call
+  // shows what arrived meanwhile.
   const ResolvedStack& resolve_stack(TracedProcess& proc, uint64_t stack_hash);
+
+  // ---- symbols (core/symbol_service.h) ----
+  // Replaces the symbol service (its caches too) when `options` differ from
+  // the running one's search, debuginfod and bounds.
+  void configure_symbols(const SymbolsConfig& config);
+  // Waits up to `timeout` for queued symbolization (and debuginfod fetches)
+  // to finish: only for a last snapshot (top's at exit, `snapshot`), never
+  // in the event loop.
+  bool wait_for_symbols(std::chrono::milliseconds timeout) { return symbols_->wait_idle(timeout); }
+  SymbolCounters symbol_counters() const { return symbols_->counters(); }
+  // ---- end symbols ----
 
   // Sum of the kernel live map's records for `pid`, for consistency checks.
   Result<uint64_t> kernel_live_bytes(pid_t pid) const;
@@ -167,7 +205,8 @@ class Tracer {
   Counters counters() const { return session_->read_counters(); }
   TracerStats stats() const {
     TracerStats s = stats_;
-    s.symbolization_errors = symbolizer_.errors();
+    s.symbols = symbols_->counters();
+    s.symbolization_errors = s.symbols.symbolizer.module_errors;
     s.elf_rejections = elf_rejection_counts();
     s.raw_syscall_tracepoints = session_->syscall_tracing();
     if (unwind_) s.unwind = unwind_->stats();
@@ -187,7 +226,8 @@ class Tracer {
   // Replaces the CPython evaluation frames of `rs` (is_eval[i] for
   // rs.frames[i]) with the stored Python frames (core/python_frames.h).
   void splice_python_frames(TracedProcess& proc, const StoredStack& stored,
-                            const std::vector<bool>& is_eval, ResolvedStack& rs);
+                            const std::vector<bool>& is_eval, std::vector<Frame>& physical,
+                            ResolvedStack& rs);
   void on_record(const void* data, size_t len);
   void after_poll();
   void resync(TracedProcess& proc);
@@ -205,7 +245,9 @@ class Tracer {
   bool python_frames_ = true;  // BpfOptions::python_frames: look for CPython in each process
   std::unique_ptr<UnwindTables> unwind_;  // after session_: stops before it goes
   std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;
-  Symbolizer symbolizer_;
+  void render_symbols(ResolvedStack& rs);
+  std::unique_ptr<SymbolService> symbols_;
+  SymbolsConfig symbols_config_;
   TracerStats stats_;
   uint64_t drops_seen_ = 0;
   std::vector<Discovery> discoveries_;

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,7 +139,9 @@ void UnwindTables::add_process(pid_t pid, const ParsedMaps& maps) {
         set_state_locked(key, it->second, LW_TABLE_NO_CFI, nullptr);
         continue;
       }
-      queue_.push_back(Job{key, Fd(*fd), m->path});
+      // A file mapped from overlayfs is its layer file to the BPF side.
+      std::optional<OverlayBacking> backing = overlay_backing_file(pid, *m, *fd);
+      queue_.push_back(Job{key, Fd(*fd), m->path, std::move(backing)});
       queued = true;
     }
     stats_.queue_depth = queue_.size();
@@ -159,8 +162,21 @@ void UnwindTables::release_locked(const ObjectKey& key, pid_t pid) {
   if (it == objects_.end()) return;
   it->second.users.erase(pid);
   if (!it->second.users.empty()) return;
-  (void)session_.remove_unwind_object(obj_key(key.first, key.second));
+  // A layer file is also an object of its own when a process maps it
+  // directly: its kernel entry stays while either use remains.
+  if (!backed_.count(key)) (void)session_.remove_unwind_object(obj_key(key.first, key.second));
   Object& o = it->second;
+  if (o.backing) {
+    auto b = backed_.find(*o.backing);
+    if (b != backed_.end()) {
+      b->second.erase(key);
+      if (b->second.empty()) {
+        backed_.erase(b);
+        if (!objects_.count(*o.backing))
+          (void)session_.remove_unwind_object(obj_key(o.backing->first, o.backing->second));
+      }
+    }
+  }
   switch (o.state) {
     case LW_TABLE_PENDING: --stats_.objects_pending; break;
     case LW_TABLE_READY: --stats_.objects_ready; break;
@@ -204,6 +220,15 @@ void UnwindTables::set_state_locked(const ObjectKey& key, Object& o, uint32_t st
     v.npages = table->npages;
   }
   (void)session_.set_unwind_object(obj_key(key.first, key.second), v);
+  // The same file's table under the identity the BPF side sees.
+  if (o.backing) (void)session_.set_unwind_object(obj_key(o.backing->first, o.backing->second), v);
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> UnwindTables::user_identities(uint32_t dev, uint64_t ino) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = backed_.find(ObjectKey{dev, ino});
+  if (it == backed_.end()) return {};
+  return {it->second.begin(), it->second.end()};
 }
 
 void UnwindTables::worker() {
@@ -229,10 +254,30 @@ void UnwindTables::process_job(Job& job) {
   const std::string table_key =
       build_id.empty() ? "inode:" + std::to_string(job.key.first) + ":" + std::to_string(job.key.second)
                        : build_id;
+  // Whoever mounted the overlay named its layers: the layer file is taken
+  // for this object only with the same build-id (so the same table), never
+  // a file that merely sits at that path.
+  std::optional<ObjectKey> backing;
+  if (job.backing && !build_id.empty()) {
+    if (Result<int> fd = open_untrusted_file(job.backing->path)) {
+      Fd layer(*fd);
+      struct stat st;
+      if (fstat(layer.get(), &st) == 0 && st.st_ino == job.backing->ino &&
+          kernel_dev(major(st.st_dev), minor(st.st_dev)) == job.backing->dev) {
+        Result<std::shared_ptr<const ElfFile>> layer_elf = ElfFile::open_fd(layer.get(), job.backing->path);
+        if (layer_elf && (*layer_elf)->build_id() == build_id) backing = ObjectKey{job.backing->dev, job.backing->ino};
+      }
+    }
+    if (!backing) LW_LOG_DEBUG("unwind table for %s: layer file %s not taken", job.path.c_str(), job.backing->path.c_str());
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(job.key);
     if (it == objects_.end()) return;  // released meanwhile
+    if (backing && !it->second.backing) {
+      it->second.backing = backing;
+      backed_[*backing].insert(job.key);
+    }
     if (auto t = tables_.find(table_key); t != tables_.end()) {
       ++stats_.memory_cache_hits;
       t->second.objects.insert(job.key);

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "core/fd.h"
+#include "core/overlay.h"
 #include "core/proc_maps.h"
 #include "engine/bpf_session.h"
 #include "view/process_view.h"
@@ -69,6 +71,12 @@ class UnwindTables {
   // object uses it).
   void remove_process(pid_t pid);
 
+  // The identities /proc/PID/maps shows for an object the BPF side saw as
+  // (dev, ino): a file mapped from overlayfs is seen by the kernel as its
+  // layer file (core/overlay.h), and is registered under both. Empty when
+  // (dev, ino) is no such layer file.
+  std::vector<std::pair<uint32_t, uint64_t>> user_identities(uint32_t dev, uint64_t ino) const;
+
   UnwindStats stats() const;
   // Waits until no object is queued or being built (tests; `snapshot`).
   bool wait_idle(std::chrono::milliseconds timeout);
@@ -82,6 +90,9 @@ class UnwindTables {
     std::set<pid_t> users;
     uint32_t state = LW_TABLE_PENDING;
     std::string table_key;  // tables_ key once ready
+    // The layer file's identity when mapped from overlayfs (the BPF side
+    // sees that one): registered in the kernel map too.
+    std::optional<ObjectKey> backing;
   };
   struct Table {
     uint32_t slot = 0;
@@ -93,6 +104,9 @@ class UnwindTables {
     ObjectKey key;
     Fd fd;
     std::string path;  // for messages
+    // The layer file when mapped from overlayfs: tied to the object once
+    // its build-id is the object's.
+    std::optional<OverlayBacking> backing;
   };
 
   void worker();
@@ -106,6 +120,9 @@ class UnwindTables {
   std::condition_variable cv_;
   std::condition_variable idle_cv_;
   std::map<ObjectKey, Object> objects_;
+  // Layer file -> the overlay objects backed by it (containers from one
+  // image share their layers' files).
+  std::map<ObjectKey, std::set<ObjectKey>> backed_;
   std::map<pid_t, std::set<ObjectKey>> by_pid_;
   std::map<std::string, Table> tables_;  // by build-id ("ino:dev" without one)
   std::vector<uint32_t> free_slots_;

@@ -1,316 +1,797 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/http_server.h"
 
-#include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include <cstdlib>
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <latch>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/label_sanitize.h"
-#include "exporter/metrics.h"
-#include "exporter/profile.h"
-#include "view/json.h"
+#include "core/fd.h"
+#include "core/log.h"
+#include "exporter/http_web_state.h"
+#include "core/memory_budget.h"
+#include "core/sandbox.h"
+#include "exporter/job_queue.h"
 
 namespace lw {
 
 namespace {
 
-using nlohmann::json;
+using Clock = std::chrono::steady_clock;
 
-constexpr double kStaleSnapshotSeconds = 10;
+// epoll tags: the listener and the wake-up eventfd; connections count up
+// from kFirstConnection.
+constexpr uint64_t kListenerTag = 1, kWakeTag = 2, kFirstConnection = 16;
+constexpr size_t kReadChunk = 16 * 1024;
+constexpr int kMaxAcceptsPerWake = 256;
+constexpr auto kSweepInterval = std::chrono::milliseconds(100);
 
-json identity_json(const ProcessInfo& t) {
-  const ProcessIdentity& id = t.identity;
-  json j = {{"pid", id.pid},
-            {"start_time", id.start_time},
-            {"comm", id.comm},
-            {"exe", id.exe},
-            {"target", t.target},
-            {"mode", t.heap_attached ? "full" : "light"},
-            {"configured_mode", mode_name(t.mode)},
-            {"tracing_suspended", t.tracing_suspended}};
-  auto opt = [&](const char* key, const std::optional<std::string>& v) {
-    j[key] = v ? json(*v) : json(nullptr);
-  };
-  opt("unit", id.unit);
-  opt("uid", id.pod_uid);
-  opt("container_id", id.container_id);
-  opt("namespace", id.pod_namespace);
-  opt("pod", id.pod_name);
-  opt("cgroup", id.cgroup);
-  if (t.parent) j["forked_from"] = t.parent;
-  return j;
-}
+// The front's memory at the defaults, counted in the daemon's budget
+// (core/memory_budget.h): each connection holds at most a request head and
+// a TLS session (OpenSSL's record buffers, released when idle), and the
+// responses held for clients are bounded as a whole.
+constexpr uint64_t kTlsSessionBytes = 40 * 1024;
+static_assert(256 * (16 * 1024 + 1 + kTlsSessionBytes + 1024) + (16u << 20) <= kHttpFrontReserveBytes,
+              "the HTTP front's defaults must fit the memory reserve kept for it");
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+enum class Phase {
+  kSniff,      // TLS port: waiting for the first byte (TLS record or plain HTTP)
+  kHandshake,  // TLS handshake
+  kRead,       // reading a request head (or idle between requests)
+  kWait,       // a worker or the authentication thread has the request
+  kWrite,      // sending a response
+};
 
-const char* kLanding = R"(<!doctype html>
-<html><head><title>leakwatch</title></head><body>
-<h1>leakwatch</h1>
-<ul>
-<li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
-<li><a href="/api/v1/processes">/api/v1/processes</a>: traced processes (JSON)</li>
-<li>/api/v1/processes/PID/sites: the call stacks holding memory in PID (JSON)</li>
-<li><a href="/healthz">/healthz</a>: health</li>
-</ul>
-<p>Documentation: docs/api.md</p>
-</body></html>
-)";
+struct Conn {
+  uint64_t id = 0;
+  int fd = -1;
+  SSL* ssl = nullptr;
+  std::shared_ptr<WebState> web;  // the web config it was accepted under
+  Phase phase = Phase::kRead;
+  bool plain_on_tls = false;  // plain HTTP on the TLS port: /healthz only
+  bool peer_closed = false;   // EOF seen: answer what was read, then close
+  bool dead = false;
+  std::string in;
+  size_t scanned = 0;
+  std::string out;
+  size_t out_off = 0;
+  size_t held = 0;  // bytes of `out` counted in the front's response budget
+  bool close_after = false;
+  bool keep_alive = true;
+  bool head_only = false;
+  Clock::time_point phase_start;
+  uint32_t events = 0;
+
+  ~Conn() {
+    if (ssl) SSL_free(ssl);
+    if (fd >= 0) close(fd);
+  }
+};
+
+struct Completion {
+  enum class Kind { kResponse, kAuthorized, kUnauthorized };
+  uint64_t conn = 0;
+  Kind kind = Kind::kResponse;
+  HttpResponse response;
+  std::shared_ptr<HttpRequest> request;
+};
 
 }  // namespace
 
-std::string processes_json(const DaemonSnapshot& snap) {
-  json procs = json::array();
-  for (const ProcessEntry& e : snap.processes) {
-    json p = identity_json(e.process);
-    p["live_bytes"] = e.snapshot.live_bytes;
-    p["live_allocations"] = e.snapshot.live_allocations;
-    p["kinds"] = kinds_to_json(e.snapshot);
-    p["sampling"] = {{"mean_bytes", e.snapshot.sample_mean_bytes},
-                     {"estimated_kinds",
-                      e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
-    p["heap_stale_since"] =
-        e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
-    p["allocator"] = to_json(e.snapshot.allocator);
-    p["python"] = to_json(e.snapshot.python);
-    procs.push_back(std::move(p));
+class HttpServer::Impl {
+ public:
+  Impl(SnapshotSource source, HttpServerOptions options)
+      : source_(std::move(source)),
+        options_(std::move(options)),
+        work_(options_.max_queued_requests),
+        auth_work_(options_.max_queued_auth) {
+    stats_.max_connections = options_.max_connections;
+    stats_.response_bytes_limit = options_.max_response_bytes;
   }
-  return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});
-}
+  ~Impl() { stop(); }
 
-std::string status_json(const DaemonSnapshot& snap) {
-  const DaemonCounters& c = snap.counters;
-  json errors = json::object();
-  for (const auto& [reason, n] : c.attach_errors) errors[reason] = n;
-  json kernel = json::object();
-  for (size_t i = 0; i < LW_CNT_MAX; ++i)
-    if (const char* name = counter_name(i)) kernel[name] = snap.kernel_counters[i];
-  json probes = json::array();
-  for (const auto& [object, p] : snap.probes)
-    probes.push_back({{"object", object},
-                      {"symbols", p.symbols},
-                      {"file_offset", p.file_offset},
-                      {"retprobe", p.retprobe},
-                      {"placement", p.placement},
-                      {"attached", p.attached},
-                      {"error", p.error}});
-  return dump({{"timestamp", snap.timestamp},
-               {"config_file", snap.config_path},
-               {"tracked_processes", snap.processes.size()},
-               {"max_processes", snap.max_processes},
-               {"attached_total", c.attached_total},
-               {"detached_total", c.detached_total},
-               {"refused_max_processes", c.refused_max_processes},
-               {"refused_memory_budget", c.refused_memory_budget},
-               {"attach_failures", c.attach_failures},
-               {"attach_errors", std::move(errors)},
-               {"reconciliations", c.reconciliations},
-               {"reloads_total", c.reloads_total},
-               {"reload_failures_total", c.reload_failures_total},
-               {"last_reload_successful", c.last_reload_successful},
-               {"last_reload_success_timestamp", c.last_reload_success_timestamp},
-               {"kernel_counters", std::move(kernel)},
-               {"kill_switch_engaged", c.kill_switch_engaged},
-               {"escalations", {{"up", c.escalations_up}, {"down", c.escalations_down}}},
-               {"governor_suspensions", c.governor_suspensions},
-               {"memory_budget", {{"suspensions", c.memory_budget_suspensions},
-                                  {"live_records", snap.tracer_stats.live_records},
-                                  {"live_records_limit", snap.tracer_stats.live_record_cap}}},
-               {"resyncs", snap.tracer_stats.resyncs},
-               {"syscall_tracepoints_attached", snap.tracer_stats.raw_syscall_tracepoints},
-               {"unwind", to_json(snap.tracer_stats.unwind)},
-               {"probes", std::move(probes)}});
-}
+  Result<int> start(const std::string& host, int port);
+  void stop();
 
-std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status) {
-  for (const ProcessEntry& e : snap.processes) {
-    if (e.process.identity.pid != pid) continue;
-    if (start_time != 0 && e.process.identity.start_time != start_time) {
-      *status = 404;
-      return dump({{"error", "pid " + std::to_string(pid) + " is traced with another start_time"},
-                   {"start_time", e.process.identity.start_time}});
+  HttpFrontStats stats() const {
+    std::lock_guard lock(stats_mu_);
+    return stats_;
+  }
+
+ private:
+  void loop();
+  void accept_all();
+  void sweep(Clock::time_point now);
+  void check_reload();
+  void drive(Conn& c);
+  enum class Io { kMore, kBlocked, kEof, kError };
+  Io read_available(Conn& c, uint32_t* want);
+  Io write_pending(Conn& c, uint32_t* want);
+  void dispatch(Conn& c, HttpRequest request);
+  void schedule_route(Conn& c, std::shared_ptr<HttpRequest> request);
+  void respond(Conn& c, HttpResponse response, bool close = false);
+  void want(Conn& c, uint32_t events);
+  void close_conn(Conn& c, const char* reason);
+  void erase_dead();
+  void handle_completions();
+  void post(Completion done);
+  Conn* oldest_waiting();
+  void count_refused(const char* reason) {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.refused[reason];
+  }
+  void count_closed(const char* reason) {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.connections_closed[reason];
+  }
+  void update_gauges() {
+    std::lock_guard lock(stats_mu_);
+    stats_.connections_open = conns_.size();
+    stats_.response_bytes_in_flight = held_bytes_;
+  }
+
+  SnapshotSource source_;
+  HttpServerOptions options_;
+  JobQueue work_;
+  JobQueue auth_work_;
+  std::vector<std::thread> threads_;
+  std::thread io_thread_;
+  Fd listen_fd_, epoll_fd_, wake_fd_;
+  std::atomic<bool> stopping_{false};
+  bool listening_paused_ = false;
+
+  // Owned by the epoll thread once started.
+  std::shared_ptr<WebState> current_;
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
+  uint64_t next_id_ = kFirstConnection;
+  size_t held_bytes_ = 0;
+  Clock::time_point last_sweep_, last_reload_check_;
+  std::vector<FileStamp> failed_stamps_;  // a rejected file is reported once
+
+  std::mutex completions_mu_;
+  std::vector<Completion> completions_;
+
+  mutable std::mutex stats_mu_;
+  HttpFrontStats stats_;
+};
+
+Result<int> HttpServer::Impl::start(const std::string& host, int port) {
+  Result<std::shared_ptr<WebState>> state = WebState::build(options_.web, nullptr);
+  if (!state) return state.error();
+  current_ = std::move(*state);
+
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port_text = std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), port_text.c_str(), &hints, &found); rc != 0)
+    return Error{EADDRNOTAVAIL, "cannot listen on " + host + ":" + port_text + ": " + gai_strerror(rc)};
+  int last_errno = EADDRNOTAVAIL;
+  for (addrinfo* a = found; a && !listen_fd_.valid(); a = a->ai_next) {
+    Fd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) {
+      last_errno = errno;
+      continue;
     }
-    json j = to_json(e.snapshot);
-    j["process"] = identity_json(e.process);
-    j["kinds"] = kinds_to_json(e.snapshot);
-    *status = 200;
-    return dump(j);
+    // SO_REUSEADDR lets a restart bind while old connections sit in
+    // TIME_WAIT; on Linux it never lets two listeners share a port.
+    // SO_REUSEPORT, which does, is deliberately not set: a second daemon on
+    // the same port must fail, not split the scrapes with the first.
+    int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 ||
+        listen(fd.get(), options_.listen_backlog) != 0) {
+      last_errno = errno;
+      continue;
+    }
+    listen_fd_ = std::move(fd);
   }
-  *status = 404;
-  return dump({{"error", "pid " + std::to_string(pid) + " is not traced"}});
+  freeaddrinfo(found);
+  if (!listen_fd_.valid()) {
+    std::string why = last_errno == EADDRINUSE
+                          ? "address already in use (another leakwatch, or another program, holds the port)"
+                          : strerror(last_errno);
+    return Error{last_errno, "cannot listen on " + host + ":" + port_text + ": " + why};
+  }
+  sockaddr_storage addr = {};
+  socklen_t len = sizeof(addr);
+  getsockname(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  const int bound = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                                     : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+
+  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd_.valid() || !wake_fd_.valid()) return errno_error("epoll/eventfd");
+  epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &ev);
+  ev.data.u64 = kWakeTag;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
+  // OpenSSL writes to sockets with write(2): a peer gone mid-response must
+  // be an error return, not a SIGPIPE for the whole daemon.
+  signal(SIGPIPE, SIG_IGN);
+
+  // The front's threads parse requests, TLS and credentials from the
+  // network and need no capability at all: each drops them for itself
+  // (capabilities are per thread), whatever the daemon keeps, before
+  // start() returns (after which the daemon's seccomp filter may forbid
+  // capset).
+  const size_t workers = std::max<size_t>(1, options_.workers);
+  std::latch dropped(static_cast<std::ptrdiff_t>(workers + 2));
+  auto with_no_capabilities = [&dropped](auto body) {
+    return [&dropped, body] {
+      (void)drop_thread_capabilities();
+      dropped.count_down();
+      body();
+    };
+  };
+  for (size_t i = 0; i < workers; ++i) threads_.emplace_back(with_no_capabilities([this] { work_.run(); }));
+  threads_.emplace_back(with_no_capabilities([this] { auth_work_.run(); }));
+  last_sweep_ = last_reload_check_ = Clock::now();
+  io_thread_ = std::thread(with_no_capabilities([this] { loop(); }));
+  dropped.wait();
+  return bound;
+}
+
+void HttpServer::Impl::stop() {
+  if (stopping_.exchange(true)) return;
+  if (wake_fd_.valid()) {
+    uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
+    (void)ignored;
+  }
+  if (io_thread_.joinable()) io_thread_.join();
+  work_.stop();
+  auth_work_.stop();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  conns_.clear();
+}
+
+void HttpServer::Impl::loop() {
+  epoll_event events[64];
+  while (!stopping_) {
+    int n = epoll_wait(epoll_fd_.get(), events, 64, static_cast<int>(kSweepInterval.count()));
+    if (n < 0 && errno != EINTR) {
+      LW_LOG_ERROR("HTTP front: epoll_wait: %s", strerror(errno));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if (tag == kListenerTag) {
+        accept_all();
+      } else if (tag == kWakeTag) {
+        uint64_t count;
+        ssize_t ignored = read(wake_fd_.get(), &count, sizeof(count));
+        (void)ignored;
+        handle_completions();
+      } else if (auto it = conns_.find(tag); it != conns_.end()) {
+        Conn& c = *it->second;
+        if ((events[i].events & EPOLLERR) ||
+            ((events[i].events & EPOLLHUP) && c.phase == Phase::kWait)) {
+          close_conn(c, nullptr);
+        } else {
+          drive(c);
+        }
+      }
+    }
+    erase_dead();
+    const Clock::time_point now = Clock::now();
+    if (now - last_sweep_ >= kSweepInterval) {
+      last_sweep_ = now;
+      sweep(now);
+    }
+    if (now - last_reload_check_ >= options_.reload_interval) {
+      last_reload_check_ = now;
+      check_reload();
+    }
+  }
+  conns_.clear();
+  held_bytes_ = 0;
+  update_gauges();
+}
+
+Conn* HttpServer::Impl::oldest_waiting() {
+  Conn* oldest = nullptr;
+  for (auto& [id, c] : conns_) {
+    if (c->dead || c->phase == Phase::kWait || c->phase == Phase::kWrite) continue;
+    if (!oldest || c->phase_start < oldest->phase_start) oldest = c.get();
+  }
+  return oldest;
+}
+
+void HttpServer::Impl::accept_all() {
+  for (int i = 0; i < kMaxAcceptsPerWake; ++i) {
+    int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        // Out of descriptors: make room by dropping the connection that has
+        // waited longest, or stop accepting until the next sweep (the
+        // listener would otherwise stay readable and spin).
+        if (Conn* victim = oldest_waiting()) {
+          count_closed("cap");
+          close_conn(*victim, nullptr);
+          erase_dead();
+          continue;
+        }
+        log_once("http-emfile", "HTTP front: out of file descriptors; pausing accept");
+        epoll_event ev = {};
+        ev.data.u64 = kListenerTag;
+        epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, listen_fd_.get(), &ev);
+        listening_paused_ = true;
+      }
+      break;
+    }
+    if (conns_.size() >= options_.max_connections) {
+      // At the cap the connection that has waited longest for its request
+      // (a slow or idle client) goes; a connection whose request is being
+      // answered is never dropped for a newcomer.
+      Conn* victim = oldest_waiting();
+      count_closed("cap");
+      if (!victim) {
+        close(fd);
+        continue;
+      }
+      close_conn(*victim, nullptr);
+      erase_dead();
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto c = std::make_unique<Conn>();
+    c->id = next_id_++;
+    c->fd = fd;
+    c->web = current_;
+    c->phase = current_->ssl_ctx ? Phase::kSniff : Phase::kRead;
+    c->phase_start = Clock::now();
+    epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.u64 = c->id;
+    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;  // c closes fd
+    c->events = EPOLLIN;
+    conns_.emplace(c->id, std::move(c));
+    {
+      std::lock_guard lock(stats_mu_);
+      ++stats_.connections_accepted;
+    }
+  }
+  update_gauges();
+}
+
+void HttpServer::Impl::want(Conn& c, uint32_t events) {
+  if (c.dead || c.events == events) return;
+  epoll_event ev = {};
+  ev.events = events;
+  ev.data.u64 = c.id;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, c.fd, &ev);
+  c.events = events;
+}
+
+void HttpServer::Impl::close_conn(Conn& c, const char* reason) {
+  if (c.dead) return;
+  if (reason) count_closed(reason);
+  if (c.ssl && c.phase != Phase::kHandshake && c.phase != Phase::kSniff) {
+    // One close_notify, without waiting for the peer's.
+    SSL_shutdown(c.ssl);
+    ERR_clear_error();
+  }
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c.fd, nullptr);
+  held_bytes_ -= c.held;
+  c.held = 0;
+  c.dead = true;
+}
+
+void HttpServer::Impl::erase_dead() {
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->second->dead) it = conns_.erase(it);
+    else ++it;
+  }
+  update_gauges();
+}
+
+void HttpServer::Impl::sweep(Clock::time_point now) {
+  const bool pressure = conns_.size() > options_.max_connections / 2;
+  const auto request_timeout = pressure ? std::min(options_.request_timeout, options_.request_timeout_under_pressure)
+                                        : options_.request_timeout;
+  for (auto& [id, c] : conns_) {
+    const auto age = now - c->phase_start;
+    switch (c->phase) {
+      case Phase::kSniff:
+      case Phase::kHandshake:
+      case Phase::kRead:
+        if (age > request_timeout) close_conn(*c, "timeout");
+        break;
+      case Phase::kWrite:
+        if (age > options_.write_timeout) close_conn(*c, "write_timeout");
+        break;
+      case Phase::kWait:
+        break;
+    }
+  }
+  erase_dead();
+  if (listening_paused_) {
+    epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenerTag;
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, listen_fd_.get(), &ev);
+    listening_paused_ = false;
+  }
+}
+
+void HttpServer::Impl::check_reload() {
+  const std::string& path = options_.web_config_path;
+  if (path.empty()) return;
+  std::vector<std::string> files =
+      current_->config ? web_config_files(*current_->config) : std::vector<std::string>{path};
+  if (current_->config && current_->config->file != path) files[0] = path;
+  std::vector<FileStamp> stamps = stamp_files(files);
+  if (stamps == current_->stamps || stamps == failed_stamps_) return;
+  auto fail = [&](const std::string& why) {
+    LW_LOG_ERROR("web config %s not reloaded, the running one stays in force: %s", path.c_str(), why.c_str());
+    failed_stamps_ = stamps;
+    std::lock_guard lock(stats_mu_);
+    ++stats_.web_config_reload_failures;
+    stats_.web_config_last_reload_successful = false;
+  };
+  std::vector<ConfigError> errors;
+  Result<WebConfig> loaded = load_web_config(path, &errors);
+  if (!loaded) {
+    for (const ConfigError& e : errors) LW_LOG_ERROR("%s", format_error(e).c_str());
+    return fail(loaded.error().message);
+  }
+  auto config = std::make_shared<const WebConfig>(std::move(*loaded));
+  // A listener serves one protocol: an edit that removed TLS must not
+  // quietly expose the API in plain text (nor the reverse break clients).
+  if (config->tls.has_value() != (current_->ssl_ctx != nullptr))
+    return fail(std::string("turning TLS ") + (config->tls ? "on" : "off") + " needs a restart");
+  Result<std::shared_ptr<WebState>> state = WebState::build(config, current_.get());
+  if (!state) return fail(state.error().message);
+  current_ = std::move(*state);
+  failed_stamps_.clear();
+  LW_LOG_INFO("web config %s reloaded: %s, %s%s", path.c_str(),
+              config->tls ? client_auth_name(config->tls->client_auth) : "plain HTTP",
+              config->users.empty() ? "no basic auth" : "basic auth",
+              config->rate_limit.interval_ms ? ", rate limited" : "");
+  std::lock_guard lock(stats_mu_);
+  ++stats_.web_config_reloads;
+  stats_.web_config_last_reload_successful = true;
+}
+
+HttpServer::Impl::Io HttpServer::Impl::read_available(Conn& c, uint32_t* want_events) {
+  // One byte past the head limit at most: enough for the parser to tell a
+  // too-large head (431); pipelined requests wait in the kernel.
+  const size_t cap = options_.limits.max_head_bytes + 1;
+  char buf[kReadChunk];
+  *want_events = EPOLLIN;
+  while (c.in.size() < cap) {
+    const size_t room = std::min(sizeof(buf), cap - c.in.size());
+    if (c.ssl) {
+      ERR_clear_error();
+      int n = SSL_read(c.ssl, buf, static_cast<int>(room));
+      if (n > 0) {
+        c.in.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      int e = SSL_get_error(c.ssl, n);
+      if (e == SSL_ERROR_WANT_READ) return Io::kBlocked;
+      if (e == SSL_ERROR_WANT_WRITE) {
+        *want_events = EPOLLOUT;
+        return Io::kBlocked;
+      }
+      if (e == SSL_ERROR_ZERO_RETURN) return Io::kEof;
+      ERR_clear_error();
+      return e == SSL_ERROR_SYSCALL && n == 0 ? Io::kEof : Io::kError;
+    }
+    ssize_t n = recv(c.fd, buf, room, 0);
+    if (n > 0) {
+      c.in.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) return Io::kEof;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kBlocked;
+    if (errno == EINTR) continue;
+    return Io::kError;
+  }
+  return Io::kMore;
+}
+
+HttpServer::Impl::Io HttpServer::Impl::write_pending(Conn& c, uint32_t* want_events) {
+  *want_events = EPOLLOUT;
+  while (c.out_off < c.out.size()) {
+    const size_t len = c.out.size() - c.out_off;
+    if (c.ssl) {
+      ERR_clear_error();
+      int n = SSL_write(c.ssl, c.out.data() + c.out_off, static_cast<int>(std::min<size_t>(len, 1 << 20)));
+      if (n > 0) {
+        c.out_off += static_cast<size_t>(n);
+        continue;
+      }
+      int e = SSL_get_error(c.ssl, n);
+      if (e == SSL_ERROR_WANT_WRITE) return Io::kBlocked;
+      if (e == SSL_ERROR_WANT_READ) {
+        *want_events = EPOLLIN;
+        return Io::kBlocked;
+      }
+      ERR_clear_error();
+      return Io::kError;
+    }
+    ssize_t n = send(c.fd, c.out.data() + c.out_off, len, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::kBlocked;
+    if (n < 0 && errno == EINTR) continue;
+    return Io::kError;
+  }
+  return Io::kMore;
+}
+
+void HttpServer::Impl::drive(Conn& c) {
+  while (!c.dead) {
+    switch (c.phase) {
+      case Phase::kSniff: {
+        unsigned char first = 0;
+        ssize_t n = recv(c.fd, &first, 1, MSG_PEEK);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return want(c, EPOLLIN);
+        if (n <= 0) return close_conn(c, nullptr);
+        if (first == 0x16) {  // a TLS handshake record
+          c.ssl = SSL_new(c.web->ssl_ctx.get());
+          if (!c.ssl || SSL_set_fd(c.ssl, c.fd) != 1) return close_conn(c, "tls_handshake");
+          SSL_set_accept_state(c.ssl);
+          c.phase = Phase::kHandshake;
+        } else {
+          c.plain_on_tls = true;
+          c.phase = Phase::kRead;
+        }
+        break;
+      }
+      case Phase::kHandshake: {
+        ERR_clear_error();
+        int r = SSL_do_handshake(c.ssl);
+        if (r == 1) {
+          c.phase = Phase::kRead;
+          break;
+        }
+        int e = SSL_get_error(c.ssl, r);
+        if (e == SSL_ERROR_WANT_READ) return want(c, EPOLLIN);
+        if (e == SSL_ERROR_WANT_WRITE) return want(c, EPOLLOUT);
+        ERR_clear_error();
+        return close_conn(c, "tls_handshake");
+      }
+      case Phase::kRead: {
+        uint32_t next = EPOLLIN;
+        if (!c.peer_closed) {
+          Io io = read_available(c, &next);
+          if (io == Io::kError) return close_conn(c, nullptr);
+          if (io == Io::kEof) c.peer_closed = true;
+        }
+        if (c.in.empty()) return c.peer_closed ? close_conn(c, nullptr) : want(c, next);
+        HttpRequest request;
+        HeadParse p = parse_request_head(c.in, options_.limits, &request, c.scanned);
+        if (p.state == HeadParse::State::kIncomplete) {
+          if (c.peer_closed) return close_conn(c, nullptr);
+          c.scanned = c.in.size();
+          return want(c, next);
+        }
+        if (p.state == HeadParse::State::kError) {
+          count_refused(p.status == 431 ? "head_too_large" : "malformed");
+          c.head_only = false;
+          respond(c, json_error(p.status, p.error), true);
+          break;
+        }
+        c.in.erase(0, p.consumed);
+        c.scanned = 0;
+        {
+          std::lock_guard lock(stats_mu_);
+          ++stats_.requests;
+        }
+        dispatch(c, std::move(request));
+        break;
+      }
+      case Phase::kWait:
+        return want(c, 0);
+      case Phase::kWrite: {
+        uint32_t next = EPOLLOUT;
+        Io io = write_pending(c, &next);
+        if (io == Io::kError) return close_conn(c, nullptr);
+        if (io == Io::kBlocked) return want(c, next);
+        held_bytes_ -= c.held;
+        c.held = 0;
+        std::string().swap(c.out);
+        c.out_off = 0;
+        if (c.close_after) return close_conn(c, nullptr);
+        // The next request (perhaps already read: pipelining) has the whole
+        // request_timeout again.
+        c.phase = Phase::kRead;
+        c.phase_start = Clock::now();
+        break;
+      }
+    }
+  }
+}
+
+void HttpServer::Impl::dispatch(Conn& c, HttpRequest request) {
+  c.keep_alive = request.keep_alive && !c.peer_closed;
+  c.head_only = request.head_only;
+  if (request.has_body) {
+    // Unread: the body would only be buffered to be thrown away.
+    count_refused("body");
+    return respond(c, json_error(413, "no endpoint takes a request body"), true);
+  }
+  if (request.method != "GET" && request.method != "HEAD") {
+    count_refused("method");
+    HttpResponse r = json_error(405, "only GET and HEAD are served");
+    r.headers.emplace_back("Allow", "GET, HEAD");
+    return respond(c, std::move(r));
+  }
+  if (c.plain_on_tls) {
+    if (request.path == "/healthz") return respond(c, healthz_response(source_().get()));
+    count_refused("plain_on_tls");
+    return respond(c, json_error(400, "this port serves HTTPS; over plain HTTP only /healthz is answered"),
+                   true);
+  }
+  // Answered here, by the epoll thread, without authentication: it says
+  // nothing about the traced processes, and must answer while the workers
+  // are busy (docs/api.md).
+  if (request.path == "/healthz") return respond(c, healthz_response(source_().get()));
+  const std::shared_ptr<WebState> web = current_;
+  if (web->limiter && !web->limiter->allow(Clock::now())) {
+    count_refused("rate_limited");
+    HttpResponse r = json_error(429, "rate limit exceeded (web config rate_limit)");
+    const uint64_t wait_s = (web->limiter->config().interval_ms + 999) / 1000;
+    r.headers.emplace_back("Retry-After", std::to_string(std::max<uint64_t>(1, wait_s)));
+    return respond(c, std::move(r));
+  }
+  auto shared = std::make_shared<HttpRequest>(std::move(request));
+  if (!web->auth) return schedule_route(c, std::move(shared));
+  std::optional<std::string_view> header = shared->header("authorization");
+  std::optional<BasicAuth::Credentials> creds = BasicAuth::parse(header.value_or(""));
+  if (!creds) {
+    count_refused("unauthorized");
+    return respond(c, json_error(401, "authentication required"));
+  }
+  if (web->auth->cached(*creds)) return schedule_route(c, std::move(shared));
+  // bcrypt runs on the authentication thread, never here or on a worker.
+  auto credentials = std::make_shared<BasicAuth::Credentials>(std::move(*creds));
+  const uint64_t id = c.id;
+  std::shared_ptr<BasicAuth> auth = web->auth;
+  const bool queued = auth_work_.push([this, id, auth, credentials, shared] {
+    const bool ok = auth->verify(*credentials);
+    Completion done;
+    done.conn = id;
+    done.kind = ok ? Completion::Kind::kAuthorized : Completion::Kind::kUnauthorized;
+    done.request = shared;
+    post(std::move(done));
+  });
+  if (!queued) {
+    count_refused("overloaded");
+    HttpResponse r = json_error(503, "too many password checks in progress; retry");
+    r.headers.emplace_back("Retry-After", "1");
+    return respond(c, std::move(r));
+  }
+  c.phase = Phase::kWait;
+}
+
+void HttpServer::Impl::schedule_route(Conn& c, std::shared_ptr<HttpRequest> request) {
+  const uint64_t id = c.id;
+  const bool fits = held_bytes_ < options_.max_response_bytes;
+  const bool queued = fits && work_.push([this, id, request] {
+    std::shared_ptr<const DaemonSnapshot> snap = source_();
+    HttpFrontStats front = stats();
+    RouteOptions route;
+    route.max_series = options_.max_series;
+    route.http = &front;
+    Completion done;
+    done.conn = id;
+    done.response = route_request(*request, snap.get(), route);
+    post(std::move(done));
+  });
+  if (!queued) {
+    count_refused("overloaded");
+    HttpResponse r = json_error(503, "busy: too many requests in progress; retry");
+    r.headers.emplace_back("Retry-After", "1");
+    return respond(c, std::move(r));
+  }
+  c.phase = Phase::kWait;
+}
+
+void HttpServer::Impl::respond(Conn& c, HttpResponse r, bool close) {
+  if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", R"(Basic realm="leakwatch")");
+  // Range requests get the whole representation (RFC 9110 14.2 lets a
+  // server ignore Range): no multi-range amplification.
+  r.headers.emplace_back("Accept-Ranges", "none");
+  c.close_after = close || r.close || !c.keep_alive;
+  c.out = serialize_response(r, c.head_only, !c.close_after, current_->headers);
+  c.out_off = 0;
+  c.held = c.out.size();
+  held_bytes_ += c.held;
+  c.phase = Phase::kWrite;
+  c.phase_start = Clock::now();
+  update_gauges();
+}
+
+void HttpServer::Impl::post(Completion done) {
+  {
+    std::lock_guard lock(completions_mu_);
+    completions_.push_back(std::move(done));
+  }
+  uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
+  (void)ignored;
+}
+
+void HttpServer::Impl::handle_completions() {
+  std::vector<Completion> batch;
+  {
+    std::lock_guard lock(completions_mu_);
+    batch.swap(completions_);
+  }
+  for (Completion& done : batch) {
+    auto it = conns_.find(done.conn);
+    if (it == conns_.end()) continue;  // the client went away meanwhile
+    Conn& c = *it->second;
+    if (c.dead || c.phase != Phase::kWait) continue;
+    switch (done.kind) {
+      case Completion::Kind::kResponse:
+        // The responses held for clients stay within their bound: one that
+        // would pass it is not sent (the client may retry).
+        if (held_bytes_ + done.response.body.size() > options_.max_response_bytes) {
+          count_refused("overloaded");
+          HttpResponse busy = json_error(503, "busy: too many response bytes held for clients; retry");
+          busy.headers.emplace_back("Retry-After", "1");
+          respond(c, std::move(busy));
+        } else {
+          respond(c, std::move(done.response));
+        }
+        break;
+      case Completion::Kind::kAuthorized:
+        schedule_route(c, std::move(done.request));
+        break;
+      case Completion::Kind::kUnauthorized:
+        count_refused("unauthorized");
+        respond(c, json_error(401, "authentication required"));
+        break;
+    }
+    drive(c);
+  }
+  erase_dead();
 }
 
 HttpServer::HttpServer(SnapshotSource source, size_t max_series)
     : HttpServer(std::move(source), max_series, nullptr) {}
 
-HttpServer::HttpServer(SnapshotSource source, size_t max_series,
-                       std::shared_ptr<const WebConfig> web)
-    : source_(std::move(source)), max_series_(max_series), web_(std::move(web)) {
-  if (web_ && web_->tls) {
-    // The callback constructor leaves the whole context to us; the others
-    // allow TLS 1.1 and cannot set a maximum version.
-    server_ = std::make_unique<httplib::SSLServer>([this](SSL_CTX& ctx) {
-      Status st = configure_tls_context(*web_->tls, ctx);
-      if (!st) tls_error_ = st.error().message;
-      return st.ok();
-    });
-  } else {
-    server_ = std::make_unique<httplib::Server>();
-  }
-  security();
-  routes();
+HttpServer::HttpServer(SnapshotSource source, size_t max_series, std::shared_ptr<const WebConfig> web) {
+  HttpServerOptions options;
+  options.max_series = max_series;
+  options.web = std::move(web);
+  impl_ = std::make_unique<Impl>(std::move(source), std::move(options));
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::HttpServer(SnapshotSource source, HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
 
-void HttpServer::security() {
-  if (!web_) return;
-  if (!web_->headers.empty()) {
-    // Default headers go on every response, 401s and 404s included.
-    httplib::Headers headers(web_->headers.begin(), web_->headers.end());
-    server_->set_default_headers(std::move(headers));
-  }
-  if (web_->users.empty()) return;
-  auth_ = std::make_unique<BasicAuth>(web_->users);
-  // Before routing, so that every path, unknown ones included, needs
-  // credentials: call stacks reveal the traced programs' code structure.
-  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (auth_->check(req.get_header_value("Authorization"))) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    res.status = 401;
-    res.set_header("WWW-Authenticate", R"(Basic realm="leakwatch")");
-    res.set_content("Unauthorized\n", "text/plain");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-}
+HttpServer::~HttpServer() = default;
 
-void HttpServer::routes() {
-  httplib::Server& s = *server_;
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kLanding, "text/html; charset=utf-8");
-  });
-  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    auto snap = source_();
-    double age = snap ? std::chrono::duration<double>(
-                            std::chrono::system_clock::now().time_since_epoch()).count() -
-                            snap->timestamp
-                      : 1e9;
-    if (age > kStaleSnapshotSeconds) {
-      res.status = 503;
-      res.set_content("consumer stalled: last snapshot " + std::to_string(age) + " s ago\n",
-                      "text/plain");
-      return;
-    }
-    res.set_content("ok\n", "text/plain");
-  });
-  s.Get("/api/v1/processes", [this](const httplib::Request&, httplib::Response& res) {
-    auto snap = source_();
-    if (!snap) {
-      res.status = 503;
-      return;
-    }
-    res.set_content(processes_json(*snap), "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    auto snap = source_();
-    if (!snap) {
-      res.status = 503;
-      return;
-    }
-    MetricsOptions opts;
-    opts.max_series = max_series_;
-    res.set_content(render_metrics(*snap, opts), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  s.Get("/debug/pprof/heap", [this](const httplib::Request& req, httplib::Response& res) {
-    auto snap = source_();
-    if (!snap) {
-      res.status = 503;
-      return;
-    }
-    char* end = nullptr;
-    std::string pid_s = req.get_param_value("pid");
-    long pid = strtol(pid_s.c_str(), &end, 10);
-    std::string st_s = req.get_param_value("start_time");
-    uint64_t start_time = st_s.empty() ? 0 : strtoull(st_s.c_str(), nullptr, 10);
-    if (pid_s.empty() || *end != '\0' || pid <= 0) {
-      res.status = 400;
-      res.set_content("pid=PID is required\n", "text/plain");
-      return;
-    }
-    for (const ProcessEntry& e : snap->processes) {
-      if (e.process.identity.pid != pid) continue;
-      if (start_time && e.process.identity.start_time != start_time) break;
-      double attached = std::chrono::duration<double>(
-                            e.process.attached_at.time_since_epoch()).count();
-      Result<std::string> gz = encode_pprof_gz(profile_input(e.snapshot, attached));
-      if (!gz) {
-        res.status = 500;
-        res.set_content(gz.error().message + "\n", "text/plain");
-        return;
-      }
-      res.set_header("Content-Disposition", "attachment; filename=\"heap.pb.gz\"");
-      res.set_content(std::move(*gz), "application/octet-stream");
-      return;
-    }
-    res.status = 404;
-    res.set_content("pid " + pid_s + " is not traced\n", "text/plain");
-  });
-  s.Get("/api/v1/status", [this](const httplib::Request&, httplib::Response& res) {
-    auto snap = source_();
-    if (!snap) {
-      res.status = 503;
-      return;
-    }
-    res.set_content(status_json(*snap), "application/json");
-  });
-  s.Get(R"(/api/v1/processes/(\d+)/sites)", [this](const httplib::Request& req,
-                                                   httplib::Response& res) {
-    auto snap = source_();
-    if (!snap) {
-      res.status = 503;
-      return;
-    }
-    char* end = nullptr;
-    long pid = strtol(req.matches[1].str().c_str(), &end, 10);
-    uint64_t start_time = 0;
-    if (req.has_param("start_time")) {
-      std::string v = req.get_param_value("start_time");
-      start_time = strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0') {
-        res.status = 400;
-        res.set_content(R"({"error":"start_time must be an integer"})", "application/json");
-        return;
-      }
-    }
-    int status = 200;
-    std::string body = sites_json(*snap, static_cast<pid_t>(pid), start_time, &status);
-    res.status = status;
-    res.set_content(body, "application/json");
-  });
-}
-
-Result<int> HttpServer::start(const std::string& host, int port) {
-  if (!server_->is_valid()) {
-    return Error{EINVAL, "TLS setup from " + web_->file + " failed: " +
-                             (tls_error_.empty() ? "cannot create a TLS context" : tls_error_)};
-  }
-  int bound = port;
-  if (port == 0) {
-    bound = server_->bind_to_any_port(host.c_str());
-    if (bound < 0) return Error{EADDRNOTAVAIL, "cannot listen on " + host + ":0"};
-  } else if (!server_->bind_to_port(host.c_str(), port)) {
-    return Error{EADDRINUSE, "cannot listen on " + host + ":" + std::to_string(port) +
-                                 " (address in use or not available)"};
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  return bound;
-}
-
-void HttpServer::stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+Result<int> HttpServer::start(const std::string& host, int port) { return impl_->start(host, port); }
+void HttpServer::stop() { impl_->stop(); }
+HttpFrontStats HttpServer::stats() const { return impl_->stats(); }
 
 }  // namespace lw

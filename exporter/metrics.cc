@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/metrics.h"
 
+#include "exporter/http_routes.h"
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -136,7 +138,7 @@ std::string site_label(const SiteSnapshot& s) {
   }
   for (const Frame& f : s.frames) {
     if (f.function.empty() && f.file.empty()) continue;
-    std::string out = f.function.empty() ? "??" : f.function;
+    std::string out = frame_display_name(f);
     if (!f.file.empty()) {
       size_t slash = f.file.rfind('/');
       out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
@@ -144,7 +146,49 @@ std::string site_label(const SiteSnapshot& s) {
     }
     return out;
   }
-  return "unknown";
+  // Nothing symbolized (yet): the leaf as module+offset.
+  return s.frames.empty() ? "unknown" : frame_display_name(s.frames.front());
+}
+
+// The HTTP front (exporter/http_server.h): connections, refusals, the
+// response memory it holds and its web config reloads.
+template <typename Families>
+void add_http_families(Families& fam, const HttpFrontStats& h) {
+  const auto G = prometheus::MetricType::Gauge;
+  const auto C = prometheus::MetricType::Counter;
+  fam.add(fam.family("leakwatch_http_connections", "HTTP connections held now.", G), {},
+          static_cast<double>(h.connections_open));
+  fam.add(fam.family("leakwatch_http_max_connections", "HTTP connections held at most.", G), {},
+          static_cast<double>(h.max_connections));
+  fam.add(fam.family("leakwatch_http_connections_accepted_total", "HTTP connections accepted.", C), {},
+          static_cast<double>(h.connections_accepted));
+  MetricFamily& closed = fam.family("leakwatch_http_connections_closed_total",
+                                    "HTTP connections closed by leakwatch, by reason.", C);
+  for (const char* reason : {"cap", "timeout", "write_timeout", "tls_handshake"}) {
+    auto it = h.connections_closed.find(reason);
+    fam.add(closed, {{"reason", reason}},
+            static_cast<double>(it == h.connections_closed.end() ? 0 : it->second));
+  }
+  fam.add(fam.family("leakwatch_http_requests_total", "HTTP request heads received.", C), {},
+          static_cast<double>(h.requests));
+  MetricFamily& refused = fam.family("leakwatch_http_requests_refused_total",
+                                     "HTTP requests answered with an error before any route, by reason.", C);
+  for (const char* reason : {"malformed", "head_too_large", "body", "method", "unauthorized", "rate_limited",
+                             "overloaded", "plain_on_tls"}) {
+    auto it = h.refused.find(reason);
+    fam.add(refused, {{"reason", reason}}, static_cast<double>(it == h.refused.end() ? 0 : it->second));
+  }
+  fam.add(fam.family("leakwatch_http_response_bytes_held", "Bytes of HTTP responses held for clients now.", G),
+          {}, static_cast<double>(h.response_bytes_in_flight));
+  fam.add(fam.family("leakwatch_http_response_bytes_limit", "Bytes of HTTP responses held at most.", G), {},
+          static_cast<double>(h.response_bytes_limit));
+  fam.add(fam.family("leakwatch_web_config_reloads_total", "Web config files re-read after a change.", C), {},
+          static_cast<double>(h.web_config_reloads));
+  fam.add(fam.family("leakwatch_web_config_reload_failures_total",
+                     "Web config re-reads rejected (the running one kept).", C),
+          {}, static_cast<double>(h.web_config_reload_failures));
+  fam.add(fam.family("leakwatch_web_config_last_reload_successful", "1 if the last web config re-read succeeded.", G),
+          {}, h.web_config_last_reload_successful ? 1 : 0);
 }
 
 }  // namespace
@@ -354,6 +398,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
           static_cast<double>(self.threads));
   MetricFamily& limit = fam.family("leakwatch_series_limit", "The cap on series per scrape.", G);
   fam.add(limit, {}, static_cast<double>(options.max_series));
+  if (const HttpFrontStats* h = options.http) add_http_families(fam, *h);
 
   // Per process and kind.
   MetricFamily& p_live = fam.family("leakwatch_process_live_bytes", "Bytes live now, by kind.", G);
@@ -382,8 +427,16 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "leakwatch_process_sampling_mean_bytes",
       "Byte-sampling mean of the process's heap; > 0: its heap figures are estimates.", G);
   MetricFamily& p_stale = fam.family(
-      "leakwatch_process_heap_stale_since_seconds",
+      "leakwatch_process_heap_stale_since_timestamp_seconds",
       "When the heap probes were detached (unix seconds): heap figures frozen since; 0 when current.", G);
+  // The old name, for one release (docs/metrics.md, "Renamed").
+  MetricFamily& p_stale_old = fam.family(
+      "leakwatch_process_heap_stale_since_seconds",
+      "Deprecated: leakwatch_process_heap_stale_since_timestamp_seconds, under its old name for one release.", G);
+  MetricFamily& p_start = fam.family(
+      "leakwatch_process_start_time_seconds",
+      "When the process started (unix seconds); the start_time label holds the same in clock ticks since boot.",
+      G);
   MetricFamily& p_mode = fam.family(
       "leakwatch_process_mode", "1 for the process's current mode (full while its heap probes are attached).", G);
   MetricFamily& p_suspended = fam.family(
@@ -395,11 +448,27 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "leakwatch_process_allocator_info",
       "1 per process: the allocator probed (family), the object whose malloc wins, and how "
       "well it is supported (full, partial, unsupported, pending).", G);
+  // Per-site series share what the cap leaves fairly: every process gets
+  // the same number of site rows (its suspected leaks first, then by live
+  // bytes), the rest of its bytes going to its "other" row, instead of the
+  // processes late in the list losing every series. Each process also has
+  // about 16 per-process series per kind and one "other" pair per kind.
+  const size_t processes = snap.processes.size();
+  size_t sites_per_process = SIZE_MAX;
+  if (processes > 0) {
+    constexpr size_t kSeriesPerSite = 8, kProcessSeries = 36;
+    const size_t used = stats->series + processes * kProcessSeries + 1;
+    const size_t left = options.max_series > used ? options.max_series - used : 0;
+    sites_per_process = std::max<size_t>(1, left / (processes * kSeriesPerSite));
+  }
+  size_t sites_folded = 0;
   for (const ProcessEntry& e : snap.processes) {
     const Labels base = process_labels(e.process);
     const ProcessSnapshot& ps = e.snapshot;
     fam.add(p_sampling, base, static_cast<double>(ps.sample_mean_bytes));
     fam.add(p_stale, base, ps.heap_stale_since);
+    fam.add(p_stale_old, base, ps.heap_stale_since);
+    fam.add(p_start, base, start_time_unix_seconds(e.process.identity.start_time));
     fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
     fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
     fam.add(p_suspended, base, e.process.tracing_suspended ? 1 : 0);
@@ -433,7 +502,17 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                                     {"start_time", std::to_string(e.process.identity.start_time)},
                                     {"comm", e.process.identity.comm},
                                     {"target", e.process.target}});
-    for (const SiteSnapshot& s : ps.sites) {
+    std::vector<const SiteSnapshot*> shown;
+    for (const SiteSnapshot& s : ps.sites)
+      if (s.suspected_leak) shown.push_back(&s);
+    for (const SiteSnapshot& s : ps.sites)
+      if (!s.suspected_leak) shown.push_back(&s);
+    if (shown.size() > sites_per_process) {
+      sites_folded += shown.size() - sites_per_process;
+      shown.resize(sites_per_process);
+    }
+    for (const SiteSnapshot* site : shown) {
+      const SiteSnapshot& s = *site;
       Labels l = with(site_base, {{"kind", kind_name(s.kind)},
                                   {"stack_id", stack_id_hex(s.stack_id)},
                                   {"site", sanitize_label_value(site_label(s))}});
@@ -456,6 +535,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       fam.add(s_allocs, l, static_cast<double>(t.live_allocations - shown_allocs[kind]));
     }
   }
+  MetricFamily& folded = fam.family(
+      "leakwatch_series_sites_folded",
+      "Sites of the snapshot folded into their process's site=\"other\" row in this scrape so that every "
+      "process fits under the series cap.", G);
+  fam.add(folded, {}, static_cast<double>(sites_folded));
   // Counted in this scrape: how many series the cap cut.
   MetricFamily& dropped_series = fam.family(
       "leakwatch_series_dropped", "Series not exported in this scrape because of the series cap.", G);

@@ -15,12 +15,15 @@
 
 #include <prometheus/metric_family.h>
 
+#include "exporter/http_stats.h"
 #include "view/daemon_view.h"
 
 namespace lw {
 
 struct MetricsOptions {
   size_t max_series = 50000;
+  // The HTTP front's counters (leakwatch_http_*); null: not exported.
+  const HttpFrontStats* http = nullptr;
 };
 
 struct RenderStats {

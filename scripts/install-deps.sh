@@ -21,6 +21,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git ca-certificates \
   clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libcapstone-dev \
+  liblzma-dev libdebuginfod-dev libdebuginfod1 xz-utils \
   nlohmann-json3-dev libgtest-dev libgmock-dev \
   libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev libssl-dev libcrypt-dev \
   binutils procps help2man >/dev/null
@@ -32,6 +33,8 @@ apt-get install -y -qq --no-install-recommends \
 # systemd), python3-yaml, python3-matplotlib (the dashboard picture),
 # kubectl with its embedded kustomize (and Debian's kubectl 1.20 unpacked
 # beside another one), and Node.js with npm for the Kubernetes schemas.
+# Symbols (tests/integration/symbols_test.cc): Debian's debuginfod server,
+# run on loopback, and curl to wait for it.
 # Allocator peers (tests/integration/allocator_test.cc): jemalloc to link
 # against, tcmalloc and mimalloc to preload, and Debian's redis (jemalloc).
 # Python frames (tests/integration/python_test.cc): Debian's interpreter,
@@ -39,7 +42,8 @@ apt-get install -y -qq --no-install-recommends \
 if [ "$with_test_tools" = 1 ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
     debootstrap systemd systemd-container python3-yaml python3-matplotlib util-linux libclang-rt-14-dev \
-    libjemalloc-dev libgoogle-perftools4 libmimalloc2.0 redis-server redis-tools python3.11-minimal >/dev/null
+    libjemalloc-dev libgoogle-perftools4 libmimalloc2.0 redis-server redis-tools \
+    debuginfod curl python3.11-minimal >/dev/null
   # A kubectl or Node.js from another repository (Google's, NodeSource's)
   # ships the same files as Debian's packages: keep it if there is one.
   command -v kubectl >/dev/null || apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null

@@ -52,6 +52,7 @@ void Daemon::reload() {
   std::optional<ConfigReload> r = watcher_.reload(state_);
   if (!r) return;
   state_.config = std::move(r->next);
+  tracer_->configure_symbols(state_.config.symbols);  // a new symbol thread only if `symbols` changed
   set_log_level(options_.log_level_override.value_or(state_.config.log_level));
   overhead_.apply_memory_budget(baseline_rss_);
   if (state_.config.kill_switch != state_.counters.kill_switch_engaged)

@@ -37,6 +37,7 @@ UnwindTableOptions unwind_options(const Config& c) {
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
   auto tracer = EngineTracer::create(bpf_options(config), unwind_options(config));
   if (!tracer) return tracer.error();
+  (*tracer)->configure_symbols(config.symbols);
   return std::make_unique<Daemon>(std::move(options), std::move(config), std::move(*tracer));
 }
 

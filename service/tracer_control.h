@@ -11,6 +11,8 @@
 // the consumer thread only (the one that runs Daemon::run).
 #pragma once
 
+#include "core/config.h"
+
 #include <sys/types.h>
 
 #include <cstddef>
@@ -82,6 +84,11 @@ class TracerControl {
   // The host-wide raw syscall tracepoints may be attached (false while the
   // kill switch holds).
   virtual void set_raw_syscalls_allowed(bool allowed) = 0;
+
+  // ---- symbols ----
+  // Where debug files are found and which debuginfod servers are asked; a
+  // new symbol thread only when it changed (start and reload).
+  virtual void configure_symbols(const SymbolsConfig& config) = 0;
 
   // ---- consuming ----
   // Waits up to timeout_ms for events, applies them, does the deferred work.

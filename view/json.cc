@@ -12,12 +12,14 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
     json frames = json::array();
     for (const Frame& f : s.frames) {
       frames.push_back({{"function", f.function},
+                        {"display_name", frame_display_name(f)},
                         {"file", f.file},
                         {"line", f.line},
                         {"module", f.module},
                         {"build_id", f.build_id},
                         {"offset", f.offset},
                         {"unwound", f.unwound},
+                        {"inlined", f.inlined},
                         {"language", f.language}});
     }
     sites.push_back({{"stack_id", stack_id_hex(s.stack_id)},
@@ -37,6 +39,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                        {"lt_1h", s.ages.lt_1h},
                        {"older", s.ages.older}}},
                      {"truncated", s.truncated.empty() ? json(nullptr) : json(s.truncated)},
+                     {"symbols_pending", s.symbols_pending},
                      {"frames", std::move(frames)}});
   }
   json counters = json::object();
@@ -49,6 +52,15 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   counters["duplicate_allocs"] = snap.heap_counters.duplicate_allocs;
   counters["decode_errors"] = snap.tracer_stats.decode_errors;
   counters["attach_errors"] = snap.tracer_stats.attach_errors;
+  const SymbolCounters& sym = snap.tracer_stats.symbols;
+  counters["symbol_requests"] = sym.requests;
+  counters["symbol_requests_dropped"] = sym.requests_dropped;
+  counters["symbol_queue_depth"] = sym.queue_depth;
+  counters["symbol_module_errors"] = sym.symbolizer.module_errors;
+  counters["debuginfod_fetches"] = sym.debuginfod.fetches;
+  counters["debuginfod_hits"] = sym.debuginfod.hits;
+  counters["debuginfod_failures"] = sym.debuginfod.failures;
+  counters["debuginfod_bytes"] = sym.debuginfod.bytes;
   json out = {{"pid", snap.pid},
               {"comm", snap.comm},
               {"timestamp", snap.timestamp},
@@ -103,10 +115,16 @@ nlohmann::json kinds_to_json(const ProcessSnapshot& snap) {
 }
 
 nlohmann::json to_json(const AllocatorInfo& a) {
+  nlohmann::json preload_objects = nlohmann::json::array();
+  for (const PreloadInfo::Object& o : a.preload.objects)
+    preload_objects.push_back({{"file", o.file}, {"build_id", o.build_id}});
+  nlohmann::json preload = {{"present", a.preload.entries > 0},
+                            {"entries", a.preload.entries},
+                            {"objects", std::move(preload_objects)}};
   return {{"support", a.support},       {"reason", a.reason},
           {"family", a.family},         {"object", a.object},
           {"build_id", a.build_id},     {"static", a.static_exe},
-          {"go", a.go},                 {"preload", a.preload},
+          {"go", a.go},                 {"preload", std::move(preload)},
           {"functions", a.functions},   {"objects", a.objects},
           {"mmap_tracing", a.mmap_tracing}, {"mmap_tracing_reason", a.mmap_tracing_reason}};
 }

@@ -19,6 +19,7 @@
 #include "core/heap_tracker.h"
 #include "core/leak_analysis.h"
 #include "core/pprof.h"
+#include "core/symbol_counters.h"
 #include "core/symbolizer.h"
 #include "leakwatch_abi.h"
 
@@ -38,6 +39,9 @@ struct SiteSnapshot {
   // "table_pending", "memory_budget", ...; core/stack_frames.h), "" when
   // it is complete: a stack is never silently short.
   std::string truncated;
+  // Some frames show module+offset only because the symbol thread has not
+  // resolved them yet: a later snapshot may name them.
+  bool symbols_pending = false;
   // Leak analysis (zero/unknown until the analyzer has enough samples).
   AgeBuckets ages;
   double leak_rate_bytes_per_second = 0;
@@ -70,6 +74,21 @@ struct ProbeReport {
   std::string error;       // why not, when !attached
 };
 
+// What a process preloads (LD_PRELOAD, /etc/ld.so.preload), without the
+// entries' text: an environment value may hold anything (a secret written
+// by mistake, a path meant to stay private), and /proc/PID/environ is
+// readable only to the process's owner, while the API is served to whoever
+// reaches the port. Only objects actually mapped are named, by file name
+// and build-id, which say which allocator the preload brings.
+struct PreloadInfo {
+  struct Object {
+    std::string file;      // last path component of the mapped object
+    std::string build_id;  // lowercase hex, "" when it has none
+  };
+  uint32_t entries = 0;         // entries read (LD_PRELOAD, then /etc/ld.so.preload)
+  std::vector<Object> objects;  // entries found among the process's mappings
+};
+
 // The allocator decision for one process, for the API, `top` and the
 // leakwatch_process_allocator_info metric: "why is nothing showing".
 struct AllocatorInfo {
@@ -80,7 +99,7 @@ struct AllocatorInfo {
   std::string build_id;             // of that object
   bool static_exe = false;
   bool go = false;
-  std::vector<std::string> preload;  // LD_PRELOAD then /etc/ld.so.preload, as read
+  PreloadInfo preload;
   std::vector<std::string> functions;  // every function probed (attached), all objects
   std::vector<std::string> objects;    // every object holding probes
   // How anonymous mmap/munmap/mremap/brk are seen (decision 29): "wrappers"
@@ -124,6 +143,7 @@ struct TracerStats {
   uint64_t attach_errors = 0;
   uint64_t ringbuf_errors = 0;
   uint64_t symbolization_errors = 0;  // modules that failed to open or parse
+  SymbolCounters symbols;  // the symbol thread and debuginfod (core/symbol_service.h)
   // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
   std::vector<uint64_t> elf_rejections;
   // The memory budget (docs/architecture.md, 28).

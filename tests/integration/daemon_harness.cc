@@ -255,9 +255,13 @@ Json DaemonProcess::wait_for_status(const std::function<bool(const Json &)> &pre
 Json DaemonProcess::sites_at_or_after(pid_t pid, double unix_time, milliseconds timeout) {
   const std::string path = "/api/v1/processes/" + std::to_string(pid) + "/sites";
   Json sites;
-  bool ok = wait_until(timeout, [&] {
+  // Symbols come from the daemon's symbol thread, a publish or two after a
+  // stack is first seen (docs/architecture.md, decision 35): also wait for
+  // a snapshot without pending frames, for at most 20 s more.
+  bool ok = wait_until(timeout + milliseconds(20000), [&] {
     sites = get_json(path);
-    return sites.at("timestamp").get<double>() >= unix_time;
+    const double at = sites.at("timestamp").get<double>();
+    return at >= unix_time && (!symbols_pending(sites) || at >= unix_time + 20);
   });
   if (!ok) fail("no snapshot of pid " + std::to_string(pid) + " at or after " + std::to_string(unix_time) +
                 diagnostics());

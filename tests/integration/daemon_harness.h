@@ -105,7 +105,8 @@ class DaemonProcess {
   Json wait_for_status(const std::function<bool(const Json &)> &predicate, milliseconds timeout,
                        const std::string &what);
   // The first /api/v1/processes/PID/sites whose timestamp is at or after
-  // `unix_time`: a snapshot that includes everything that happened before.
+  // `unix_time`: a snapshot that includes everything that happened before;
+  // and one without sites waiting for symbols, unless 20 s pass.
   Json sites_at_or_after(pid_t pid, double unix_time, milliseconds timeout);
 
   // Whether the daemon is still running (not reaped).

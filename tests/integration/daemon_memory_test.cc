@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 constexpr uint64_t MiB = 1ull << 20;
 constexpr uint64_t kBlocks = 1000000;
 // What case (b) allows past the budget: the design leaves none (the record
-// cap is taken after the baseline RSS and a 16 MiB reserve), this covers
+// cap is taken after the baseline RSS, a 16 MiB reserve and the HTTP front's 32 MiB), this covers
 // glibc keeping freed pages a moment before malloc_trim and the page
 // rounding of /proc figures.
 constexpr uint64_t kSlack = 4 * MiB;

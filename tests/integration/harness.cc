@@ -76,7 +76,10 @@ pid_t fork_onto(pid_t want_pid) {
 
 }  // namespace
 
-std::string target_path(const std::string &name) { return std::string(LW_TARGETS_DIR) + "/" + name; }
+std::string target_path(const std::string &name) {
+  if (!name.empty() && name[0] == '/') return name;
+  return std::string(LW_TARGETS_DIR) + "/" + name;
+}
 
 Process::Process(const std::vector<std::string> &argv, Options options) : name_(basename_of(argv.at(0))) {
   std::vector<char *> args;
@@ -184,6 +187,28 @@ std::optional<std::string> Process::read_line(milliseconds timeout) {
   }
 }
 
+bool Process::line_ready(milliseconds timeout) {
+  if (buffer_.find('\n') != std::string::npos) return true;
+  pollfd pfd{stdout_fd_, POLLIN, 0};
+  int ready = poll(&pfd, 1, static_cast<int>(timeout.count()));
+  if (ready < 0 && errno != EINTR) fail_errno("poll");
+  return ready > 0;
+}
+
+void Process::drain() {
+  for (;;) {
+    pollfd pfd{stdout_fd_, POLLIN, 0};
+    int ready = poll(&pfd, 1, 0);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0 || !(pfd.revents & POLLIN)) return;
+    char chunk[65536];
+    ssize_t n = read(stdout_fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // EOF or an error: read_line reports it
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
 std::optional<int> Process::wait_exit(milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!status_) {
@@ -232,15 +257,24 @@ TraceSession::TraceSession(TraceOptions options)
                                       "--json", "--interval", "0.2"};
         argv.insert(argv.end(), options_.leakwatch_args.begin(), options_.leakwatch_args.end());
         return argv;
-      }()) {
+      }(), Process::Options{false, options_.leakwatch_env}) {
   // The first line means all probes are attached; only then may the work
   // start. Attaching resolves symbols in every module: allow for it.
   attach_snapshot_ = next_snapshot(milliseconds(60000));
   target_.write_line("go");
 
+  // leakwatch prints a snapshot every 0.2 s meanwhile: they are read as
+  // they come, or its stdout pipe fills (64 KiB is a few snapshots of
+  // native stacks) and its consumer blocks in write(), which delays what
+  // it must follow during the work (a dlopen's rescan).
   std::optional<std::string> done;
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(120000);
   do {
-    done = target_.read_line(milliseconds(120000));
+    while (!target_.line_ready(milliseconds(50))) {
+      leakwatch_.drain();
+      if (std::chrono::steady_clock::now() > deadline) fail(options_.target + ": no 'done' within 120 s");
+    }
+    done = target_.read_line(milliseconds(10000));
     if (!done) fail(options_.target + " ended before 'done'; stderr: " + target_.stderr_text());
   } while (done->rfind("done ", 0) != 0);
   const double done_at = now_unix_seconds();
@@ -249,9 +283,14 @@ TraceSession::TraceSession(TraceOptions options)
   const double attached_at = attach_snapshot_.at("timestamp").get<double>();
   const double settled_at =
       std::max(done_at + options_.settle_after_done_s, attached_at + options_.settle_after_attach_s);
+  // Symbols arrive from leakwatch's symbol thread a snapshot or two after
+  // a stack is first seen (docs/architecture.md, "Symbolization"): the
+  // settled snapshot is also one without pending frames, or the last
+  // before a 20 s grace runs out.
   for (;;) {
     Json snapshot = next_snapshot(milliseconds(30000));
-    if (snapshot.at("timestamp").get<double>() >= settled_at) {
+    const double at = snapshot.at("timestamp").get<double>();
+    if (at >= settled_at && (!symbols_pending(snapshot) || at >= settled_at + 20)) {
       snapshot_ = std::move(snapshot);
       break;
     }
@@ -271,16 +310,26 @@ std::string TraceSession::diagnostics() const {
   return "\nleakwatch stderr:\n" + leakwatch_.stderr_text();
 }
 
+bool symbols_pending(const Json &snapshot) {
+  for (const Json &site : snapshot.at("sites"))
+    if (site.value("symbols_pending", false)) return true;
+  return false;
+}
+
 std::map<std::string, LeafTotals> live_by_leaf(const Json &snapshot) {
   std::map<std::string, LeafTotals> leaves;
   for (const Json &site : snapshot.at("sites")) {
     const Json &frames = site.at("frames");
-    std::string function = frames.empty() ? "<no frames>" : frames[0].value("function", "<unknown>");
+    // The physical leaf: functions inlined into it (DWARF inline chains,
+    // e.g. glibc's __brk_call in brk) come first and are skipped.
+    size_t leaf_at = 0;
+    while (leaf_at + 1 < frames.size() && frames[leaf_at].value("inlined", false)) ++leaf_at;
+    std::string function = frames.empty() ? "<no frames>" : frames[leaf_at].value("function", "<unknown>");
     LeafTotals &leaf = leaves[function];
     leaf.live_bytes += site.at("live_bytes").get<int64_t>();
     leaf.live_allocations += site.at("live_allocations").get<int64_t>();
     leaf.kinds.insert(site.at("kind").get<std::string>());
-    if (!frames.empty()) leaf.modules.insert(basename_of(frames[0].value("module", "")));
+    if (!frames.empty()) leaf.modules.insert(basename_of(frames[leaf_at].value("module", "")));
   }
   return leaves;
 }

@@ -26,7 +26,8 @@ namespace lw::itest {
 using Json = nlohmann::json;
 using std::chrono::milliseconds;
 
-// Path of a target program or library built from tests/targets.
+// Path of a target program or library built from tests/targets; an
+// absolute path is returned as it is (a copy elsewhere, e.g. on overlayfs).
 std::string target_path(const std::string &name);
 
 // A child process with pipes on stdin and stdout. Its stderr goes to an
@@ -56,6 +57,12 @@ class Process {
   // The next line on stdout without its newline, or nullopt at EOF. Throws
   // if none arrives within the timeout.
   std::optional<std::string> read_line(milliseconds timeout);
+  // Whether read_line would not wait: a whole line is buffered, or stdout
+  // has data or EOF, within the timeout.
+  bool line_ready(milliseconds timeout);
+  // Reads what stdout holds now into the buffer, without waiting, so the
+  // process never blocks on a full pipe; read_line returns it later.
+  void drain();
   // The wait status once the process exited, or nullopt on timeout.
   std::optional<int> wait_exit(milliseconds timeout);
   std::string stderr_text() const;
@@ -71,10 +78,11 @@ class Process {
 };
 
 struct TraceOptions {
-  std::string target;  // program name in the targets directory
+  std::string target;  // program name in the targets directory, or an absolute path
   std::vector<std::string> target_args;
   std::vector<std::string> target_env;      // "NAME=VALUE" added to the target's environment
   std::vector<std::string> leakwatch_args;  // after top -p PID --json --interval 0.2
+  std::vector<std::string> leakwatch_env;   // "NAME=VALUE" added to leakwatch's environment
   // The result snapshot is the first whose timestamp is at least this long
   // after "done" arrived...
   double settle_after_done_s = 0.5;
@@ -112,7 +120,10 @@ class TraceSession {
   Json snapshot_;
 };
 
-// Live bytes, grouped by the leaf frame's function (the allocating call
+// Whether any site of a snapshot still has frames waiting for symbols.
+bool symbols_pending(const Json &snapshot);
+
+// Live bytes, grouped by the (physical: inlined frames skipped) leaf frame's function (the allocating call
 // site), with the kinds and modules reported for that leaf.
 struct LeafTotals {
   int64_t live_bytes = 0;

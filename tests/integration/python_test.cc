@@ -205,7 +205,7 @@ TEST(LeakwatchPython, LeakTwoFunctionsDeepHasBothFramesWithFileAndLine) {
   EXPECT_TRUE(r.target->wait_exit(std::chrono::milliseconds(10000)).has_value());
 }
 
-// 3.12 and 3.13 are `untested` (docs/architecture.md, decision 33): no CI
+// 3.12 and 3.13 are `untested` (docs/architecture.md, decision 36): no CI
 // machine is known to have them. By hand, with interpreters of those
 // versions (e.g. pyenv's, built --enable-shared):
 //   LW_PYTHON_INTERPRETERS=/root/.pyenv/versions/3.12.1/bin/python3.12:/root/.pyenv/versions/3.13.0/bin/python3.13

@@ -16,7 +16,10 @@
  * (the others are kind "heap"). "kinds", where present, names the kind of
  * other sites ({"leak_cuda_malloc":"cuda_device"}). "total_live" is present only where the
  * target knows every byte allocated after "ready": then the snapshot's
- * live_bytes must equal it.
+ * live_bytes must equal it. "backtraces", where present, lists what the
+ * target's own unwinder (glibc's backtrace()) found at sites:
+ * [{"site":"f","frames":["module+0xFILEOFFSET",...]},...], return addresses
+ * innermost first, module as a file name.
  *
  * Everything here uses read(2)/write(2) and fixed static buffers, never
  * stdio streams or malloc: the protocol itself must not allocate while
@@ -44,6 +47,8 @@ struct lw_truth {
   char mmap_sites[LW_TRUTH_BYTES];
   char kinds[LW_TRUTH_BYTES];
   char facts[LW_TRUTH_BYTES];
+  char backtraces[LW_TRUTH_BYTES];
+  int backtrace_frames; /* frames in the backtrace being appended */
   int have_total;
   unsigned long long total_live;
 };
@@ -142,9 +147,25 @@ static inline void lw_truth_total(unsigned long long total_live) {
   lw_truth_state.total_live = total_live;
 }
 
+/* One backtrace of `site`: lw_truth_backtrace_begin, then its frames
+ * innermost first, then lw_truth_backtrace_end. A site may have several
+ * (one per distinct path to it). */
+static inline void lw_truth_backtrace_begin(const char *site) {
+  struct lw_truth *t = &lw_truth_state;
+  lw_append(t->backtraces, "%s{\"site\":\"%s\",\"frames\":[", t->backtraces[0] ? "," : "", site);
+  t->backtrace_frames = 0;
+}
+
+static inline void lw_truth_backtrace_frame(const char *module, unsigned long long file_offset) {
+  struct lw_truth *t = &lw_truth_state;
+  lw_append(t->backtraces, "%s\"%s+0x%llx\"", t->backtrace_frames++ ? "," : "", module, file_offset);
+}
+
+static inline void lw_truth_backtrace_end(void) { lw_append(lw_truth_state.backtraces, "]}"); }
+
 /* Prints "done <json>" from what the lw_truth_* calls recorded. */
 static inline void lw_done(void) {
-  static char line[4 * LW_TRUTH_BYTES];
+  static char line[5 * LW_TRUTH_BYTES];
   char total[64] = "";
   if (lw_truth_state.have_total) {
     snprintf(total, sizeof total, ",\"total_live\":%llu", lw_truth_state.total_live);
@@ -152,8 +173,14 @@ static inline void lw_done(void) {
   static char kinds[LW_TRUTH_BYTES + 16];
   kinds[0] = '\0';
   if (lw_truth_state.kinds[0]) snprintf(kinds, sizeof kinds, ",\"kinds\":{%s}", lw_truth_state.kinds);
-  int n = snprintf(line, sizeof line, "done {\"sites\":{%s},\"mmap_sites\":[%s],\"facts\":{%s}%s%s}\n",
-                   lw_truth_state.sites, lw_truth_state.mmap_sites, lw_truth_state.facts, total, kinds);
+  static char backtraces[LW_TRUTH_BYTES + 32];
+  backtraces[0] = '\0';
+  if (lw_truth_state.backtraces[0]) {
+    snprintf(backtraces, sizeof backtraces, ",\"backtraces\":[%s]", lw_truth_state.backtraces);
+  }
+  int n = snprintf(line, sizeof line, "done {\"sites\":{%s},\"mmap_sites\":[%s],\"facts\":{%s}%s%s%s}\n",
+                   lw_truth_state.sites, lw_truth_state.mmap_sites, lw_truth_state.facts, total, kinds,
+                   backtraces);
   if (n < 0 || (size_t)n >= sizeof line) {
     errno = ENOBUFS;
     lw_die("done line too long");

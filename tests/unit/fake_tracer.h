@@ -93,6 +93,8 @@ class FakeTracer : public TracerControl {
     return it->second.hits;
   }
   void set_raw_syscalls_allowed(bool allowed) override { raw_syscalls_allowed = allowed; }
+  void configure_symbols(const SymbolsConfig& config) override { symbols = config; }
+  SymbolsConfig symbols;
 
   Result<int> poll(int timeout_ms) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 5)));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/yaml_support.h"
 
 namespace lw {
 namespace {
@@ -110,6 +111,7 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(c.analysis.sample_interval_seconds, d.analysis.sample_interval_seconds);
   EXPECT_EQ(c.sampling.enabled, d.sampling.enabled);
   EXPECT_EQ(c.web_config_file, d.web_config_file);
+  EXPECT_EQ(c.sandbox, d.sandbox);
 }
 
 TEST(Config, DocumentedDefaults) {
@@ -338,6 +340,55 @@ ProcessFacts facts(pid_t pid, std::string comm, std::string exe, std::string cgr
   p.exe = std::move(exe);
   p.cgroup_path = std::move(cgroup);
   return p;
+}
+
+TEST(Config, SymbolsDefaultsAreOffAndDocumented) {
+  const Config c = parse_ok("");
+  EXPECT_EQ(c.symbols.debug_dirs, (std::vector<std::string>{"/usr/lib/debug"}));
+  EXPECT_TRUE(c.symbols.debuginfod_urls.empty());
+  EXPECT_EQ(c.symbols.cache_dir, "/var/cache/leakwatch/debuginfod");
+  EXPECT_EQ(c.symbols.cache_max_bytes, 1ull << 30);
+  EXPECT_EQ(c.symbols.timeout_seconds, 30u);
+  EXPECT_EQ(parse_ok("symbols:\n").symbols, SymbolsConfig{});
+}
+
+TEST(Config, SymbolsKeys) {
+  const Config c = parse_ok(
+      "symbols:\n"
+      "  debug_dirs: [/usr/lib/debug, /opt/debug]\n"
+      "  debuginfod_urls: [\"https://debuginfod.debian.net\", \"http://127.0.0.1:8002\"]\n"
+      "  cache_dir: /var/cache/lw\n"
+      "  cache_max_bytes: 1048576\n"
+      "  timeout_seconds: 5\n");
+  EXPECT_EQ(c.symbols.debug_dirs, (std::vector<std::string>{"/usr/lib/debug", "/opt/debug"}));
+  EXPECT_EQ(c.symbols.debuginfod_urls,
+            (std::vector<std::string>{"https://debuginfod.debian.net", "http://127.0.0.1:8002"}));
+  EXPECT_EQ(c.symbols.cache_dir, "/var/cache/lw");
+  EXPECT_EQ(c.symbols.cache_max_bytes, 1048576u);
+  EXPECT_EQ(c.symbols.timeout_seconds, 5u);
+  // An empty list turns the directory search off.
+  EXPECT_TRUE(parse_ok("symbols: {debug_dirs: []}\n").symbols.debug_dirs.empty());
+}
+
+TEST(Config, BadSymbolsKeys) {
+  auto has = [](const std::vector<ConfigError>& errors, const std::string& text) {
+    for (const ConfigError& e : errors)
+      if (e.message.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(parse_bad("symbols: {debug_dirs: [usr/lib/debug]}\n"), "absolute path"));
+  EXPECT_TRUE(has(parse_bad("symbols: {debug_dirs: /usr/lib/debug}\n"), "must be a sequence"));
+  EXPECT_TRUE(has(parse_bad("symbols: {debuginfod_urls: [ftp://x]}\n"), "http:// or https://"));
+  EXPECT_TRUE(has(parse_bad("symbols: {debuginfod_urls: [\"http://a b\"]}\n"), "spaces"));
+  EXPECT_TRUE(has(parse_bad("symbols: {cache_dir: cache}\n"), "absolute path"));
+  EXPECT_TRUE(has(parse_bad("symbols: {cache_max_bytes: 1000}\n"), "between 1048576"));
+  EXPECT_TRUE(has(parse_bad("symbols: {timeout_seconds: 0}\n"), "between 1 and 600"));
+  std::string many = "symbols:\n  debug_dirs:\n";
+  for (int i = 0; i < 17; ++i) many += "    - /d" + std::to_string(i) + "\n";
+  EXPECT_TRUE(has(parse_bad(many), "more than 16"));
+  const std::vector<ConfigError> typo = parse_bad("symbols: {debuginfod_url: []}\n");
+  ASSERT_FALSE(typo.empty());
+  EXPECT_EQ(typo[0].suggestion, "debuginfod_urls");
 }
 
 TEST(ConfigMatch, AllConditionsMustHold) {
@@ -602,6 +653,61 @@ TEST(ConfigFile, OneDocumentOnly) {
   EXPECT_EQ(e[0].line, 2);
   // An explicit start and end marker around one document is fine.
   parse_ok("---\nlog_level: debug\n...\n");
+}
+
+}  // namespace
+}  // namespace lw
+
+namespace lw {
+namespace {
+
+// Keys that are durations take Prometheus durations as well as seconds
+// (the issue: `window_seconds: 10m` was refused).
+TEST(ConfigDurations, PrometheusDurationsWhereAKeyIsADuration) {
+  Config c = parse_ok(
+      "analysis: {window_seconds: 10m, sample_interval_seconds: 30s}\n"
+      "reconcile_interval_seconds: 1m\n"
+      "escalation: {growth_window_seconds: 1h30m, full_window_seconds: 2h, cooldown_seconds: 0,"
+      " check_interval_seconds: 15}\n"
+      "governor: {backoff_initial_seconds: 90s, backoff_max_seconds: 1d}\n");
+  EXPECT_EQ(c.analysis.window_seconds, 600u);
+  EXPECT_EQ(c.analysis.sample_interval_seconds, 30u);
+  EXPECT_EQ(c.reconcile_interval_seconds, 60u);
+  EXPECT_EQ(c.escalation.growth_window_seconds, 5400u);
+  EXPECT_EQ(c.escalation.full_window_seconds, 7200u);
+  EXPECT_EQ(c.escalation.cooldown_seconds, 0u);
+  EXPECT_EQ(c.escalation.check_interval_seconds, 15u);
+  EXPECT_EQ(c.governor.backoff_initial_seconds, 90u);
+  EXPECT_EQ(c.governor.backoff_max_seconds, 86400u);
+}
+
+TEST(ConfigDurations, BadDurationsAreErrorsWithTheirPosition) {
+  auto errors = parse_bad(
+      "analysis:\n"
+      "  window_seconds: 10x\n"        // 2: unknown unit
+      "  sample_interval_seconds: 1500ms\n"  // 3: not whole seconds
+      "reconcile_interval_seconds: 2h\n"     // 4: out of range (max 3600 s)
+      "escalation: {growth_window_seconds: 1m1h}\n");  // 5: units out of order
+  ASSERT_EQ(errors.size(), 4u) << all_errors(errors);
+  EXPECT_EQ(errors[0].line, 2);
+  EXPECT_NE(errors[0].message.find("must be a duration"), std::string::npos) << errors[0].message;
+  EXPECT_EQ(errors[1].line, 3);
+  EXPECT_NE(errors[1].message.find("whole number of seconds"), std::string::npos) << errors[1].message;
+  EXPECT_EQ(errors[2].line, 4);
+  EXPECT_NE(errors[2].message.find("7200 seconds"), std::string::npos) << errors[2].message;
+  EXPECT_EQ(errors[3].line, 5);
+}
+
+TEST(ConfigDurations, DurationSyntax) {
+  using yaml_support::parse_duration_ms;
+  EXPECT_EQ(parse_duration_ms("0"), 0u);
+  EXPECT_EQ(parse_duration_ms("500ms"), 500u);
+  EXPECT_EQ(parse_duration_ms("1m30s"), 90000u);
+  EXPECT_EQ(parse_duration_ms("1y"), 365ull * 86400000);
+  EXPECT_EQ(parse_duration_ms("2w1d"), 15ull * 86400000);
+  EXPECT_EQ(parse_duration_ms("1h1m1s1ms"), 3661001u);
+  for (const char* bad : {"", "m", "1", "1.5s", "-1s", "1s1m", "1m1m", "1 m", "1h ", "99999999999999999y"})
+    EXPECT_FALSE(parse_duration_ms(bad).has_value()) << bad;
 }
 
 }  // namespace

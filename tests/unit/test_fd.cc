@@ -5,11 +5,15 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -111,27 +115,123 @@ TEST_F(OpenInRoot, ProcPidRootPathsGoThroughTheRoot) {
 namespace lw {
 namespace {
 
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 TEST_F(OpenInRoot, OutputFilesAreCreated0600AndNeverThroughASymlink) {
   const std::string out = root_ + "/out.pb.gz";
-  Result<int> fd = create_output_file(out);
-  ASSERT_TRUE(fd.ok()) << fd.error().message;
-  ASSERT_EQ(write(*fd, "x", 1), 1);
-  close(*fd);
+  Result<OutputFile> file = create_output_file(out);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  ASSERT_TRUE(file->write("x", 1).ok());
+  // Not there until committed: a failed snapshot leaves nothing half-written.
+  EXPECT_NE(access(out.c_str(), F_OK), 0);
+  ASSERT_TRUE(file->commit().ok());
   struct stat st;
   ASSERT_EQ(stat(out.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(slurp(out), "x");
   // A planted link to the host secret: refused, the secret untouched.
   const std::string link = root_ + "/planted";
   ASSERT_EQ(symlink(secret_.c_str(), link.c_str()), 0);
-  Result<int> through = create_output_file(link);
+  Result<OutputFile> through = create_output_file(link);
   ASSERT_FALSE(through.ok());
   EXPECT_EQ(through.error().code, ELOOP);
-  std::ifstream secret(secret_);
-  std::string text((std::istreambuf_iterator<char>(secret)), {});
-  EXPECT_EQ(text, "host secret");
+  EXPECT_EQ(slurp(secret_), "host secret");
   // A FIFO without a reader: refused at once.
   ASSERT_EQ(mkfifo((root_ + "/fifo").c_str(), 0600), 0);
   EXPECT_FALSE(create_output_file(root_ + "/fifo").ok());
+  // Nothing but the files made here is left in the directory.
+  int entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(root_)) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 4) << "lib, out.pb.gz, planted, fifo";
+}
+
+TEST_F(OpenInRoot, OutputThroughASymlinkedParentDirectoryIsRefused) {
+  // Another user's link in place of a directory: root's snapshot must not
+  // follow it to overwrite a file in a directory only root can write.
+  ASSERT_EQ(mkdir((root_ + "/private").c_str(), 0700), 0);
+  std::ofstream(root_ + "/private/precious") << "root's file";
+  ASSERT_EQ(symlink((root_ + "/private").c_str(), (root_ + "/linkdir").c_str()), 0);
+  Result<OutputFile> file = create_output_file(root_ + "/linkdir/precious");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().code, ELOOP);
+  EXPECT_NE(file.error().message.find("symlink"), std::string::npos) << file.error().message;
+  EXPECT_EQ(slurp(root_ + "/private/precious"), "root's file");
+  // Deeper too: a link anywhere in the path.
+  ASSERT_EQ(mkdir((root_ + "/private/sub").c_str(), 0700), 0);
+  EXPECT_FALSE(create_output_file(root_ + "/linkdir/sub/x").ok());
+}
+
+TEST_F(OpenInRoot, ProcSelfMemIsRefused) {
+  // /proc/self is a symlink: writing "events" into our own memory is refused
+  // before any byte is written.
+  Result<OutputFile> file = create_output_file("/proc/self/mem");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().code, ELOOP);
+  // And through the real pid: not a regular file.
+  Result<OutputFile> real = create_output_file("/proc/" + std::to_string(getpid()) + "/mem");
+  EXPECT_FALSE(real.ok());
+}
+
+TEST_F(OpenInRoot, APreCreatedFileIsReplacedNotReused) {
+  // A 0666 file someone else could still read through an fd they hold.
+  const std::string out = root_ + "/events.bin";
+  std::ofstream(out) << "old";
+  ASSERT_EQ(chmod(out.c_str(), 0666), 0);
+  int held = open(out.c_str(), O_RDONLY);
+  ASSERT_GE(held, 0);
+  struct stat before;
+  ASSERT_EQ(stat(out.c_str(), &before), 0);
+  Result<OutputFile> file = create_output_file(out, OutputFile::Publish::kNow);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  ASSERT_TRUE(file->write("secret heap pointers", 20).ok());
+  ASSERT_TRUE(file->commit().ok());
+  struct stat after;
+  ASSERT_EQ(stat(out.c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino) << "the pre-created inode was reused";
+  EXPECT_EQ(after.st_mode & 0777, 0600u);
+  EXPECT_EQ(read_fd(held), "old") << "the holder of the old file sees the new data";
+}
+
+TEST_F(OpenInRoot, AnotherUsersFileIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a file owned by another user";
+  const std::string out = root_ + "/theirs";
+  std::ofstream(out) << "theirs";
+  ASSERT_EQ(chown(out.c_str(), 65534, 65534), 0);
+  Result<OutputFile> file = create_output_file(out);
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().code, EPERM);
+  EXPECT_EQ(slurp(out), "theirs");
+}
+
+TEST_F(OpenInRoot, AFailedWriteIsReportedAndLeavesNoFile) {
+  // RLIMIT_FSIZE makes writes past 4 KiB fail with EFBIG (SIGXFSZ ignored),
+  // as a full disk would: in a child, so the test's own limit is untouched.
+  const std::string out = root_ + "/big.pb.gz";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    Result<OutputFile> file = create_output_file(out);
+    if (!file) _exit(10);
+    std::string chunk(100000, 'x');
+    Status st = file->write(chunk.data(), chunk.size());
+    if (st) st = file->commit();
+    if (st) _exit(11);
+    _exit(st.error().code == EFBIG ? 0 : 12);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(access(out.c_str(), F_OK), 0) << "a partial file was left";
 }
 
 }  // namespace

@@ -85,6 +85,19 @@ TEST(Metrics, OtherRowMakesSitesSumToProcessTotals) {
   EXPECT_TRUE(promtool_accepts(text, &out)) << out;
 }
 
+// A site whose frames have no name (stripped, or not symbolized yet) is
+// labelled with its leaf as module+offset, never "??" or "unknown".
+TEST(Metrics, UnnamedLeafIsModulePlusOffset) {
+  DaemonSnapshot snap = sample_snapshot("svc", 1, 1);
+  Frame& f = snap.processes[0].snapshot.sites[0].frames[0];
+  f = Frame{};
+  f.module = "/usr/bin/python3.11";
+  f.offset = 0xd0c9d;
+  std::string text = render_metrics(snap, {});
+  EXPECT_NE(text.find("site=\"python3.11+0xd0c9d\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("??"), std::string::npos);
+}
+
 // Every documented attach-error reason is exported from the start, at 0
 // until it happens, so rate()/increase() and the dashboard see the first.
 TEST(Metrics, AttachErrorReasonsStartAtZero) {
@@ -252,3 +265,75 @@ TEST(Counters, EveryCounterHasAKnownFamily) {
   EXPECT_EQ(lw::counter_info(18), nullptr);  // unassigned slots stay unexported
   EXPECT_EQ(lw::counter_family_help("leakwatch_no_such_family_total"), nullptr);
 }
+
+namespace lw {
+namespace {
+
+// The worst case at the defaults (docs/metrics.md, "Series cap"): 256
+// processes, each with top_sites_per_process sites by live bytes and as
+// many more by leak rate, two kinds: every series fits under the default
+// cap (the issue: ~82 k series against a 50 k cap, silently cut).
+TEST(Metrics, DefaultsFitUnderTheDefaultSeriesCap) {
+  const Config config;
+  DaemonSnapshot snap = sample_snapshot("svc", static_cast<int>(config.limits.max_processes),
+                                        2 * static_cast<int>(config.top_sites_per_process));
+  for (ProcessEntry& e : snap.processes) {
+    e.snapshot.kinds[LW_KIND_MMAP] = e.snapshot.kinds[LW_KIND_HEAP];
+    for (size_t s = 0; s < e.snapshot.sites.size(); s += 2) e.snapshot.sites[s].kind = LW_KIND_MMAP;
+  }
+  RenderStats stats;
+  const MetricsOptions defaults;
+  auto hwm = [] {
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) / 1024.0;
+    return 0.0;
+  };
+  { std::ofstream("/proc/self/clear_refs") << "5"; }
+  const double before = hwm();
+  std::string text = render_metrics(snap, defaults, &stats);
+  printf("[ figures  ] rendering them raised the peak RSS by %.1f MiB\n", hwm() - before);
+  printf("[ figures  ] defaults' worst case: %zu series, %zu dropped, %zu bytes of text\n", stats.series,
+         stats.series_dropped, text.size());
+  EXPECT_EQ(stats.series_dropped, 0u);
+  // Every process keeps its top sites and its "other" row: the cap took
+  // detail, evenly, and said so.
+  for (const ProcessEntry& e : snap.processes) {
+    const std::string pid = "pid=\"" + std::to_string(e.process.identity.pid) + "\"";
+    EXPECT_NE(text.find("leakwatch_site_live_bytes{" + pid), std::string::npos) << pid;
+  }
+  EXPECT_EQ(text.find("leakwatch_series_sites_folded 0\n"), std::string::npos);
+  EXPECT_EQ(defaults.max_series, Config{}.limits.max_series);
+}
+
+TEST(Metrics, StaleTimestampUnderItsNewAndOldNamesAndStartTimeSeconds) {
+  DaemonSnapshot snap = sample_snapshot("svc");
+  snap.processes[0].snapshot.heap_stale_since = 1795000000.5;
+  std::string text = render_metrics(snap, {});
+  EXPECT_NE(text.find("leakwatch_process_heap_stale_since_timestamp_seconds{"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_process_heap_stale_since_seconds{"), std::string::npos);
+  EXPECT_NE(text.find("} 1795000000.5"), std::string::npos) << text;
+  // start_time stays in ticks (identity), its time is a value.
+  EXPECT_NE(text.find("leakwatch_process_start_time_seconds{"), std::string::npos);
+  EXPECT_GT(start_time_unix_seconds(42), 1e9);
+}
+
+TEST(Metrics, HttpFrontFamilies) {
+  HttpFrontStats http;
+  http.max_connections = 256;
+  http.connections_open = 3;
+  http.refused["body"] = 2;
+  http.connections_closed["cap"] = 7;
+  MetricsOptions opts;
+  opts.http = &http;
+  std::string text = render_metrics(sample_snapshot("svc"), opts);
+  EXPECT_NE(text.find("leakwatch_http_connections 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("leakwatch_http_requests_refused_total{reason=\"body\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_http_connections_closed_total{reason=\"cap\"} 7\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_web_config_last_reload_successful 1\n"), std::string::npos);
+  std::string output;
+  EXPECT_TRUE(promtool_accepts(text, &output)) << output;
+}
+
+}  // namespace
+}  // namespace lw

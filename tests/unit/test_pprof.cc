@@ -723,5 +723,29 @@ TEST_F(PprofTools, GoToolPprofShowsTopFunctionAndBytes) {
   }
 }
 
+// An address with inlined functions is one Location whose Lines run from
+// the innermost inlined function to the function it was inlined into
+// (profile.proto), and the sample lists it once.
+TEST(Pprof, InlinedFramesAreLinesOfOneLocation) {
+  PprofInput in;
+  Frame inner = frame("inlined_alloc", "/src/app/alloc.h", 7, kApp, 0x1234, "abcdef01");
+  inner.inlined = true;
+  Frame outer = frame("leak_through_inline", "/src/app/leak.cc", 30, kApp, 0x1234, "abcdef01");
+  Frame main_frame = frame("main", "/src/app/main.cc", 40, kApp, 0x1500, "abcdef01");
+  in.sites.push_back(site({inner, outer, main_frame}, "heap", 100, 1, 100, 1));
+  in.mappings.push_back({0x555555554000, 0x555555559000, 0x1000, kApp, ""});
+  const Profile p = decode_or_fail(encode_pprof(in));
+  ASSERT_EQ(p.samples.size(), 1u);
+  ASSERT_EQ(p.samples[0].location_ids.size(), 2u);
+  const Location& leaf = p.location(p.samples[0].location_ids[0]);
+  ASSERT_EQ(leaf.lines.size(), 2u);
+  EXPECT_EQ(p.str(p.function(leaf.lines[0].function_id).name), "inlined_alloc");
+  EXPECT_EQ(leaf.lines[0].line, 7);
+  EXPECT_EQ(p.str(p.function(leaf.lines[1].function_id).name), "leak_through_inline");
+  EXPECT_EQ(leaf.lines[1].line, 30);
+  EXPECT_EQ(p.str(p.function(p.location(p.samples[0].location_ids[1]).lines.at(0).function_id).name),
+            "main");
+}
+
 }  // namespace
 }  // namespace lw

@@ -212,8 +212,8 @@ TEST_F(WebConfigTest, UnknownAndUnsupportedKeys) {
 
 TEST_F(WebConfigTest, UnsupportedTlsSettings) {
   expect_errors(load_bad("bad_tls.yml"),
-                {{"4:21", "'RequireAndVerifyClientCert' is not supported"},
-                 {"5:3", "'tls_server_config.client_ca_file' is not supported"},
+                {{"4:21", "'tls_server_config.client_auth_type' must be one of NoClientCert|"},
+                 {"5:3", "'tls_server_config.cert' is not supported: inline certificates"},
                  {"6:16", "'TLS11' is not supported: leakwatch requires TLS 1.2 or later"},
                  {"7:16", "must be TLS12 or TLS13, not 'TLS14'"}});
   expect_errors(load_bad("bad_versions.yml"),
@@ -525,7 +525,7 @@ TEST_F(WebServerTest, EveryPathNeedsCredentials) {
   auto stranger = client();
   stranger->set_basic_auth("someone", kPassword);
   for (httplib::SSLClient* cli : {anonymous.get(), wrong.get(), stranger.get()}) {
-    for (const char* p : {"/", "/healthz", "/metrics", "/api/v1/processes", "/api/v1/status",
+    for (const char* p : {"/", "/metrics", "/api/v1/processes", "/api/v1/status",
                           "/api/v1/processes/1/sites", "/debug/pprof/heap?pid=1", "/unknown"}) {
       auto res = cli->Get(p);
       ASSERT_TRUE(res) << p << ": " << httplib::to_string(res.error());
@@ -537,14 +537,35 @@ TEST_F(WebServerTest, EveryPathNeedsCredentials) {
   }
 }
 
-TEST_F(WebServerTest, PlainHttpToTheTlsPortFails) {
+TEST_F(WebServerTest, HealthzNeedsNoCredentials) {
+  // It says nothing about the traced processes, and Kubernetes probes
+  // carry no credentials (docs/api.md).
+  start(kTls);
+  auto res = client()->Get("/healthz");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "ok\n");
+  // Configured headers go on it too.
+  EXPECT_EQ(res->get_header_value("X-Content-Type-Options"), "nosniff");
+}
+
+TEST_F(WebServerTest, PlainHttpToTheTlsPortAnswersOnlyHealthz) {
+  // What a kubelet httpGet probe sends: plain HTTP, no credentials. It gets
+  // /healthz; every other path gets 400 and no data, credentials or not.
   start(kTls);
   httplib::Client plain("127.0.0.1", port_);
   plain.set_connection_timeout(5);
   plain.set_read_timeout(5);
+  auto health = plain.Get("/healthz");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200);
   plain.set_basic_auth(kUser, kPassword);
-  auto res = plain.Get("/healthz");
-  EXPECT_FALSE(res) << "status " << res->status;
+  for (const char* p : {"/metrics", "/api/v1/processes", "/", "/debug/pprof/heap"}) {
+    auto res = plain.Get(p);
+    ASSERT_TRUE(res) << p;
+    EXPECT_EQ(res->status, 400) << p;
+    EXPECT_NE(res->body.find("this port serves HTTPS"), std::string::npos) << res->body;
+  }
 }
 
 TEST_F(WebServerTest, RefusesTlsBelow12) {
@@ -600,7 +621,7 @@ TEST_F(WebServerTest, Ipv6Loopback) {
   auto res = cli->Get("/healthz");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
-  auto anonymous = client("::1")->Get("/healthz");
+  auto anonymous = client("::1")->Get("/metrics");
   ASSERT_TRUE(anonymous);
   EXPECT_EQ(anonymous->status, 401);
 }

@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "exporter/http_routes.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "exporter/metrics.h"
+#include "exporter/profile.h"
+#include "view/json.h"
+
+namespace lw {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kStaleSnapshotSeconds = 10;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json identity_json(const ProcessInfo& t) {
+  const ProcessIdentity& id = t.identity;
+  json j = {{"pid", id.pid},
+            {"start_time", id.start_time},
+            {"start_time_seconds", start_time_unix_seconds(id.start_time)},
+            {"comm", id.comm},
+            {"exe", id.exe},
+            {"target", t.target},
+            {"mode", t.heap_attached ? "full" : "light"},
+            {"configured_mode", mode_name(t.mode)},
+            {"tracing_suspended", t.tracing_suspended}};
+  auto opt = [&](const char* key, const std::optional<std::string>& v) {
+    j[key] = v ? json(*v) : json(nullptr);
+  };
+  opt("unit", id.unit);
+  opt("uid", id.pod_uid);
+  opt("container_id", id.container_id);
+  opt("namespace", id.pod_namespace);
+  opt("pod", id.pod_name);
+  opt("cgroup", id.cgroup);
+  if (t.parent) j["forked_from"] = t.parent;
+  return j;
+}
+
+const char* kLanding = R"(<!doctype html>
+<html><head><title>leakwatch</title></head><body>
+<h1>leakwatch</h1>
+<ul>
+<li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
+<li><a href="/api/v1/processes">/api/v1/processes</a>: traced processes (JSON)</li>
+<li>/api/v1/processes/PID/sites: the call stacks holding memory in PID (JSON)</li>
+<li><a href="/api/v1/status">/api/v1/status</a>: the daemon's state (JSON)</li>
+<li><a href="/debug/pprof/heap">/debug/pprof/heap</a>: pprof heap profile of every traced process (?pid=PID for one)</li>
+<li><a href="/healthz">/healthz</a>: health</li>
+</ul>
+<p>Documentation: docs/api.md</p>
+</body></html>
+)";
+
+HttpResponse ok(std::string body, std::string content_type) {
+  HttpResponse r;
+  r.body = std::move(body);
+  r.content_type = std::move(content_type);
+  return r;
+}
+
+std::optional<uint64_t> parse_uint(std::string_view s) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+HttpResponse pprof_heap(const HttpRequest& req, const DaemonSnapshot& snap) {
+  // Go's /debug/pprof/heap parameters: `debug` selects a text format and
+  // `seconds` a delta profile over that window. Neither is served; both
+  // are refused rather than silently ignored (docs/api.md).
+  if (auto debug = req.param("debug"); debug && *debug != "0")
+    return json_error(400, "debug=" + std::string(*debug) +
+                               " (text output) is not supported: the profile is protobuf only "
+                               "(go tool pprof reads it)");
+  if (req.param("seconds"))
+    return json_error(400, "seconds (a delta profile) is not supported: alloc_space and alloc_objects "
+                           "count since attach; fetch twice and compare with go tool pprof -diff_base");
+  std::optional<std::string_view> pid_s = req.param("pid");
+  std::optional<std::string_view> st_s = req.param("start_time");
+  uint64_t start_time = 0;
+  if (st_s) {
+    auto v = parse_uint(*st_s);
+    if (!v) return json_error(400, "start_time must be an integer (clock ticks since boot)");
+    start_time = *v;
+  }
+  PprofInput in;
+  if (!pid_s) {
+    if (st_s) return json_error(400, "start_time needs pid");
+    // Every traced process in one profile, told apart by sample labels.
+    in = profile_input_all(snap);
+  } else {
+    auto pid = parse_uint(*pid_s);
+    if (!pid || *pid == 0 || *pid > 4194304) return json_error(400, "pid must be a process id");
+    const ProcessEntry* found = nullptr;
+    for (const ProcessEntry& e : snap.processes) {
+      if (static_cast<uint64_t>(e.process.identity.pid) != *pid) continue;
+      if (start_time && e.process.identity.start_time != start_time) {
+        HttpResponse r = json_error(404, "pid " + std::to_string(*pid) + " is traced with another start_time");
+        return r;
+      }
+      found = &e;
+    }
+    if (!found) return json_error(404, "pid " + std::to_string(*pid) + " is not traced");
+    double attached = std::chrono::duration<double>(found->process.attached_at.time_since_epoch()).count();
+    in = profile_input(found->snapshot, attached);
+  }
+  Result<std::string> gz = encode_pprof_gz(in);
+  if (!gz) return json_error(500, gz.error().message);
+  HttpResponse r = ok(std::move(*gz), "application/octet-stream");
+  r.headers.emplace_back("Content-Disposition", "attachment; filename=\"heap.pb.gz\"");
+  return r;
+}
+
+HttpResponse sites(const HttpRequest& req, const DaemonSnapshot& snap, std::string_view pid_text) {
+  auto pid = parse_uint(pid_text);
+  if (!pid || *pid == 0 || *pid > 4194304) return json_error(404, "no such path: pid must be a process id");
+  uint64_t start_time = 0;
+  if (auto st = req.param("start_time")) {
+    auto v = parse_uint(*st);
+    if (!v) return json_error(400, "start_time must be an integer");
+    start_time = *v;
+  }
+  int status = 200;
+  std::string body = sites_json(snap, static_cast<pid_t>(*pid), start_time, &status);
+  HttpResponse r = ok(std::move(body), "application/json");
+  r.status = status;
+  return r;
+}
+
+}  // namespace
+
+double start_time_unix_seconds(uint64_t ticks) {
+  static const double boot = [] {
+    std::ifstream st("/proc/stat");
+    for (std::string line; std::getline(st, line);)
+      if (line.rfind("btime ", 0) == 0) return std::stod(line.substr(6));
+    return 0.0;
+  }();
+  static const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  if (boot <= 0 || tick <= 0) return 0;
+  // Whole ticks (10 ms): the precision of the kernel's figure.
+  return boot + static_cast<double>(ticks) / tick;
+}
+
+std::string processes_json(const DaemonSnapshot& snap) {
+  json procs = json::array();
+  for (const ProcessEntry& e : snap.processes) {
+    json p = identity_json(e.process);
+    p["live_bytes"] = e.snapshot.live_bytes;
+    p["live_allocations"] = e.snapshot.live_allocations;
+    p["kinds"] = kinds_to_json(e.snapshot);
+    p["sampling"] = {{"mean_bytes", e.snapshot.sample_mean_bytes},
+                     {"estimated_kinds",
+                      e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
+    p["heap_stale_since"] =
+        e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
+    p["allocator"] = to_json(e.snapshot.allocator);
+    p["python"] = to_json(e.snapshot.python);
+    procs.push_back(std::move(p));
+  }
+  return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});
+}
+
+std::string status_json(const DaemonSnapshot& snap) {
+  const DaemonCounters& c = snap.counters;
+  json errors = json::object();
+  for (const auto& [reason, n] : c.attach_errors) errors[reason] = n;
+  json kernel = json::object();
+  for (size_t i = 0; i < LW_CNT_MAX; ++i)
+    if (const char* name = counter_name(i)) kernel[name] = snap.kernel_counters[i];
+  json probes = json::array();
+  for (const auto& [object, p] : snap.probes)
+    probes.push_back({{"object", object},
+                      {"symbols", p.symbols},
+                      {"file_offset", p.file_offset},
+                      {"retprobe", p.retprobe},
+                      {"placement", p.placement},
+                      {"attached", p.attached},
+                      {"error", p.error}});
+  return dump({{"timestamp", snap.timestamp},
+               {"config_file", snap.config_path},
+               {"tracked_processes", snap.processes.size()},
+               {"max_processes", snap.max_processes},
+               {"attached_total", c.attached_total},
+               {"detached_total", c.detached_total},
+               {"refused_max_processes", c.refused_max_processes},
+               {"refused_memory_budget", c.refused_memory_budget},
+               {"attach_failures", c.attach_failures},
+               {"attach_errors", std::move(errors)},
+               {"reconciliations", c.reconciliations},
+               {"reloads_total", c.reloads_total},
+               {"reload_failures_total", c.reload_failures_total},
+               {"last_reload_successful", c.last_reload_successful},
+               {"last_reload_success_timestamp", c.last_reload_success_timestamp},
+               {"kernel_counters", std::move(kernel)},
+               {"kill_switch_engaged", c.kill_switch_engaged},
+               {"escalations", {{"up", c.escalations_up}, {"down", c.escalations_down}}},
+               {"governor_suspensions", c.governor_suspensions},
+               {"memory_budget", {{"suspensions", c.memory_budget_suspensions},
+                                  {"live_records", snap.tracer_stats.live_records},
+                                  {"live_records_limit", snap.tracer_stats.live_record_cap}}},
+               {"resyncs", snap.tracer_stats.resyncs},
+               {"syscall_tracepoints_attached", snap.tracer_stats.raw_syscall_tracepoints},
+               {"unwind", to_json(snap.tracer_stats.unwind)},
+               {"probes", std::move(probes)}});
+}
+
+std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status) {
+  for (const ProcessEntry& e : snap.processes) {
+    if (e.process.identity.pid != pid) continue;
+    if (start_time != 0 && e.process.identity.start_time != start_time) {
+      *status = 404;
+      return dump({{"error", "pid " + std::to_string(pid) + " is traced with another start_time"},
+                   {"start_time", e.process.identity.start_time}});
+    }
+    json j = to_json(e.snapshot);
+    j["process"] = identity_json(e.process);
+    j["kinds"] = kinds_to_json(e.snapshot);
+    *status = 200;
+    return dump(j);
+  }
+  *status = 404;
+  return dump({{"error", "pid " + std::to_string(pid) + " is not traced"}});
+}
+
+HttpResponse healthz_response(const DaemonSnapshot* snap) {
+  double age = snap ? std::chrono::duration<double>(
+                          std::chrono::system_clock::now().time_since_epoch()).count() -
+                          snap->timestamp
+                    : 1e9;
+  HttpResponse r;
+  r.content_type = "text/plain; charset=utf-8";
+  if (age > kStaleSnapshotSeconds) {
+    r.status = 503;
+    r.body = snap ? "consumer stalled: last snapshot " + std::to_string(static_cast<long>(age)) + " s ago\n"
+                  : "starting: no snapshot published yet\n";
+    return r;
+  }
+  r.body = "ok\n";
+  return r;
+}
+
+namespace {
+
+// Whether the client takes gzip (Accept-Encoding lists it without q=0).
+bool accepts_gzip(const HttpRequest& req) {
+  std::optional<std::string_view> accept = req.header("accept-encoding");
+  if (!accept) return false;
+  std::string_view rest = *accept;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    if (item.substr(0, 4) == "gzip" || item.substr(0, 4) == "GZIP") {
+      return item.find("q=0") == std::string_view::npos || item.find("q=0.") != std::string_view::npos;
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+HttpResponse route(const HttpRequest& req, const DaemonSnapshot* snap, const RouteOptions& options);
+
+}  // namespace
+
+HttpResponse route_request(const HttpRequest& req, const DaemonSnapshot* snap, const RouteOptions& options) {
+  HttpResponse r = route(req, snap, options);
+  // Prometheus asks for gzip: /metrics shrinks about tenfold, and so do the
+  // bytes the front holds for a slow client. pprof is gzipped already.
+  constexpr size_t kWorthCompressing = 4096;
+  if (r.status == 200 && r.body.size() >= kWorthCompressing && r.content_type != "application/octet-stream" &&
+      accepts_gzip(req)) {
+    if (Result<std::string> gz = gzip(r.body)) {
+      r.body = std::move(*gz);
+      r.headers.emplace_back("Content-Encoding", "gzip");
+    }
+  }
+  if (r.status == 200) r.headers.emplace_back("Vary", "Accept-Encoding");
+  return r;
+}
+
+namespace {
+
+HttpResponse route(const HttpRequest& req, const DaemonSnapshot* snap, const RouteOptions& options) {
+  const std::string& path = req.path;
+  if (path == "/") return ok(kLanding, "text/html; charset=utf-8");
+  constexpr std::string_view kProcesses = "/api/v1/processes";
+  const bool known = path == "/metrics" || path == kProcesses || path == "/api/v1/status" ||
+                     path == "/debug/pprof/heap" ||
+                     (path.starts_with(std::string(kProcesses) + "/") && path.ends_with("/sites"));
+  if (!known) return json_error(404, "no such path (see / for the paths served)");
+  if (!snap) return json_error(503, "starting: no snapshot published yet");
+  if (path == "/metrics") {
+    MetricsOptions opts;
+    opts.max_series = options.max_series;
+    opts.http = options.http;
+    // One rendering at a time: each holds about 1 KiB per series while it
+    // builds the families (docs/metrics.md, "Series cap"), so two workers
+    // rendering at once would double the daemon's peak for nothing.
+    static std::mutex rendering;
+    std::lock_guard lock(rendering);
+    return ok(render_metrics(*snap, opts), "text/plain; version=0.0.4; charset=utf-8");
+  }
+  if (path == kProcesses) return ok(processes_json(*snap), "application/json");
+  if (path == "/api/v1/status") return ok(status_json(*snap), "application/json");
+  if (path == "/debug/pprof/heap") return pprof_heap(req, *snap);
+  // /api/v1/processes/PID/sites
+  std::string_view rest = std::string_view(path).substr(kProcesses.size() + 1);
+  rest.remove_suffix(std::string_view("/sites").size());
+  return sites(req, *snap, rest);
+}
+
+}  // namespace
+
+}  // namespace lw

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// What each path answers (docs/api.md), as pure functions of a request and
+// the daemon's published snapshot: no sockets, no threads. The HTTP front
+// (exporter/http_server.h) parses, authenticates and schedules; this file
+// decides the response. Every error is a JSON object {"error": "..."}.
+//
+// Thread-safety: pure functions of their arguments.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "exporter/http_request.h"
+#include "exporter/http_stats.h"
+#include "view/daemon_view.h"
+
+namespace lw {
+
+struct RouteOptions {
+  size_t max_series = 50000;
+  const HttpFrontStats* http = nullptr;  // the front's own counters, for /metrics
+};
+
+// GET/HEAD of any path but /healthz (which the front answers itself).
+// `snap` null: the daemon has not published yet (503).
+HttpResponse route_request(const HttpRequest& request, const DaemonSnapshot* snap,
+                           const RouteOptions& options);
+
+// /healthz: 200 "ok", or 503 when the consumer has not published for 10 s.
+// It says nothing about the traced processes, so it is served without
+// authentication, on the TLS port to plain HTTP too (Kubernetes probes).
+HttpResponse healthz_response(const DaemonSnapshot* snap);
+
+// JSON bodies, exposed for unit tests.
+std::string processes_json(const DaemonSnapshot& snap);
+// Daemon state: attach and reload counters, probes, kernel counters.
+std::string status_json(const DaemonSnapshot& snap);
+// Sites of `pid` (and `start_time` if non-zero); *status 200 or 404.
+std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status);
+
+// Unix time of a process start given in clock ticks after boot (/proc/PID/stat
+// field 22), from the boot time in /proc/stat; 0 when unknown.
+double start_time_unix_seconds(uint64_t start_time_ticks);
+
+}  // namespace lw

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# deploy/systemd/leakwatch.service's resource and network limits (the
+# security issue): a MemoryMax that leaves room for the daemon's own budget
+# and the BPF maps the kernel charges to its cgroup, and an IP allow-list
+# of loopback (scrapers are added per host). Kept apart from
+# systemd_unit_test.sh. Usage: systemd_limits_test.sh SOURCE_DIR LEAKWATCH_BIN
+set -euo pipefail
+src=${1:?usage}; leakwatch_bin=${2:?usage}
+unit="$src/deploy/systemd/leakwatch.service"
+command -v systemd-analyze >/dev/null || { echo "systemd_limits_test: systemd-analyze missing" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sed "s#/usr/bin/leakwatch#$leakwatch_bin#g" "$unit" > "$work/leakwatch.service"
+systemd-analyze verify "$work/leakwatch.service"
+failures=0
+fail() { echo "systemd_limits_test: FAIL: $1" >&2; failures=$((failures + 1)); }
+grep -Eq '^IPAddressDeny=any$' "$unit" || fail "IPAddressDeny=any"
+grep -Eq '^IPAddressAllow=localhost$' "$unit" || fail "IPAddressAllow=localhost"
+max=$(sed -n 's/^MemoryMax=\([0-9]*\)M$/\1/p' "$unit")
+# The default budget (512 MiB, docs/config.md) plus the BPF maps at the
+# default sizes (48 MiB) and kernel objects (32 MiB) at least.
+budget_mib=$(( $(sed -n 's/.*max_daemon_memory_bytes = \([0-9]*\);.*/\1/p' "$src/core/config.h") / 1048576 ))
+if [ -z "$max" ]; then
+  fail "MemoryMax=<N>M"
+elif [ "$max" -lt $((budget_mib + 48 + 32)) ]; then
+  fail "MemoryMax=${max}M leaves no room for the ${budget_mib} MiB budget and the BPF maps"
+fi
+echo "systemd_limits_test: MemoryMax=${max:-?}M for a ${budget_mib} MiB budget; IPAddressDeny=any, IPAddressAllow=localhost"
+exit $((failures > 0))
