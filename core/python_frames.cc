@@ -2,6 +2,7 @@
 #include "core/python_frames.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace lw {
@@ -131,7 +132,8 @@ std::optional<PythonCode> read_py_code(TargetMemory& mem, const PythonLayout& l,
 
 int py_line_for_offset(const std::string& t, int firstlineno, int lasti) {
   if (lasti < 0) return firstlineno;
-  int line = firstlineno;
+  // 64 bits: a hostile table's deltas must not overflow (fuzz_python).
+  int64_t line = firstlineno;
   int64_t addr = 0;  // bytes
   size_t i = 0;
   while (i < t.size()) {
@@ -139,7 +141,7 @@ int py_line_for_offset(const std::string& t, int firstlineno, int lasti) {
     if (!(b & 0x80)) return 0;  // every entry starts with bit 7 set
     const int code = (b >> 3) & 15;
     const int units = (b & 7) + 1;
-    int entry_line = line;
+    int64_t entry_line = line;
     int delta = 0;
     uint32_t skip = 0;
     switch (code) {
@@ -171,7 +173,7 @@ int py_line_for_offset(const std::string& t, int firstlineno, int lasti) {
     }
     if (i > t.size()) return 0;
     const int64_t end = addr + units * 2;
-    if (lasti < end) return entry_line < 0 ? 0 : entry_line;
+    if (lasti < end) return entry_line < 0 || entry_line > INT32_MAX ? 0 : static_cast<int>(entry_line);
     addr = end;
   }
   return 0;
