@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Probe-cost benchmark target: a tight loop of malloc+free pairs.
 //
-// Usage: malloc_free_loop [--posix-memalign | --getppid | --mmap | --new] PAIRS [ROUNDS]
+// Usage: malloc_free_loop [--posix-memalign | --getppid | --mmap | --new | --depth N] PAIRS [ROUNDS]
 //
 // With --posix-memalign each pair is posix_memalign(&p, 64, size)+free
 // instead of malloc(size)+free (bench/memalign_run.sh: where a return-probed
@@ -13,6 +13,9 @@
 // wrappers cost a process that maps and unmaps a lot). With --new each pair
 // is libstdc++'s operator new(size) and operator delete(p), looked up with
 // dlsym (bench/README.md, "operator new": what its entry probe costs).
+// With --depth N each malloc+free pair is made N frames deep (N distinct
+// noinline functions between the loop and malloc): bench/unwind_depth.sh
+// measures the unwinder's cost per stack by depth.
 //
 // Protocol (so a tracer can attach to an already-running process):
 //   1. prints `ready <pid>` and waits on stdin;
@@ -59,8 +62,47 @@ static uint64_t parse_count(const char* s) {
 static int use_posix_memalign;
 static int use_getppid;
 static int use_mmap;
+static unsigned call_depth;
 static void* (*op_new)(size_t);
 static void (*op_delete)(void*);
+
+// One malloc+free pair N frames below the caller, through N distinct
+// functions (lvl_N calls lvl_{N-1} ... lvl_1 calls malloc), so every frame
+// has its own return address as in a real call chain. The asm after each
+// call keeps it from being a tail call (which would not leave a frame).
+__attribute__((noinline)) static void lvl_0(size_t size, uint64_t i) {
+  char* p = malloc(size);
+  if (p == NULL) {
+    perror("malloc");
+    exit(1);
+  }
+  p[0] = (char)i;
+  __asm__ volatile("" : : "r"(p) : "memory");
+  free(p);
+}
+#define LW_LEVEL(n, m)                                                  \
+  __attribute__((noinline)) static void lvl_##n(size_t size, uint64_t i) { \
+    lvl_##m(size, i);                                                   \
+    __asm__ volatile("" ::: "memory");                                  \
+  }
+#define LW_LEVELS8(a, b, c, d, e, f, g, h, i) \
+  LW_LEVEL(b, a) LW_LEVEL(c, b) LW_LEVEL(d, c) LW_LEVEL(e, d) LW_LEVEL(f, e) LW_LEVEL(g, f) LW_LEVEL(h, g) LW_LEVEL(i, h)
+LW_LEVELS8(0, 1, 2, 3, 4, 5, 6, 7, 8)
+LW_LEVELS8(8, 9, 10, 11, 12, 13, 14, 15, 16)
+LW_LEVELS8(16, 17, 18, 19, 20, 21, 22, 23, 24)
+LW_LEVELS8(24, 25, 26, 27, 28, 29, 30, 31, 32)
+LW_LEVELS8(32, 33, 34, 35, 36, 37, 38, 39, 40)
+LW_LEVELS8(40, 41, 42, 43, 44, 45, 46, 47, 48)
+LW_LEVELS8(48, 49, 50, 51, 52, 53, 54, 55, 56)
+LW_LEVELS8(56, 57, 58, 59, 60, 61, 62, 63, 64)
+enum { kMaxDepth = 64 };
+static void (*const levels[kMaxDepth + 1])(size_t, uint64_t) = {
+    lvl_0,  lvl_1,  lvl_2,  lvl_3,  lvl_4,  lvl_5,  lvl_6,  lvl_7,  lvl_8,  lvl_9,  lvl_10,
+    lvl_11, lvl_12, lvl_13, lvl_14, lvl_15, lvl_16, lvl_17, lvl_18, lvl_19, lvl_20, lvl_21,
+    lvl_22, lvl_23, lvl_24, lvl_25, lvl_26, lvl_27, lvl_28, lvl_29, lvl_30, lvl_31, lvl_32,
+    lvl_33, lvl_34, lvl_35, lvl_36, lvl_37, lvl_38, lvl_39, lvl_40, lvl_41, lvl_42, lvl_43,
+    lvl_44, lvl_45, lvl_46, lvl_47, lvl_48, lvl_49, lvl_50, lvl_51, lvl_52, lvl_53, lvl_54,
+    lvl_55, lvl_56, lvl_57, lvl_58, lvl_59, lvl_60, lvl_61, lvl_62, lvl_63, lvl_64};
 
 static double run_round(uint64_t pairs) {
   uint64_t start = now_ns();
@@ -79,6 +121,10 @@ static double run_round(uint64_t pairs) {
         perror("munmap");
         exit(1);
       }
+      continue;
+    }
+    if (call_depth) {
+      levels[call_depth - 1](size, i);  // call_depth frames: lvl_{N-1} .. lvl_0
       continue;
     }
     if (use_getppid) {
@@ -123,7 +169,16 @@ static int cmp_double(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && strcmp(argv[1], "--new") == 0) {
+  if (argc >= 3 && strcmp(argv[1], "--depth") == 0) {
+    call_depth = (unsigned)parse_count(argv[2]);
+    if (call_depth == 0 || call_depth > kMaxDepth + 1) {
+      fprintf(stderr, "--depth must be 1..%d\n", kMaxDepth + 1);
+      return 2;
+    }
+    argv[2] = argv[0];
+    argv += 2;
+    argc -= 2;
+  } else if (argc >= 2 && strcmp(argv[1], "--new") == 0) {
     // libstdc++'s operator new/delete, from C: the pair a C++ program makes.
     void* cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
     if (cxx) {
@@ -147,7 +202,8 @@ int main(int argc, char** argv) {
     argc--;
   }
   if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: %s [--posix-memalign | --getppid | --mmap | --new] PAIRS [ROUNDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--posix-memalign | --getppid | --mmap | --new | --depth N] PAIRS [ROUNDS]\n",
+            argv[0]);
     return 2;
   }
   uint64_t default_pairs = parse_count(argv[1]);

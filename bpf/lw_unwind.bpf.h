@@ -102,6 +102,10 @@ struct {
   __type(value, struct lw_frame_cache);
 } frame_cache SEC(".maps");
 
+/* Set at load time: 0 turns the frame cache off (benchmarks: the cost of
+ * frames never seen before). */
+const volatile __u32 frame_cache_on = 1;
+
 /* Set at load time: 1 = unwind with call-frame information (default),
  * 0 = the kernel's frame-pointer walk (bpf_get_stack), as before. */
 const volatile __u32 unwind_cfi = 1;
@@ -569,7 +573,7 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint, __u32 a
   u.pc_is_return = at_return ? 1 : 0;
   u.tgid = bpf_get_current_pid_tgid() >> 32;
   struct lw_target *t = bpf_map_lookup_elem(&targets, &u.tgid);
-  if (t)
+  if (t && frame_cache_on)
     u.gen = t->maps_gen;
   struct task_struct *task = bpf_get_current_task_btf();
   u.tramp = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);

@@ -337,6 +337,8 @@ int run_top(int argc, char** argv) {
     fprintf(stderr, "leakwatch: no such process: %d\n", opt.pid);
     return exit_code::kNoSuchProcess;
   }
+  // Benchmarks only (bench/unwind_depth.sh): every frame unwound as if new.
+  if (getenv("LW_BENCH_NO_FRAME_CACHE") != nullptr) opt.bpf.frame_cache = false;
   // BPF first: a program started by -c must not run untraced because
   // leakwatch lacks a capability.
   auto tracer = Tracer::create(opt.bpf, default_unwind_options());

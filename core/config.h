@@ -116,7 +116,7 @@ struct GovernorConfig {
 // The native unwinder's tables (docs/architecture.md, decision 32).
 struct UnwindConfig {
   bool cfi = true;  // mode: cfi (call-frame information) | frame_pointers
-  uint64_t max_table_bytes = 256ull << 20;
+  uint64_t max_table_bytes = 128ull << 20;
   std::string cache_dir = "/var/cache/leakwatch/unwind";  // "" = no disk cache
   uint64_t cache_max_bytes = 1ull << 30;
   // CPython frames in the stacks of CPython processes (docs/architecture.md,

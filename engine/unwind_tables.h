@@ -44,7 +44,7 @@ namespace lw {
 struct UnwindTableOptions {
   // Loaded tables, rows and page indexes together, at most this many bytes
   // (kernel memory, charged to the daemon's memory cgroup).
-  uint64_t max_table_bytes = 256ull << 20;
+  uint64_t max_table_bytes = 128ull << 20;
   // Built tables are kept here by build-id ("" = no disk cache), within
   // cache_max_bytes (files written past it are not kept).
   std::string cache_dir;

@@ -21,10 +21,19 @@ max=$(sed -n 's/^MemoryMax=\([0-9]*\)M$/\1/p' "$unit")
 # The default budget (512 MiB, docs/config.md) plus the BPF maps at the
 # default sizes (48 MiB) and kernel objects (32 MiB) at least.
 budget_mib=$(( $(sed -n 's/.*max_daemon_memory_bytes = \([0-9]*\);.*/\1/p' "$src/core/config.h") / 1048576 ))
+# The unwind tables live in BPF maps, charged to the same cgroup.
+tables_mib=$(( $(sed -n 's/.*max_table_bytes = \([0-9]*\)ull << 20;.*/\1/p' "$src/core/config.h") ))
+[ "$budget_mib" -gt 0 ] || fail "the budget default not found in core/config.h"
+[ "$tables_mib" -gt 0 ] || fail "unwind.max_table_bytes's default not found in core/config.h"
 if [ -z "$max" ]; then
   fail "MemoryMax=<N>M"
-elif [ "$max" -lt $((budget_mib + 48 + 32)) ]; then
-  fail "MemoryMax=${max}M leaves no room for the ${budget_mib} MiB budget and the BPF maps"
+elif [ "$max" -lt $((budget_mib + 48 + 32 + tables_mib)) ]; then
+  fail "MemoryMax=${max}M leaves no room for the ${budget_mib} MiB budget, the BPF maps and ${tables_mib} MiB of unwind tables"
 fi
-echo "systemd_limits_test: MemoryMax=${max:-?}M for a ${budget_mib} MiB budget; IPAddressDeny=any, IPAddressAllow=localhost"
+# The daemon drops its capabilities with capset, which ~@privileged denies,
+# and installs its own filter with seccomp, which @system-service lacks.
+for call in capset seccomp; do
+  grep -Eq "^SystemCallFilter=.*\\b$call\\b" "$unit" || fail "SystemCallFilter must allow $call"
+done
+echo "systemd_limits_test: MemoryMax=${max:-?}M for a ${budget_mib} MiB budget and ${tables_mib} MiB of unwind tables; IPAddressDeny=any, IPAddressAllow=localhost"
 exit $((failures > 0))

@@ -92,7 +92,10 @@ TEST_F(Allocators, TcmallocPreloadedExactLiveBytes) {
   // never by the environment's text.
   EXPECT_EQ(a.at("preload").at("entries"), 1) << a.dump();
   ASSERT_EQ(a.at("preload").at("objects").size(), 1u) << a.dump();
-  EXPECT_EQ(a.at("preload").at("objects")[0].at("file"), "libtcmalloc.so.4") << a.dump();
+  // The mapped object's own file name (the preload names its symlink,
+  // libtcmalloc.so.4 -> libtcmalloc.so.4.5.10 on Debian 12).
+  EXPECT_EQ(a.at("preload").at("objects")[0].at("file").get<std::string>().rfind("libtcmalloc.so.4", 0), 0u)
+      << a.dump();
   // gperftools interposes mmap and makes the call through syscall(2): libc's
   // wrapper never runs, so only the raw tracepoints see it; the exact mmap
   // bytes above were counted through them.

@@ -21,7 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class LeakwatchCli : public ::testing::Test {
+class LeakwatchCliFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "not root";
@@ -40,7 +40,7 @@ std::string slurp(const std::string& path) {
 // The issue: check-config said "valid" for a config whose web config was
 // invalid, and `run` then exited 1: a unit's ExecStartPre passed and its
 // ExecStart failed.
-TEST_F(LeakwatchCli, CheckConfigChecksTheWebConfig) {
+TEST_F(LeakwatchCliFiles, CheckConfigChecksTheWebConfig) {
   TempDir dir;
   const std::string web = dir.path() + "/web.yml";
   const std::string config = dir.path() + "/leakwatch.yaml";
@@ -73,7 +73,7 @@ struct Profiled {
   ~Profiled() { target.write_line("exit"); }
 };
 
-TEST_F(LeakwatchCli, SnapshotThroughASymlinkedParentDirectoryIsRefused) {
+TEST_F(LeakwatchCliFiles, SnapshotThroughASymlinkedParentDirectoryIsRefused) {
   // Another user's symlink in place of a directory, pointing into a
   // root-only directory: root's snapshot must not overwrite the file there.
   TempDir dir;
@@ -90,7 +90,7 @@ TEST_F(LeakwatchCli, SnapshotThroughASymlinkedParentDirectoryIsRefused) {
   EXPECT_EQ(slurp(dir.path() + "/private/precious"), "root's file");
 }
 
-TEST_F(LeakwatchCli, PreCreatedOutputFilesAreNotReused) {
+TEST_F(LeakwatchCliFiles, PreCreatedOutputFilesAreNotReused) {
   // A world-writable sticky directory, as /tmp is.
   TempDir dir;
   chmod(dir.path().c_str(), 01777);
@@ -122,7 +122,7 @@ TEST_F(LeakwatchCli, PreCreatedOutputFilesAreNotReused) {
   EXPECT_EQ(after.st_uid, 0u);
 }
 
-TEST_F(LeakwatchCli, TopRecordEventsToProcSelfMemIsAnError) {
+TEST_F(LeakwatchCliFiles, TopRecordEventsToProcSelfMemIsAnError) {
   // The issue: every write failed and top exited 0.
   Profiled p;
   Process top({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(p.target.pid()), "--count", "1", "--interval", "0.2",
@@ -131,7 +131,7 @@ TEST_F(LeakwatchCli, TopRecordEventsToProcSelfMemIsAnError) {
   EXPECT_NE(top.stderr_text().find("symlink"), std::string::npos) << top.stderr_text();
 }
 
-TEST_F(LeakwatchCli, TopRecordEventsFailedWriteIsAnErrorExit) {
+TEST_F(LeakwatchCliFiles, TopRecordEventsFailedWriteIsAnErrorExit) {
   // A full file system (a 64 KiB tmpfs, filled, in a private mount
   // namespace) makes the writes fail with ENOSPC, as a full disk would:
   // top must say so and exit 1.
