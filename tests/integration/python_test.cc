@@ -327,6 +327,24 @@ TEST(LeakwatchPython, AsyncioCoroutineLeak) {
   EXPECT_TRUE(loop_frame) << describe(r.snapshot);
 }
 
+TEST(LeakwatchPython, GeneratorFramesUnderTheirConsumer) {
+  REQUIRE_PYTHON311();
+  const std::string script = py_target("py_leaker.py");
+  PyRun r = run_python({kPython311, script, "generator"});
+  const auto live = live_by_python_function(r.snapshot);
+  const int64_t want = r.truth.at("python_sites").at("produce").get<int64_t>();
+  expect_within(live.count({"produce", "heap"}) ? live.at({"produce", "heap"}) : 0, want, 0.01,
+                "bytes made in the generator produce()", r.snapshot);
+  const Json* site = site_of(r.snapshot, "produce");
+  ASSERT_NE(site, nullptr) << describe(r.snapshot);
+  std::vector<const Json*> py;
+  for (const Json& f : site->at("frames"))
+    if (f.value("language", "") == "python") py.push_back(&f);
+  ASSERT_GE(py.size(), 2u) << describe(r.snapshot);
+  EXPECT_EQ(py[0]->at("line").get<int>(), source_line(script, "# site: produce"));
+  EXPECT_EQ(py[1]->at("function"), "consume_generated");  // the generator's frame links to its consumer
+}
+
 TEST(LeakwatchPython, ChurnReturnsToBaseline) {
   REQUIRE_PYTHON311();
   PyRun r = run_python({kPython311, py_target("py_leaker.py"), "churn"});

@@ -6,6 +6,7 @@ Modes (argv[1]):
              module-level list (30 MB)
   threads    two threads, each leaking from its own function
   asyncio    a coroutine keeps responses in a cache across awaits
+  generator  a generator makes the objects its consumer keeps
   churn      allocates and drops the same amount (the control)
   small      many small objects (pymalloc: arenas, or per-object sites
              with PYTHONMALLOC=malloc)
@@ -79,6 +80,20 @@ def run_asyncio():
     return {"cache_response": sum(sys.getsizeof(b) for b in RESPONSE_CACHE.values())}
 
 
+GENERATED = []
+
+
+def produce(n):
+    for i in range(n):
+        yield bytes(70_000 + i)  # site: produce
+
+
+def consume_generated():
+    for b in produce(150):
+        GENERATED.append(b)
+    return {"produce": sum(sys.getsizeof(b) for b in GENERATED)}
+
+
 def churn_once(i):
     scratch = [bytes(50_000 + j) for j in range(20)]  # site: churn_once
     return len(scratch)
@@ -115,6 +130,8 @@ def main():
         sites = threads()
     elif mode == "asyncio":
         sites = run_asyncio()
+    elif mode == "generator":
+        sites = consume_generated()
     elif mode == "churn":
         sites, facts = churn()
     elif mode == "small":
