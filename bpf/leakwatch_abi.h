@@ -15,7 +15,7 @@
 #include <linux/types.h>
 #endif
 
-#define LW_ABI_VERSION 2
+#define LW_ABI_VERSION 3
 
 #include "lw_unwind_abi.h"
 
@@ -182,13 +182,73 @@ struct lw_frame {
   __u32 off;   /* file offset */
 };
 
+/* ---- Python frames (bpf/lw_python.bpf.h; docs/architecture.md, "Python frames") ---- */
+
+/* Deepest Python frame chain stored, innermost first. */
+#define LW_MAX_PY_FRAMES 64
+
+/* One CPython frame as read at the allocation: the code object's address
+ * and the instruction's byte offset in its bytecode. The daemon turns them
+ * into function, file and line from the target's memory. */
+struct lw_py_frame {
+  __u64 code;    /* PyCodeObject * */
+  __s32 lasti;   /* byte offset of the current instruction (-2: not started) */
+  __u16 sig;     /* low 16 bits of co_firstlineno: a code object freed and its
+                  * address reused by another is a different frame (and stack) */
+  __u16 flags;   /* LW_PYF_* */
+};
+
+/* lw_py_frame.flags */
+#define LW_PYF_ENTRY 1u /* the first frame this evaluation loop ran: the native
+                         * _PyEval_EvalFrameDefault frame that runs it owns the
+                         * frames up to and including this one */
+
+/* Why the Python part of a stored stack ends (lw_stack.py_flags & LW_PY_END_MASK). */
+enum lw_py_end {
+  LW_PY_NONE = 0,         /* not a CPython process (or Python frames not wanted) */
+  LW_PY_COMPLETE = 1,     /* reached the thread's first frame */
+  LW_PY_DEPTH = 2,        /* LW_MAX_PY_FRAMES frames */
+  LW_PY_NO_THREAD = 3,    /* this thread has no Python thread state (a native thread) */
+  LW_PY_READ_FAILED = 4,  /* interpreter memory could not be read */
+  LW_PY_NOT_STARTED = 5,  /* the interpreter has not made its thread-state key yet */
+};
+#define LW_PY_END_MASK 0xffu
+
 /* Stored stack, leaf first. how[i] says how frame i was found. */
 struct lw_stack {
   __u32 nr;
   __u32 flags;  /* enum lw_stack_end | LW_STACK_* */
   __u8 how[LW_MAX_STACK_DEPTH];
   struct lw_frame frames[LW_MAX_STACK_DEPTH];
+  __u32 py_nr;     /* Python frames in py[], innermost first */
+  __u32 py_flags;  /* enum lw_py_end */
+  struct lw_py_frame py[LW_MAX_PY_FRAMES];
 };
+
+/* Per CPython process (py_procs, keyed by tgid), written by the daemon at
+ * attach from the interpreter binary's version (core/python_runtime.h):
+ * where a thread's state is, and the layout of what leads to its frames.
+ * Offsets are bytes; LW_PY_OFF_NONE marks a field this version lacks. */
+#define LW_PY_OFF_NONE 0xffffu
+struct lw_py_proc {
+  __u32 version;          /* PY_VERSION_HEX >> 16 (0x030b for 3.11) */
+  __u32 tsd_key0;         /* glibc: key k's value is at fs_base + tsd_key0 + k * 16 */
+  __u64 tss_addr;         /* the interpreter's autoTSSkey ({int initialized; key}), read at
+                           * each allocation: frames from the first one after it is made */
+  __u16 ts_frame;         /* PyThreadState: cframe (3.11/3.12) or current_frame (3.13) */
+  __u16 cframe_frame;     /* _PyCFrame.current_frame; LW_PY_OFF_NONE: ts_frame is the frame */
+  __u16 frame_code;       /* _PyInterpreterFrame: f_code / f_executable */
+  __u16 frame_previous;
+  __u16 frame_instr;      /* prev_instr (3.11/3.12) or instr_ptr (3.13) */
+  __u16 frame_owner;
+  __u16 frame_is_entry;   /* 3.11's is_entry; LW_PY_OFF_NONE from 3.12 (shim frames) */
+  __u16 code_firstlineno;
+  __u16 code_bytecode;    /* co_code_adaptive */
+  __u8 owner_cstack;      /* owner value of the entry shim frame (3.12+); 0xff: none */
+  __u8 pad[5];
+};
+
+#define LW_PY_FRAME_HEADER 72 /* bytes of _PyInterpreterFrame read at once (every offset above is below it) */
 
 /* The identity of a mapped object in the unwind maps. */
 struct lw_obj_key {
@@ -359,7 +419,9 @@ _Static_assert(sizeof(struct lw_cuda_map_val) == 16, "lw_cuda_map_val ABI");
 static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
 static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
-static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH + 8 + 16 * LW_MAX_PY_FRAMES, "lw_stack ABI");
+static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
+static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
 static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
@@ -370,7 +432,9 @@ static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
 _Static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 _Static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
-_Static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH, "lw_stack ABI");
+_Static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH + 8 + 16 * LW_MAX_PY_FRAMES, "lw_stack ABI");
+_Static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
+_Static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
 _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");

@@ -94,13 +94,20 @@
   X(STACK_END_READ_FAILED, 37, "stack_end_read_failed", LW_FAM_TRUNCATED, "read_failed",        \
     "stack ended: user stack memory unreadable")                                                \
   X(STACK_END_VMA_BUSY, 38, "stack_end_vma_busy", LW_FAM_TRUNCATED, "vma_busy",                 \
-    "stack ended: the mapping lookup could not take the mmap lock")
+    "stack ended: the mapping lookup could not take the mmap lock")                             \
+  /* 39..41: Python frames (bpf/lw_python.bpf.h). */                                            \
+  X(PY_READ_FAILED, 39, "python_read_failed", LW_FAM_TRUNCATED, "python_read_failed",           \
+    "Python frames ended: interpreter memory unreadable")                                       \
+  X(PY_DEPTH, 40, "python_depth", LW_FAM_TRUNCATED, "python_depth",                             \
+    "Python frames cut at LW_MAX_PY_FRAMES")                                                    \
+  X(PY_NO_THREAD, 41, "python_no_thread", "leakwatch_python_native_thread_allocations_total", 0,\
+    "allocation in a CPython process on a thread without a Python thread state")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
   LW_COUNTERS(LW_COUNTER_ENUM)
 #undef LW_COUNTER_ENUM
-  LW_CNT_MAX = 40, /* size of the per-CPU array; unused slots read 0 */
+  LW_CNT_MAX = 48, /* size of the per-CPU array; unused slots read 0 */
 };
 
 /* The values are the ABI (they index the per-CPU array that user space
@@ -143,6 +150,9 @@ LW_CNT_PIN(STACK_END_MEMORY_BUDGET, 35);
 LW_CNT_PIN(STACK_END_UNMAPPED, 36);
 LW_CNT_PIN(STACK_END_READ_FAILED, 37);
 LW_CNT_PIN(STACK_END_VMA_BUSY, 38);
+LW_CNT_PIN(PY_READ_FAILED, 39);
+LW_CNT_PIN(PY_DEPTH, 40);
+LW_CNT_PIN(PY_NO_THREAD, 41);
 #undef LW_CNT_PIN
 
 #endif /* LEAKWATCH_COUNTERS_H */

@@ -8,6 +8,7 @@
 #ifndef LW_STACK_BPF_H_
 #define LW_STACK_BPF_H_
 
+#include "lw_python.bpf.h"
 #include "lw_unwind.bpf.h"
 
 /* The kernel's frame-pointer walk (unwind_cfi off): raw addresses, stored
@@ -77,6 +78,19 @@ __noinline __u64 lw_store_stack(void)
     h = mix64(h ^ s->frames[i].ino ^ ((__u64)s->how[i] << 56));
     h = mix64(h ^ (((__u64)s->frames[i].dev << 32) | s->frames[i].off));
   }
+  /* The Python frames (bpf/lw_python.bpf.h): the same native stack runs
+   * every Python function, so they are part of the stack's identity. */
+  __u32 py_nr = s->py_nr;
+  if (py_nr) {
+    h = mix64(h ^ ((__u64)s->py_flags << 32) ^ py_nr);
+    for (__u32 i = 0; i < LW_MAX_PY_FRAMES; i++) {
+      if (i >= py_nr)
+        break;
+      h = mix64(h ^ s->py[i].code);
+      h = mix64(h ^ (((__u64)(__u32)s->py[i].lasti << 32) | ((__u64)s->py[i].sig << 16) |
+                     s->py[i].flags));
+    }
+  }
   if (h == 0)
     h = 1;
   if (!bpf_map_lookup_elem(&stacks, &h)) {
@@ -113,6 +127,7 @@ static __always_inline __u64 capture_stack(void *ctx, const struct lw_regs *r, b
     }
     lw_fp_stack(ctx, hint, s);
   }
+  lw_python_stack();
   return lw_store_stack();
 }
 

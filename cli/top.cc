@@ -84,6 +84,7 @@ void top_usage(FILE* out) {
           "                              (default) or the kernel's frame-pointer walk\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
+          "      --no-python-frames      native frames only in CPython processes\n"
           "      --analysis-window SECONDS\n"
           "                              for demos and tests: a shorter leak analysis\n"
           "                              window (30..86400, default 600): quicker, less\n"
@@ -139,6 +140,7 @@ enum LongOnly {
   kOptLogLevel,
   kOptUnwind,
   kOptConfig,
+  kOptNoPythonFrames,
 };
 
 // Returns an exit code on error or --help, or -1 when parsing succeeded.
@@ -165,6 +167,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"log-level", required_argument, nullptr, kOptLogLevel},
       {"unwind", required_argument, nullptr, kOptUnwind},
       {"config", required_argument, nullptr, kOptConfig},
+      {"no-python-frames", no_argument, nullptr, kOptNoPythonFrames},
       {nullptr, 0, nullptr, 0},
   };
   bool have_pid = false;
@@ -266,6 +269,9 @@ int parse(int argc, char** argv, TopOptions& o) {
         if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
           return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
         o.bpf.unwind_cfi = strcmp(optarg, "cfi") == 0;
+        break;
+      case kOptNoPythonFrames:  // docs/architecture.md, decision 36
+        o.bpf.python_frames = false;
         break;
       case kOptLogLevel:
         o.log_level = parse_log_level(optarg);

@@ -119,12 +119,50 @@ std::string frame_text(const Frame& f, size_t avail) {
   // How the unwinder found it, when that is worth knowing (frame pointers
   // where there is no CFI: the caller may be skipped).
   const std::string how = f.unwound == "fp" ? " (frame pointer)" : "";
+  if (f.language == "python") {  // docs/architecture.md, decision 36
+    for (const std::string& candidate : {fn + loc + " [python]", fn + loc, fn + loc_short})
+      if (candidate.size() <= avail) return candidate;
+    return clip(fn + loc_short, avail);
+  }
   for (const std::string& candidate : {fn + loc + module + how, fn + loc + module, fn + loc, fn + loc_short})
     if (candidate.size() <= avail) return candidate;
   constexpr size_t kMinName = 8;
   if (loc_short.size() + 3 + kMinName <= avail)
     return fn.substr(0, avail - loc_short.size() - 3) + "..." + loc_short;
   return clip(fn + loc_short, avail);
+}
+
+// A site's frames: the first 8; in a stack with Python frames, the first 4,
+// then every Python frame (at most 8), with the native frames between them
+// folded into one line (`alloc_cpu ... 12 native frames ... keep_outputs`).
+void add_frame_lines(std::vector<std::string>& out, const std::vector<Frame>& frames, size_t avail,
+                     size_t indent_columns) {
+  const std::string indent(indent_columns, ' ');
+  size_t python = 0;
+  for (const Frame& f : frames) python += f.language == "python";
+  if (python == 0) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      if (i == 8) {
+        out.push_back(indent + "... " + std::to_string(frames.size() - 8) + " more frames");
+        break;
+      }
+      out.push_back(indent + frame_text(frames[i], avail));
+    }
+    return;
+  }
+  size_t folded = 0, python_shown = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const bool is_python = frames[i].language == "python";
+    if (i < 4 || (is_python && python_shown < 8)) {
+      if (folded) out.push_back(indent + "... " + std::to_string(folded) + " native frames");
+      folded = 0;
+      out.push_back(indent + frame_text(frames[i], avail));
+      python_shown += is_python;
+      continue;
+    }
+    ++folded;
+  }
+  if (folded) out.push_back(indent + "... " + std::to_string(folded) + " more frames");
 }
 
 const char* trend_cell(const SiteSnapshot& site, char* buf, size_t len) {
@@ -164,6 +202,13 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                                                                                 (a.reason.empty() ? "" : ":")};
   for (std::string& w : words(a.reason)) alloc.push_back(std::move(w));
   add_lines(out, pack(alloc, width, " ", 2));
+  if (s.python.present) {  // the process's CPython (docs/cli.md, `python`)
+    std::vector<std::string> py = {"python:", s.python.version, "[" + s.python.support + "]",
+                                   s.python.frames ? "frames read" : ""};
+    if (!s.python.frames) py.back() = s.python.reason.empty() ? "frames not read yet" : "";
+    for (std::string& w : words(s.python.reason)) py.push_back(std::move(w));
+    add_lines(out, pack(py, width, " ", 2));
+  }
   if (s.live_filter.active()) {
     const LiveFilter& f = s.live_filter;
     std::vector<std::string> filter = {"filter: only allocations"};
@@ -230,15 +275,7 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
              static_cast<unsigned long long>(site.live_allocations), kind_w, kind_name(site.kind),
              rate.c_str(), trend_cell(site, trend, sizeof(trend)), stack);
     out.push_back(row);
-    size_t shown = 0;
-    for (const Frame& f : site.frames) {
-      if (++shown > 8) {
-        out.push_back(std::string(kIndent, ' ') + "... " + std::to_string(site.frames.size() - 8) +
-                      " more frames");
-        break;
-      }
-      out.push_back(std::string(kIndent, ' ') + frame_text(f, avail));
-    }
+    add_frame_lines(out, site.frames, avail, kIndent);
     if (!site.truncated.empty())
       out.push_back(std::string(kIndent, ' ') + "(stack ends here: " + site.truncated + ")");
   }

@@ -626,8 +626,12 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                             }
                             u.cache_dir = std::move(*d);
                           }},
-                         {"cache_max_bytes", [&](const Node& x, const Path& q) {
+                         {"cache_max_bytes",
+                          [&](const Node& x, const Path& q) {
                             read_uint(errors, x, q, 0, UINT64_MAX, u.cache_max_bytes);
+                          }},
+                         {"python_frames", [&](const Node& x, const Path& q) {
+                            read_bool(errors, x, q, u.python_frames);
                           }}});
         },
         true},

@@ -123,6 +123,9 @@ struct UnwindConfig {
   uint64_t max_table_bytes = 128ull << 20;
   std::string cache_dir = "/var/cache/leakwatch/unwind";  // "" = no disk cache
   uint64_t cache_max_bytes = 1ull << 30;
+  // CPython frames in the stacks of CPython processes (docs/architecture.md,
+  // "Python frames").
+  bool python_frames = true;
 };
 
 // Symbolization (docs/config.md, "Symbols"): where debug files are looked

@@ -253,6 +253,9 @@ std::vector<uint64_t> elf_rejection_counts() {
 // a library can have hundreds of thousands of data symbols.
 constexpr std::string_view kIndexedDataObjects[] = {
     "__curbrk",  // glibc: the break before a brk() call (decision 29)
+    // CPython (core/python_runtime.h): the runtime state, the version
+    // constant (3.11+) and the code object type.
+    "_PyRuntime", "Py_Version", "PyCode_Type",
 };
 
 // Longest debug link name kept: a file name, so NAME_MAX would do, but a

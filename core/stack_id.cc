@@ -27,6 +27,21 @@ uint64_t stable_stack_id(const std::vector<Frame>& frames) {
     // An inlined frame shares its address with the physical frame after
     // it: hashing it too would change the id when DWARF arrives.
     if (f.inlined) continue;
+    if (f.language == "python") {
+      // (file, qualified name, line): never the code object's address, so
+      // the id is the same in every process and after a restart.
+      static const unsigned char kPython[] = {'p', 'y', 0};
+      fnv(h, kPython, sizeof(kPython));
+      fnv(h, f.file.data(), f.file.size());
+      unsigned char sep = 0;
+      fnv(h, &sep, 1);
+      fnv(h, f.function.data(), f.function.size());
+      fnv(h, &sep, 1);
+      unsigned char line[4];
+      for (int i = 0; i < 4; ++i) line[i] = static_cast<unsigned char>(static_cast<uint32_t>(f.line) >> (8 * i));
+      fnv(h, line, sizeof(line));
+      continue;
+    }
     const std::string& module = f.build_id.empty() ? f.module : f.build_id;
     fnv(h, module.data(), module.size());
     unsigned char sep = 0;

@@ -2,7 +2,8 @@
 // The stable identity of a call stack: a hash of its frames as
 // (build-id, file offset) pairs, so the same stack has the same id across
 // restarts, hosts and address-space layouts. Frames without a build-id use
-// the module path instead. Inlined frames (Frame::inlined) are skipped:
+// the module path instead; Python frames hash as (file, qualified name,
+// line). Inlined frames (Frame::inlined) are skipped:
 // the id is of the physical frames only, so it is the same before symbols
 // arrive, after, and whatever inline chains DWARF adds. Not the kernel's
 // stack hash (that one is of raw addresses, which ASLR changes per process).

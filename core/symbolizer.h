@@ -48,6 +48,10 @@ struct Frame {
   // How the unwinder found this frame: "leaf", "cfi", "fp", "hint" (the
   // return address read at operator new's entry); "" when not recorded.
   std::string unwound;
+  // "native", or "python" for a CPython frame (core/python_frames.h):
+  // function is the qualified name, file and line the source position,
+  // module "" and offset the instruction's byte offset in its code object.
+  std::string language = "native";
 };
 
 // What a reader is shown for a frame: the function, or "module+0xOFFSET"

@@ -153,6 +153,8 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   sk->rodata->report_all_execs = options.report_all_execs;
   sk->rodata->wakeup_bytes = options.batch_wakeups ? options.ringbuf_bytes / 8 : 0;
   sk->rodata->unwind_cfi = options.unwind_cfi ? 1 : 0;
+  sk->rodata->python_frames = options.python_frames ? 1 : 0;
+  bpf_map__set_max_entries(sk->maps.py_procs, std::max<uint32_t>(options.max_targets, 1));
   sk->rodata->frame_cache_on = options.frame_cache ? 1 : 0;
   bpf_map__set_max_entries(sk->maps.unwind_rows, std::max<uint32_t>(options.max_unwind_tables, 1));
   bpf_map__set_max_entries(sk->maps.unwind_pages, std::max<uint32_t>(options.max_unwind_tables, 1));
@@ -324,6 +326,9 @@ Status BpfSession::remove_target(pid_t tgid) {
   auto key = static_cast<uint32_t>(tgid);
   if (bpf_map_delete_elem(bpf_map__fd(skel_->maps.targets), &key) != 0 && errno != ENOENT)
     return errno_error("removing target " + std::to_string(tgid));
+  // Its CPython registration goes with it (a new process on the pid is
+  // examined again).
+  (void)bpf_map_delete_elem(bpf_map__fd(skel_->maps.py_procs), &key);
   return ok_status();
 }
 
@@ -410,7 +415,24 @@ StoredStack BpfSession::read_stack(uint64_t stack_hash) const {
     }
     out.frames.push_back(sf);
   }
+  out.py_flags = s->py_flags;
+  const uint32_t py_nr = s->py_nr > LW_MAX_PY_FRAMES ? LW_MAX_PY_FRAMES : s->py_nr;
+  out.py.assign(s->py, s->py + py_nr);
   return out;
+}
+
+Status BpfSession::set_python_process(pid_t tgid, const lw_py_proc& info) {
+  auto key = static_cast<uint32_t>(tgid);
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.py_procs), &key, &info, BPF_ANY) != 0)
+    return errno_error("registering CPython process " + std::to_string(tgid));
+  return ok_status();
+}
+
+Status BpfSession::remove_python_process(pid_t tgid) {
+  auto key = static_cast<uint32_t>(tgid);
+  if (bpf_map_delete_elem(bpf_map__fd(skel_->maps.py_procs), &key) != 0 && errno != ENOENT)
+    return errno_error("removing CPython process " + std::to_string(tgid));
+  return ok_status();
 }
 
 Status BpfSession::set_unwind_object(const lw_obj_key& key, const lw_unwind_obj& obj) {

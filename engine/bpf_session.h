@@ -47,6 +47,9 @@ struct BpfOptions {
   bool frame_cache = true;               // the unwinder's per-CPU frame cache (benchmarks turn it off)
   uint32_t max_unwind_tables = 4096;    // objects with a table loaded at once
   uint32_t max_unwind_objects = 16384;  // objects registered (inode, device)
+  // Read CPython frames at each allocation of a process registered with
+  // set_python_process() (bpf/lw_python.bpf.h).
+  bool python_frames = true;
 };
 
 // One uprobe to place: where, and which allocator function it stands for
@@ -69,6 +72,8 @@ struct StoredFrame {
 struct StoredStack {
   uint32_t flags = 0;              // enum lw_stack_end | LW_STACK_*
   std::vector<StoredFrame> frames; // leaf first
+  uint32_t py_flags = 0;           // enum lw_py_end
+  std::vector<lw_py_frame> py;     // Python frames, innermost first
 };
 
 // Move-only owner of one attached probe.
@@ -138,6 +143,10 @@ class BpfSession {
   bool syscall_tracing() const;
   // The user stack stored under `stack_hash` (leaf first), or empty.
   StoredStack read_stack(uint64_t stack_hash) const;
+
+  // ---- Python frames (bpf/lw_python.bpf.h) ----
+  Status set_python_process(pid_t tgid, const lw_py_proc& info);
+  Status remove_python_process(pid_t tgid);
 
   // ---- unwind tables (decision 32) ----
   // These may be called from the unwind-table thread as well as the owner's:

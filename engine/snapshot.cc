@@ -25,6 +25,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   snap.pid = proc.pid;
   snap.comm = proc.comm;
   if (proc.attacher) snap.allocator = proc.attacher->allocator();
+  if (proc.python) snap.python = proc.python->status();
   snap.mappings = profile_mappings(proc.maps);
 
   snap.final = proc.exited;

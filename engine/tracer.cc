@@ -16,6 +16,7 @@
 #include "core/elf_file.h"
 #include "core/event.h"
 #include "core/memory_budget.h"
+#include "core/python_frames.h"
 #include "core/stack_frames.h"
 #include "core/fd.h"
 #include "core/stack_id.h"
@@ -27,6 +28,7 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
   auto session = BpfSession::create(options);
   if (!session) return session.error();
   std::unique_ptr<Tracer> t(new Tracer(std::move(*session)));
+  t->python_frames_ = options.python_frames && options.collect_stacks;
   if (options.unwind_cfi && options.collect_stacks)
     t->unwind_ = std::make_unique<UnwindTables>(*t->session_, unwind);
   return t;
@@ -35,6 +37,7 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
 void Tracer::refresh_maps(TracedProcess& proc) {
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
   if (unwind_) unwind_->add_process(proc.pid, proc.maps);
+  if (proc.python) proc.python->refresh(*session_, proc.maps);
 }
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
@@ -214,6 +217,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (options.max_rescans_per_second > 0)
     proc->rescan_budget = TokenBucket(1000000000ull / options.max_rescans_per_second,
                                       2ull * options.max_rescans_per_second, monotonic_ns());
+  if (python_frames_) proc->python = std::make_unique<PythonProcess>(pid);
 
   // Records left by an earlier process with this pid must not be inherited.
   if (Status st = session_->purge_live(pid); !st) return st;
@@ -340,6 +344,8 @@ void Tracer::after_poll() {
       reattach_after_exec(*proc);
       continue;
     }
+    // A CPython found before its interpreter made its thread-state key.
+    if (proc->python && proc->python->wants_retry()) proc->python->retry(*session_);
     if (proc->rescan_pending) rescan_within_budget(*proc);
     if (drops) {
       auto t = session_->get_target(pid);
@@ -403,6 +409,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.heap.clear();
   proc.cuda_devices.clear();
   proc.stacks.clear();
+  if (proc.python) proc.python->reset(*session_);
   proc.comm = process_comm(proc.pid);
   refresh_maps(proc);
   // The exec cleared the kernel flags, and the new image's wrappers are
@@ -509,7 +516,10 @@ void Tracer::render_symbols(ResolvedStack& rs) {
   rs.symbols_generation = symbols_->generation();
   rs.symbols_pending = false;
   rs.frames.clear();
+  std::vector<size_t> starts;  // where each address's frames begin (inline chains)
+  starts.reserve(rs.addresses.size());
   for (const StackAddress& a : rs.addresses) {
+    starts.push_back(rs.frames.size());
     if (!a.mapped) {
       rs.frames.push_back(a.unmapped);
       continue;
@@ -531,9 +541,15 @@ void Tracer::render_symbols(ResolvedStack& rs) {
     rs.frames.push_back(std::move(f));
     rs.symbols_pending = true;
   }
+  // Python frames where the evaluation loop's frames were (decision 36).
+  if (!rs.python.empty())
+    rs.frames = merge_python_frames_grouped(rs.frames, starts, rs.is_eval, rs.python, rs.python_entry);
   if (!rs.symbols_pending) {
     rs.addresses.clear();
     rs.addresses.shrink_to_fit();
+    rs.python.clear();
+    rs.python_entry.clear();
+    rs.is_eval.clear();
   }
 }
 
@@ -619,8 +635,12 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     }
   }
   std::vector<Frame> physical;  // what the stack id hashes: (build-id, offset)
+  std::vector<bool> is_eval;    // frames in CPython's evaluation loop (decision 36)
   for (size_t i = first; i < where.size(); ++i) {
     const MapEntry* m = where[i].map;
+    is_eval.push_back(proc.python && m && m->is_file() &&
+                      proc.python->is_eval_frame(kernel_dev(m->dev_major, m->dev_minor), m->inode,
+                                                 where[i].offset));
     StackAddress a;
     a.unwound = unwound_name(stored.frames[i].how);
     Frame f;
@@ -651,9 +671,33 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     rs.addresses.push_back(std::move(a));
   }
   rs.end = stack_end_name(stored.flags & LW_STACK_END_MASK);
+  if (!stored.py.empty() || stored.py_flags != LW_PY_NONE)
+    splice_python_frames(proc, stored, is_eval, physical, rs);
   rs.stack_id = stable_stack_id(physical);
   render_symbols(rs);
   return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }
+
+// ---- Python frames ----
+void Tracer::splice_python_frames(TracedProcess& proc, const StoredStack& stored,
+                                  const std::vector<bool>& is_eval, std::vector<Frame>& physical,
+                                  ResolvedStack& rs) {
+  if (!proc.python) return;
+  std::vector<bool> entry;
+  std::vector<Frame> python = proc.python->resolve(stored.py, entry);
+  if (!python.empty()) {
+    // The id hashes the merged stack (Python frames as file, name, line);
+    // render_symbols() splices the same frames into each rendering.
+    physical = merge_python_frames(physical, is_eval, python, entry);
+    rs.python = std::move(python);
+    rs.python_entry = std::move(entry);
+    rs.is_eval = is_eval;
+  }
+  // A native stack that is complete but whose Python chain was cut says so.
+  const uint32_t py_end = stored.py_flags & LW_PY_END_MASK;
+  if (rs.end.empty() && py_end == LW_PY_DEPTH) rs.end = "python_depth";
+  if (rs.end.empty() && py_end == LW_PY_READ_FAILED) rs.end = "python_read_failed";
+}
+// ---- end Python frames ----
 
 }  // namespace lw

@@ -32,6 +32,7 @@
 #include "core/symbolizer.h"
 #include "engine/bpf_session.h"
 #include "engine/process_attacher.h"
+#include "engine/python_process.h"
 #include "engine/unwind_tables.h"
 #include "view/process_view.h"
 
@@ -57,6 +58,12 @@ struct ResolvedStack {
   bool symbols_pending = false;
   uint64_t symbols_generation = 0;
   std::vector<StackAddress> addresses;  // kept only while symbols are pending
+  // Python frames (docs/architecture.md, decision 36), innermost first, each
+  // one's entry flag, and which addresses are CPython evaluation frames:
+  // render_symbols() splices them in; kept while symbols are pending.
+  std::vector<Frame> python;
+  std::vector<bool> python_entry;
+  std::vector<bool> is_eval;
   // Why the stack ends before the outermost frame (stack_end_name():
   // "no_cfi", "depth", "table_pending", ...); "" when it is complete.
   std::string end;
@@ -120,6 +127,8 @@ struct TracedProcess {
   // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
   // see this process's mmap-family calls (decision 29).
   bool syscall_sites = false;
+  // Its CPython, if it runs one (Python frames; docs/architecture.md).
+  std::unique_ptr<PythonProcess> python;
 };
 
 class Tracer {
@@ -221,6 +230,11 @@ class Tracer {
   explicit Tracer(std::unique_ptr<BpfSession> session);
   // Reads `proc`'s mappings again and registers its objects' unwind tables.
   void refresh_maps(TracedProcess& proc);
+  // Replaces the CPython evaluation frames of `rs` (is_eval[i] for
+  // rs.frames[i]) with the stored Python frames (core/python_frames.h).
+  void splice_python_frames(TracedProcess& proc, const StoredStack& stored,
+                            const std::vector<bool>& is_eval, std::vector<Frame>& physical,
+                            ResolvedStack& rs);
   void on_record(const void* data, size_t len);
   void after_poll();
   void resync(TracedProcess& proc);
@@ -236,6 +250,7 @@ class Tracer {
   static constexpr size_t kMaxBuildIdCache = 4096;
 
   std::unique_ptr<BpfSession> session_;
+  bool python_frames_ = true;  // BpfOptions::python_frames: look for CPython in each process
   std::unique_ptr<UnwindTables> unwind_;  // after session_: stops before it goes
   std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;
   void render_symbols(ResolvedStack& rs);

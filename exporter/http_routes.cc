@@ -170,6 +170,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
         e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
     p["lifecycle"] = to_json(e.snapshot.lifecycle);
     p["allocator"] = to_json(e.snapshot.allocator);
+    p["python"] = to_json(e.snapshot.python);
     procs.push_back(std::move(p));
   }
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});

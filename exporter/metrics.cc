@@ -123,9 +123,19 @@ Labels with(Labels l, std::initializer_list<ClientMetric::Label> more) {
   return l;
 }
 
-// "leaf_function (file:line)", short, for the `site` label. Full stacks go
+// "leaf_function (file:line)", short, for the `site` label: the innermost
+// Python frame where the stack has one (the function that keeps the
+// memory, not the interpreter's allocator), else the leaf. Full stacks go
 // to the API and pprof, never into labels.
 std::string site_label(const SiteSnapshot& s) {
+  for (const Frame& f : s.frames) {
+    if (f.language != "python") continue;
+    std::string out = f.function;
+    size_t slash = f.file.rfind('/');
+    out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
+           std::to_string(f.line) + ")";
+    return out;
+  }
   for (const Frame& f : s.frames) {
     if (f.function.empty() && f.file.empty()) continue;
     std::string out = frame_display_name(f);
@@ -204,6 +214,8 @@ const char* counter_family_help(std::string_view family) {
        "Allocations not recorded because byte sampling skipped them."},
       {"leakwatch_unsampled_frees_total",
        "Frees in sampled processes of blocks not in the live map (unsampled blocks)."},
+      {"leakwatch_python_native_thread_allocations_total",
+       "Allocations in CPython processes made on threads without a Python thread state (native frames only)."},
   };
   for (const auto& [name, help] : kFamilies)
     if (name == family) return help;

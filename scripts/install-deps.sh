@@ -37,11 +37,13 @@ apt-get install -y -qq --no-install-recommends \
 # run on loopback, and curl to wait for it.
 # Allocator peers (tests/integration/allocator_test.cc): jemalloc to link
 # against, tcmalloc and mimalloc to preload, and Debian's redis (jemalloc).
+# Python frames (tests/integration/python_test.cc): Debian's interpreter,
+# /usr/bin/python3.11 (python3.11-minimal).
 if [ "$with_test_tools" = 1 ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
     debootstrap systemd systemd-container python3-yaml python3-matplotlib util-linux libclang-rt-14-dev \
     libjemalloc-dev libgoogle-perftools4 libmimalloc2.0 redis-server redis-tools \
-    debuginfod curl >/dev/null
+    debuginfod curl python3.11-minimal >/dev/null
   # A kubectl or Node.js from another repository (Google's, NodeSource's)
   # ships the same files as Debian's packages: keep it if there is one.
   command -v kubectl >/dev/null || apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null

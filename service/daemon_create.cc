@@ -20,6 +20,7 @@ BpfOptions bpf_options(const Config& c) {
   o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
   o.report_all_execs = true;
   o.unwind_cfi = c.unwind.cfi;
+  o.python_frames = c.unwind.python_frames;
   return o;
 }
 

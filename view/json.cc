@@ -19,7 +19,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                         {"build_id", f.build_id},
                         {"offset", f.offset},
                         {"unwound", f.unwound},
-                        {"inlined", f.inlined}});
+                        {"inlined", f.inlined},
+                        {"language", f.language}});
     }
     sites.push_back({{"stack_id", stack_id_hex(s.stack_id)},
                      {"kind", kind_name(s.kind)},
@@ -95,6 +96,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"max_size", f.max_size == UINT64_MAX ? json(nullptr) : json(f.max_size)}};
   }
   out["unwind"] = to_json(snap.tracer_stats.unwind);
+  out["python"] = to_json(snap.python);
   return out;
 }
 
@@ -150,6 +152,12 @@ nlohmann::json to_json(const UnwindStats& u) {
           {"disk_cache_hits", u.disk_cache_hits},
           {"memory_cache_hits", u.memory_cache_hits},
           {"queue_depth", u.queue_depth}};
+}
+
+nlohmann::json to_json(const PythonInfo& py) {
+  if (!py.present) return nullptr;
+  return {{"version", py.version}, {"support", py.support}, {"frames", py.frames},
+          {"reason", py.reason},   {"object", py.object}};
 }
 
 }  // namespace lw

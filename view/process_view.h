@@ -167,6 +167,17 @@ struct TracerStats {
   UnwindStats unwind;
 };
 
+// A process's CPython, when it runs one (engine/python_process.h;
+// docs/architecture.md, "Python frames").
+struct PythonInfo {
+  bool present = false;   // a CPython interpreter is mapped
+  std::string version;    // "3.11.2" as the binary declares it; "<3.11" when older
+  std::string support;    // tested | untested | unsupported
+  std::string reason;     // why frames are not read (unsupported, or not yet); "" when they are
+  std::string object;     // the executable or libpython holding it
+  bool frames = false;    // its Python frames are read at each allocation
+};
+
 // A point-in-time view of one traced process: its sites merged by stable
 // stack id and symbolized.
 struct ProcessSnapshot {
@@ -207,6 +218,7 @@ struct ProcessSnapshot {
   double analysis_window_s = 0;
   // The span of samples a site needs before its first verdict.
   double analysis_min_span_s = 0;
+  PythonInfo python;                // present = false for a process without CPython
 };
 
 const char* kind_name(uint32_t kind);

@@ -541,6 +541,35 @@ TEST(Pprof, UnsymbolizedAndModulelessFrames) {
   EXPECT_EQ(p.location(ids[0]).address - foo.memory_start, 0x4321u);
 }
 
+// Python frames (docs/architecture.md, "Python frames") have no module:
+// each is a function with its file, at its line, told apart from another
+// line of the same function.
+TEST(Pprof, PythonFramesAreFunctionsWithFileAndLine) {
+  auto py = [](std::string fn, int line) {
+    Frame f = frame(std::move(fn), "/srv/app.py", line, "", 0);
+    f.language = "python";
+    return f;
+  };
+  PprofInput in;
+  in.sites.push_back(site({frame("alloc_cpu", "", 0, kLibc, 0x10), py("keep_outputs", 12), py("handler", 30)},
+                          "heap", 64, 1, 64, 1));
+  in.sites.push_back(site({frame("alloc_cpu", "", 0, kLibc, 0x10), py("keep_outputs", 13), py("handler", 30)},
+                          "heap", 32, 1, 32, 1));
+  const Profile p = decode_or_fail(encode_pprof(in));
+  ASSERT_EQ(p.samples.size(), 2u);
+  EXPECT_EQ(p.stack(p.samples[0]), (std::vector<std::string>{"alloc_cpu", "keep_outputs", "handler"}));
+  const Location& keep12 = p.location(p.samples[0].location_ids[1]);
+  const Location& keep13 = p.location(p.samples[1].location_ids[1]);
+  EXPECT_EQ(keep12.mapping_id, 0u);
+  ASSERT_EQ(keep12.lines.size(), 1u);
+  EXPECT_EQ(keep12.lines[0].line, 12);
+  EXPECT_EQ(keep13.lines[0].line, 13);
+  EXPECT_NE(p.samples[0].location_ids[1], p.samples[1].location_ids[1]);
+  EXPECT_EQ(keep12.lines[0].function_id, keep13.lines[0].function_id);  // one function, two lines
+  EXPECT_EQ(p.str(p.function(keep12.lines[0].function_id).filename), "/srv/app.py");
+  EXPECT_EQ(p.samples[0].location_ids[2], p.samples[1].location_ids[2]);
+}
+
 TEST(Pprof, ValuesClampAndSamplingPeriod) {
   PprofInput in;
   in.sites.push_back(site({}, "heap", std::numeric_limits<uint64_t>::max(), 1, 2, 3));
