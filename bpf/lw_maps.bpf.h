@@ -45,6 +45,20 @@ struct {
   __type(value, struct lw_target);
 } targets SEC(".maps");
 
+/* A rescan the daemon has been asked for and not yet taken, per tgid
+ * (architecture.md, 37): the first change of a target's code mappings
+ * (exec-mapped file, dlopen, dlclose) after the daemon last read its maps
+ * inserts the key and emits one LW_EV_MAP_EXEC; later changes only bump
+ * lw_target.maps_gen. The daemon deletes the key just before it reads the
+ * maps again. A dlopen loop costs the daemon one ring event per rescan,
+ * not one per call. Sized like targets by the loader. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, __u8);
+} rescan_req SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, LW_CNT_MAX);

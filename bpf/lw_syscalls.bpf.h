@@ -77,6 +77,20 @@ static __always_inline bool syscall_wanted(struct lw_target *t, __u32 tid, long 
   return true;
 }
 
+/* The target's code mappings changed: the frame cache is stale (maps_gen),
+ * and the daemon is asked for a rescan unless one is already asked for and
+ * not yet taken (rescan_req; architecture.md, 37). A full rescan_req map
+ * (never: sized like targets) still reports. */
+static __always_inline void code_changed(struct lw_target *t, __u32 tgid, __u64 addr, __u64 len)
+{
+  __u8 one = 1;
+
+  __sync_fetch_and_add(&t->maps_gen, 1);
+  if (bpf_map_update_elem(&rescan_req, &tgid, &one, BPF_NOEXIST) == -17 /* EEXIST */)
+    return;
+  emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, addr, len, 0, 0, 0);
+}
+
 /* Accounts a finished call that syscall_wanted() accepted; `ret` is the
  * kernel's result, `regs` the user registers in the wrapper after the call. */
 static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 tgid, long nr,
@@ -96,8 +110,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
                    capture_stack(ctx, regs, false, 0));
     } else {
-      __sync_fetch_and_add(&t->maps_gen, 1);  /* new code: the frame cache is stale */
-      emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, (__u64)ret, len, 0, 0, 0);
+      code_changed(t, tgid, (__u64)ret, len);  /* new code */
     }
     return;
   }
@@ -178,8 +191,7 @@ static __always_inline int loader_changed(void)
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t || (t->flags & LW_TARGET_EXITED))
     return 0;
-  __sync_fetch_and_add(&t->maps_gen, 1);  /* dlopen/dlclose: the frame cache is stale */
-  emit(t, LW_EV_MAP_EXEC, tgid, LW_KIND_MMAP, 0, 0, 0, 0, 0);
+  code_changed(t, tgid, 0, 0);  /* dlopen/dlclose */
   return 0;
 }
 

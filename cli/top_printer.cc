@@ -231,7 +231,7 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
     add_lines(out, pack(words(std::to_string(s.lifecycle.rescans_deferred) +
                               " rescans of its libraries waited for the lifecycle budget (" +
                               std::to_string(s.lifecycle.events) +
-                              " dlopen/dlclose or executable mappings seen): probes on a new library may come late"),
+                              " code-mapping changes): probes on a new library may come late"),
                         width, " ", 2));
   const double default_window = AnalysisParams{}.window_s;
   if (s.analysis_window_s > 0 && s.analysis_window_s != default_window)

@@ -165,6 +165,7 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
   bpf_map__set_max_entries(sk->maps.ctxs, options.ctx_max_entries);
   bpf_map__set_max_entries(sk->maps.targets, options.max_targets);
+  bpf_map__set_max_entries(sk->maps.rescan_req, std::max<uint32_t>(options.max_targets, 1));
   s->uprobe_multi_ = kernel_has_uprobe_multi();
   if (s->uprobe_multi_) {
     bpf_program__set_expected_attach_type(sk->progs.lw_entry,
@@ -329,7 +330,13 @@ Status BpfSession::remove_target(pid_t tgid) {
   // Its CPython registration goes with it (a new process on the pid is
   // examined again).
   (void)bpf_map_delete_elem(bpf_map__fd(skel_->maps.py_procs), &key);
+  take_rescan_request(tgid);
   return ok_status();
+}
+
+void BpfSession::take_rescan_request(pid_t tgid) {
+  auto key = static_cast<uint32_t>(tgid);
+  (void)bpf_map_delete_elem(bpf_map__fd(skel_->maps.rescan_req), &key);  // ENOENT: none asked
 }
 
 std::optional<lw_target> BpfSession::get_target(pid_t tgid) const {

@@ -128,6 +128,10 @@ class BpfSession {
   Status set_target(pid_t tgid, uint32_t flags, uint64_t start_ns, uint64_t sample_mean = 0);
   Status remove_target(pid_t tgid);
   std::optional<lw_target> get_target(pid_t tgid) const;
+  // Takes the target's pending rescan request (bpf map rescan_req): call it
+  // just before reading the process's maps, so that any later change of its
+  // code mappings reports a new LW_EV_MAP_EXEC (architecture.md, 37).
+  void take_rescan_request(pid_t tgid);
 
   // Reads every live record of `tgid` from the kernel map.
   // Records of kinds in `skip_kinds` (bit 1 << kind) are left out: a kind

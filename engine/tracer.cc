@@ -224,7 +224,13 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   proc->heap.set_sample_mean(options.sample_mean_bytes);
   if (Status st = session_->set_target(pid, target_flags(options), 0, options.sample_mean_bytes); !st)
     return st;
-  if (auto t = session_->get_target(pid)) proc->lost_seen = t->lost;
+  if (auto t = session_->get_target(pid)) {
+    proc->lost_seen = t->lost;
+    proc->maps_gen_seen = t->maps_gen;
+  }
+  // Before the first read of its maps (attach_objects); an event in the
+  // ring already is served once the process is registered below.
+  session_->take_rescan_request(pid);
   // Without heap probes (mode light) the allocator is still identified, for
   // the API and metrics, and the optional CUDA probes are placed.
   proc->attacher->set_syscalls(options.mmap);
@@ -314,9 +320,9 @@ void Tracer::on_record(const void* data, size_t len) {
       discoveries_.push_back({static_cast<pid_t>(e->addr), p.pid, false, e->ts_ns});
       break;
     case EventType::kMapExec:
+      // One event per rescan request (bpf map rescan_req): the changes are
+      // counted from maps_gen when the request is served or deferred.
       p.rescan_pending = true;
-      ++p.lifecycle.events;
-      ++stats_.lifecycle_events;
       break;
   }
 }
@@ -366,6 +372,7 @@ void Tracer::after_poll() {
 // once a token is back: probes on a new library come at most 1/rate s late
 // (architecture.md, 37).
 void Tracer::rescan_within_budget(TracedProcess& proc) {
+  count_code_changes(proc);
   const uint64_t now = monotonic_ns();
   if (!proc.rescan_budget.take(now)) {
     if (proc.lifecycle.deferred_since == 0) {
@@ -379,10 +386,24 @@ void Tracer::rescan_within_budget(TracedProcess& proc) {
   proc.lifecycle.deferred_since = 0;
   ++proc.lifecycle.rescans;
   ++stats_.rescans;
+  // Before the maps are read: a change from here on asks again.
+  session_->take_rescan_request(proc.pid);
   if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
       !attach_objects(proc, proc.options.heap))
     ++stats_.attach_errors;
   refresh_maps(proc);
+}
+
+// Changes of the process's code mappings (exec, executable mmap, dlopen,
+// dlclose) since the last count, from the kernel's generation counter: the
+// ring carries one event per rescan request, not one per change.
+void Tracer::count_code_changes(TracedProcess& proc) {
+  auto t = session_->get_target(proc.pid);
+  if (!t) return;
+  const uint64_t changes = t->maps_gen - proc.maps_gen_seen;
+  proc.maps_gen_seen = t->maps_gen;
+  proc.lifecycle.events += changes;
+  stats_.lifecycle_events += changes;
 }
 
 void Tracer::resync(TracedProcess& proc) {
@@ -411,6 +432,8 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.stacks.clear();
   if (proc.python) proc.python->reset(*session_);
   proc.comm = process_comm(proc.pid);
+  count_code_changes(proc);
+  session_->take_rescan_request(proc.pid);
   refresh_maps(proc);
   // The exec cleared the kernel flags, and the new image's wrappers are
   // decided again below: until then the raw tracepoints (if attached) must

@@ -114,6 +114,7 @@ struct TracedProcess {
   // The lifecycle budget: a token bucket of rescans (options.max_rescans_per_second).
   LifecycleStats lifecycle;
   TokenBucket rescan_budget;
+  uint64_t maps_gen_seen = 0;  // lw_target.maps_gen last counted into lifecycle.events
   uint64_t lost_seen = 0;
   bool accounting = true;  // overhead: false while the kill switch holds it
   // Unix seconds when the heap probes were detached (step-down, governor,
@@ -239,6 +240,7 @@ class Tracer {
   void after_poll();
   void resync(TracedProcess& proc);
   void rescan_within_budget(TracedProcess& proc);
+  void count_code_changes(TracedProcess& proc);
   void reattach_after_exec(TracedProcess& proc);
   Status attach_objects(TracedProcess& proc, bool heap);
   void sync_syscall_sites(TracedProcess& proc);

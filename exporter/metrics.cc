@@ -283,7 +283,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
           {}, static_cast<double>(snap.tracer_stats.resyncs));
   // The lifecycle budget (architecture.md, 37).
   fam.add(fam.family("leakwatch_lifecycle_events_total",
-                     "Executable mappings and link-map changes (dlopen, dlclose) seen in traced processes.", C),
+                     "Changes of traced processes' code mappings (exec, executable mmap, dlopen, dlclose).", C),
           {}, static_cast<double>(snap.tracer_stats.lifecycle_events));
   fam.add(fam.family("leakwatch_rescans_total",
                      "Rescans of traced processes' mapped objects (each after lifecycle events).", C),
