@@ -70,6 +70,10 @@ static void (*op_delete)(void*);
 // functions (lvl_N calls lvl_{N-1} ... lvl_1 calls malloc), so every frame
 // has its own return address as in a real call chain. The asm after each
 // call keeps it from being a tail call (which would not leave a frame).
+// i == UINT64_MAX: the block stays live (the one kept before is freed), so
+// a tracer's snapshot shows the whole chain's stack (bench/unwind_depth.sh
+// checks its depth).
+static char* kept;
 __attribute__((noinline)) static void lvl_0(size_t size, uint64_t i) {
   char* p = malloc(size);
   if (p == NULL) {
@@ -78,6 +82,11 @@ __attribute__((noinline)) static void lvl_0(size_t size, uint64_t i) {
   }
   p[0] = (char)i;
   __asm__ volatile("" : : "r"(p) : "memory");
+  if (i == UINT64_MAX) {
+    free(kept);
+    kept = p;
+    return;
+  }
   free(p);
 }
 #define LW_LEVEL(n, m)                                                  \
@@ -231,6 +240,8 @@ int main(int argc, char** argv) {
       ns[r] = run_round(pairs);
       printf("round %" PRIu64 " %.1f\n", r + 1, ns[r]);
     }
+    // One block left live at the bottom of the chain (outside the timing).
+    if (call_depth) levels[call_depth - 1](4096, UINT64_MAX);
     qsort(ns, rounds, sizeof(ns[0]), cmp_double);
     double median = rounds % 2 ? ns[rounds / 2] : (ns[rounds / 2 - 1] + ns[rounds / 2]) / 2;
     printf("ns_per_pair %.1f\n", median);

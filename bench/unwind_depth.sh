@@ -77,7 +77,7 @@ prog_stats() {
     [[ -n $id ]] || continue
     bpftool prog show id "$id" -j 2>/dev/null |
       python3 -c 'import json,sys; p=json.load(sys.stdin); print(p.get("run_cnt",0), p.get("run_time_ns",0)) if p.get("name")=="lw_alloc_return" else None'
-  done | head -n1
+  done | awk 'NR == 1'
 }
 
 results=$tmp/results
