@@ -330,6 +330,12 @@ void UnwindTables::process_job(Job& job) {
     set_state_locked(job.key, it->second, LW_TABLE_NO_CFI, nullptr);
     return;
   }
+  // No FDE at all (a data-only library such as libicudata, a stub such as
+  // libtorch.so): no CFI, like an object without .eh_frame, not a failure.
+  if (table->rows.empty() || table->pages.empty()) {
+    set_state_locked(job.key, it->second, LW_TABLE_NO_CFI, nullptr);
+    return;
+  }
   if (auto t = tables_.find(table_key); t != tables_.end()) {  // loaded meanwhile for another inode
     t->second.objects.insert(job.key);
     it->second.table_key = table_key;
