@@ -217,6 +217,18 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
     if (f.max_size != UINT64_MAX) filter.push_back("of at most " + std::to_string(f.max_size) + " B");
     add_lines(out, pack(filter, width, " ", 2));
   }
+  // What the kernel could not record (docs/cli.md, "Warnings"): the
+  // figures are a lower bound, and the text view says so.
+  if (const uint64_t lost = s.kernel_counters[LW_CNT_LIVE_INSERT_FAILED]; lost > 0)
+    add_lines(out, pack(words("warning: " + std::to_string(lost) +
+                              " allocations not recorded (kernel live map full: --live-max, "
+                              "limits.live_map_entries): live figures are a lower bound"),
+                        width, " ", 2));
+  if (const uint64_t lost = s.kernel_counters[LW_CNT_STACK_MAP_FULL]; lost > 0)
+    add_lines(out, pack(words("warning: " + std::to_string(lost) +
+                              " stacks not stored (kernel stack map full: --stack-max, "
+                              "limits.stack_map_entries): their bytes show under an unknown stack"),
+                        width, " ", 2));
   if (s.sample_mean_bytes > 0)
     add_lines(out, pack(words("heap figures are estimates: allocations sampled every " +
                               human_bytes(s.sample_mean_bytes) + " on average"),

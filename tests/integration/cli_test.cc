@@ -430,6 +430,51 @@ TEST_F(LeakwatchCli, CommandThatCannotRunExitsOne) {
   EXPECT_TRUE(o.out.empty()) << o.text();
 }
 
+// --- what the kernel could not record ---------------------------------------------
+
+// `top` text on holder 1000 with the live map sized 64 (or the default):
+// every line, the target's truth checked first.
+std::string holder_text(const std::string &live_max) {
+  Process target({target_path("holder"), "1000"});
+  auto ready = target.read_line(10000ms);
+  if (ready != "ready " + std::to_string(target.pid())) throw std::runtime_error("holder: no ready line");
+  std::vector<std::string> args = {LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--interval", "0.3",
+                                   "--count", "12"};
+  if (!live_max.empty()) args.insert(args.end(), {"--live-max", live_max});
+  Process leakwatch(args, {.env = {"COLUMNS=200"}});
+  std::string all;
+  while (auto line = leakwatch.read_line(60000ms)) {
+    all += *line + "\n";
+    if (line->find("no allocations seen yet") != std::string::npos) break;
+  }
+  target.write_line("go");
+  auto done = target.read_line(10000ms);
+  if (!done || done->rfind("done ", 0) != 0) throw std::runtime_error("holder: no done line");
+  // The remaining tables (--count), after the blocks are held.
+  while (auto line = leakwatch.read_line(30000ms)) all += *line + "\n";
+  leakwatch.wait_exit(10000ms);
+  target.write_line("exit");
+  target.wait_exit(10000ms);
+  return all + leakwatch.stderr_text();
+}
+
+// The scale issue's complaint: a full live map left the text view silent.
+// 1,000 live blocks in a 64-entry map: the warning says how many were not
+// recorded and which setting to change; with the default map, no warning.
+TEST_F(LeakwatchCli, FullLiveMapIsSaidInTheTextView) {
+  const std::string small = holder_text("64");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(small, m, std::regex("warning: ([0-9]+) allocations not recorded \\(kernel live map full: "
+                                                    "--live-max, limits.live_map_entries\\): live figures are a "
+                                                    "lower bound")))
+      << small;
+  // 1,000 blocks, at most 64 entries (less what ld.so and libc held).
+  EXPECT_GE(std::stoll(m[1].str()), 1000 - 64) << small;
+  const std::string normal = holder_text("");
+  EXPECT_EQ(normal.find("not recorded"), std::string::npos) << normal;
+  EXPECT_NE(normal.find("LIVE"), std::string::npos) << normal;
+}
+
 // --- the demo -------------------------------------------------------------------
 
 // What scripts/demo.sh runs: the demo service, and top with the demo's
