@@ -358,6 +358,9 @@ void Tracer::after_poll() {
       if (t && t->lost != proc->lost_seen) {
         proc->lost_seen = t->lost;
         resync(*proc);
+        // A lost event may have been its rescan request: the BPF side asks
+        // no more until the request is taken (architecture.md, 37).
+        proc->rescan_pending = true;
       }
     }
   }  // Resyncs and execs replaced whole record sets.
