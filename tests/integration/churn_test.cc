@@ -102,10 +102,6 @@ std::vector<unsigned long long> stat_fields(pid_t pid) {
   for (std::string f; rest >> f;) fields.push_back(strtoull(f.c_str(), nullptr, 10));
   return fields;  // fields[n] is field n
 }
-unsigned long long cpu_ticks(pid_t pid) {
-  auto f = stat_fields(pid);
-  return f.size() > 15 ? f[14] + f[15] : 0;
-}
 unsigned long long start_ticks(pid_t pid) {
   auto f = stat_fields(pid);
   return f.size() > 22 ? f[22] : 0;
@@ -129,16 +125,6 @@ std::string fd_difference(const std::multiset<std::string> &before, const std::m
   std::string out;
   for (const std::string &a : added) out += "\n  + " + a;
   return out;
-}
-
-// The value of the sample `series` ("name" or "name{labels}") in /metrics
-// text, or NaN.
-double metric(const std::string &text, const std::string &series) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nan("");
 }
 
 // Quantile q of a Prometheus histogram in /metrics text, as the upper bound

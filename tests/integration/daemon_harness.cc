@@ -14,6 +14,7 @@
 #include <httplib.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,29 @@ std::string file_name_of(const std::string &path) { return std::filesystem::path
 double unix_now() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+double metric(const std::string &text, const std::string &series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nan("");
+}
+
+unsigned long long cpu_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  unsigned long long utime = 0, stime = 0;
+  std::string f;
+  for (int field = 3; field <= 15 && rest >> f; ++field) {  // fields 1, 2: pid, comm
+    if (field == 14) utime = strtoull(f.c_str(), nullptr, 10);
+    if (field == 15) stime = strtoull(f.c_str(), nullptr, 10);
+  }
+  return utime + stime;
 }
 
 int free_loopback_port() {

@@ -159,6 +159,14 @@ std::string file_name_of(const std::string &path);
 // Seconds since the epoch, the clock of the API's timestamps.
 double unix_now();
 
+// The value of the sample `series` ("name" or "name{labels}") in /metrics
+// text, or NaN.
+double metric(const std::string &text, const std::string &series);
+
+// utime + stime of every thread of `pid` (/proc/PID/stat fields 14, 15), in
+// clock ticks (sysconf(_SC_CLK_TCK) a second); 0 when it cannot be read.
+unsigned long long cpu_ticks(pid_t pid);
+
 // A free TCP port on 127.0.0.1 (bound to port 0, then released).
 int free_loopback_port();
 

@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "daemon_harness.h"
@@ -24,26 +22,7 @@ using namespace std::chrono_literals;
 
 // utime + stime of every thread of `pid`, in seconds.
 double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  // Fields 3.. after the comm; utime is field 14, stime 15.
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double metric_value(const std::string &metrics, const std::string &name) {
-  std::istringstream lines(metrics);
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  return -1;
+  return static_cast<double>(cpu_ticks(pid)) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 class LeakwatchLifecycle : public ::testing::Test {
@@ -131,9 +110,9 @@ targets:
 
   const HttpReply metrics = daemon.get("/metrics");
   ASSERT_EQ(metrics.status, 200);
-  EXPECT_GT(metric_value(metrics.body, "leakwatch_rescans_deferred_total"), 0) << metrics.body;
-  EXPECT_GE(metric_value(metrics.body, "leakwatch_lifecycle_events_total"), 2.0 * static_cast<double>(pairs));
-  EXPECT_GE(metric_value(metrics.body, "leakwatch_rescans_total"), 2);
+  EXPECT_GT(metric(metrics.body, "leakwatch_rescans_deferred_total"), 0) << metrics.body;
+  EXPECT_GE(metric(metrics.body, "leakwatch_lifecycle_events_total"), 2.0 * static_cast<double>(pairs));
+  EXPECT_GE(metric(metrics.body, "leakwatch_rescans_total"), 2);
 
   target.write_line("exit");
   auto status = target.wait_exit(10s);
