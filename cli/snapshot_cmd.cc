@@ -100,6 +100,12 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), file.error().message.c_str());
     return exit_code::kError;
   }
+  // From the start: a Ctrl-C while probes attach or tables load still
+  // writes the profile of what was seen.
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   auto tracer = Tracer::create(BpfOptions{}, default_unwind_options());
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
@@ -112,12 +118,12 @@ int run_snapshot(int argc, char** argv) {
   // Said once every probe is in place (and the unwind tables of what the
   // process maps are loaded, bounded wait), so a caller knows from when
   // the profile covers the process.
-  if (UnwindTables* u = (*tracer)->unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
+  // The ring buffer is consumed meanwhile (Tracer::wait_for_tables).
+  if (Result<bool> w = (*tracer)->wait_for_tables(std::chrono::seconds(30), g_stop); !w) {
+    fprintf(stderr, "leakwatch: %s\n", w.error().message.c_str());
+    return exit_code::kError;
+  }
   fprintf(stderr, "leakwatch snapshot: attached to %d, tracing for %g s\n", pid, duration);
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   raise_fd_limit();  // best effort: a snapshot of one process needs few fds
   Tracer& t = **tracer;
   const double started = std::chrono::duration<double>(
@@ -131,7 +137,10 @@ int run_snapshot(int argc, char** argv) {
       return exit_code::kError;
     }
   }
-  while (true) {
+  // Bounded: a process that allocates without pause refills the ring as
+  // fast as it drains.
+  const auto drain_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < drain_end) {
     Result<int> n = t.poll(0);
     if (!n || *n == 0) break;
   }

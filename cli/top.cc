@@ -49,6 +49,7 @@ struct TopOptions {
   bool json = false;
   size_t max_sites = 20;
   long stall_consumer_ms = 0;
+  long slow_tables_ms = 0;  // fault testing: each unwind-table job waits this long
   std::string record_path;  // raw ring-buffer records, for bench/ replay
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
   bool light = false;              // --mode light: no heap probes
@@ -97,6 +98,9 @@ void top_usage(FILE* out) {
           "      --debug-stall-consumer-ms N\n"
           "                              stop reading events for N ms after attach\n"
           "                              (fault testing: forces ring-buffer loss)\n"
+          "      --debug-slow-tables-ms N\n"
+          "                              delay each unwind-table build or load by N ms\n"
+          "                              (fault testing: a slow first output)\n"
           "  -h, --help                  this text\n"
           "The text view fits COLUMNS (or the terminal); a closed output (| head)\n"
           "detaches and exits 0. Exit codes: 0 ok, 1 error, 2 usage, 3 no such process,\n"
@@ -133,6 +137,7 @@ enum LongOnly {
   kOptSampleMean,
   kOptRecord,
   kOptStall,
+  kOptSlowTables,
   kOptOlder,
   kOptMinSize,
   kOptMaxSize,
@@ -160,6 +165,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"sample-mean", required_argument, nullptr, kOptSampleMean},
       {"record-events", required_argument, nullptr, kOptRecord},
       {"debug-stall-consumer-ms", required_argument, nullptr, kOptStall},
+      {"debug-slow-tables-ms", required_argument, nullptr, kOptSlowTables},
       {"older", required_argument, nullptr, kOptOlder},
       {"min-size", required_argument, nullptr, kOptMinSize},
       {"max-size", required_argument, nullptr, kOptMaxSize},
@@ -242,6 +248,11 @@ int parse(int argc, char** argv, TopOptions& o) {
         if (!parse_u64(optarg, n) || n > 600000)
           return usage_error("--debug-stall-consumer-ms must be <= 600000 (got '%s')", optarg);
         o.stall_consumer_ms = static_cast<long>(n);
+        break;
+      case kOptSlowTables:
+        if (!parse_u64(optarg, n) || n > 600000)
+          return usage_error("--debug-slow-tables-ms must be <= 600000 (got '%s')", optarg);
+        o.slow_tables_ms = static_cast<long>(n);
         break;
       case kOptOlder:
         if (!parse_number(optarg, 0, 86400, d))
@@ -333,6 +344,13 @@ int run_top(int argc, char** argv) {
   if (opt.log_level) set_log_level(*opt.log_level);
   raise_fd_limit();
 
+  // From the start: a Ctrl-C while probes attach or tables load ends top
+  // with its last word, and the handler replaces a SIGINT a shell made
+  // ignored (a job started with `&` from a script inherits SIG_IGN).
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   if (opt.pid > 0 && kill(opt.pid, 0) != 0 && errno == ESRCH) {
     fprintf(stderr, "leakwatch: no such process: %d\n", opt.pid);
     return exit_code::kNoSuchProcess;
@@ -341,7 +359,9 @@ int run_top(int argc, char** argv) {
   if (getenv("LW_BENCH_NO_FRAME_CACHE") != nullptr) opt.bpf.frame_cache = false;
   // BPF first: a program started by -c must not run untraced because
   // leakwatch lacks a capability.
-  auto tracer = Tracer::create(opt.bpf, default_unwind_options());
+  UnwindTableOptions unwind_opts = default_unwind_options();
+  unwind_opts.debug_job_delay_ms = static_cast<uint32_t>(opt.slow_tables_ms);
+  auto tracer = Tracer::create(opt.bpf, unwind_opts);
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
@@ -380,7 +400,13 @@ int run_top(int argc, char** argv) {
   // tables of what the process maps are loaded (bounded wait): a caller
   // can wait for it before starting the workload, and a program started
   // by -c runs only then, so even its first allocation unwinds by CFI.
-  if (UnwindTables* u = (*tracer)->unwind_tables()) (void)u->wait_idle(std::chrono::seconds(30));
+  // The ring buffer is consumed while waiting: a running process's events
+  // are applied, not dropped (an 8 MiB ring fills in about a second of
+  // PyTorch inference, and its tables take seconds to load).
+  if (Result<bool> w = (*tracer)->wait_for_tables(std::chrono::seconds(30), g_stop); !w) {
+    fprintf(stderr, "leakwatch: %s\n", w.error().message.c_str());
+    return exit_code::kError;
+  }
   // Every probe is in place: the program may run its first instruction.
   if (launched) {
     if (Status st = launched->resume(); !st) {
@@ -388,10 +414,6 @@ int run_top(int argc, char** argv) {
       return exit_code::kError;
     }
   }
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   // A closed output is seen as EPIPE (and by output_closed()), so top can
   // detach and exit cleanly instead of dying mid-way.
   signal(SIGPIPE, SIG_IGN);
@@ -495,7 +517,10 @@ int run_top(int argc, char** argv) {
   }
   if (output_ok && !counted_out) {
     // Exit or signal: apply what is still buffered, then the last word.
-    while (true) {
+    // Bounded: a process that allocates without pause refills the ring as
+    // fast as it drains.
+    const auto drain_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < drain_end) {
       Result<int> n = t.poll(0);
       if (!n || *n == 0) break;
     }

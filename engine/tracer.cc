@@ -334,6 +334,19 @@ Result<int> Tracer::poll(int timeout_ms) {
   return n;
 }
 
+Result<bool> Tracer::wait_for_tables(std::chrono::milliseconds timeout,
+                                      const std::atomic<bool>& stop) {
+  if (!unwind_) return true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!stop.load()) {
+    if (unwind_->wait_idle(std::chrono::milliseconds(0))) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    Result<int> n = poll(50);
+    if (!n) return n.error();
+  }
+  return false;
+}
+
 void Tracer::after_poll() {
   // A drop anywhere shows in the global counter; only then look per target.
   Counters c = session_->read_counters();

@@ -11,6 +11,8 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -183,6 +185,12 @@ class Tracer {
   // Waits up to timeout_ms for events, applies them, then does the deferred
   // work. Returns the number of events consumed.
   Result<int> poll(int timeout_ms);
+  // Waits (at most `timeout`) until the unwind tables queued so far are
+  // built, consuming the ring buffer meanwhile: the events of a process
+  // that already runs are applied, not dropped, while its tables load
+  // (a wait of seconds for a PyTorch process). Returns false on timeout
+  // or when `stop` is set; an error only from the ring buffer.
+  Result<bool> wait_for_tables(std::chrono::milliseconds timeout, const std::atomic<bool>& stop);
 
   TracedProcess* process(pid_t pid);
   const std::map<pid_t, std::unique_ptr<TracedProcess>>& processes() const { return procs_; }

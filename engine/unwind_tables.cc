@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <thread>
 
 #include "core/elf_file.h"
 #include "core/log.h"
@@ -241,6 +242,8 @@ void UnwindTables::worker() {
     stats_.queue_depth = queue_.size();
     busy_ = true;
     lock.unlock();
+    if (options_.debug_job_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.debug_job_delay_ms));
     process_job(job);
     lock.lock();
     busy_ = false;

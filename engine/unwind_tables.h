@@ -49,6 +49,9 @@ struct UnwindTableOptions {
   // cache_max_bytes (files written past it are not kept).
   std::string cache_dir;
   uint64_t cache_max_bytes = 1ull << 30;
+  // Fault testing only (`top --debug-slow-tables-ms`): each job waits this
+  // long before it is built or loaded, as a cold 120 MB library would.
+  uint32_t debug_job_delay_ms = 0;
 };
 
 inline constexpr const char* kDefaultUnwindCacheDir = "/var/cache/leakwatch/unwind";

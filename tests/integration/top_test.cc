@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "harness.h"
@@ -199,6 +201,69 @@ TEST_F(LeakwatchTop, RingBufferOverflowResyncsExactly) {
   EXPECT_EQ(snapshot.at("live_bytes").get<int64_t>(), truth) << context;
   EXPECT_EQ(snapshot.at("kernel_live_bytes").get<int64_t>(), truth) << context;
   expect_matches_truth(session, {"burst"});
+}
+
+// A child that allocates and frees without pause, from before the attach.
+pid_t start_busy_allocator() {
+  pid_t child = fork();
+  if (child == 0) {
+    for (;;) {
+      void *volatile p = malloc(64);
+      free(p);
+    }
+  }
+  return child;
+}
+
+void stop_child(pid_t child) {
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+// The first output waits for the unwind tables (here made slow, as a cold
+// 120 MB library is): events are read meanwhile, so a running process's
+// events are applied, not dropped. A 1 MiB ring (16,384 records) against a
+// process making hundreds of thousands of events a second: a consumer that
+// waited without reading would deliver at most one ring's worth.
+TEST_F(LeakwatchTop, EventsAreReadWhileTablesLoad) {
+  pid_t child = start_busy_allocator();
+  ASSERT_GT(child, 0);
+  Process leakwatch({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(child), "--json", "--interval", "0.2",
+                     "--ringbuf-bytes", "1048576", "--debug-slow-tables-ms", "400"});
+  std::optional<std::string> line = leakwatch.read_line(milliseconds(60000));
+  stop_child(child);
+  ASSERT_TRUE(line.has_value()) << leakwatch.stderr_text();
+  Json first = Json::parse(*line);
+  const Json &events = first.at("events");
+  const int64_t delivered = events.at("delivered").get<int64_t>();
+  EXPECT_GT(delivered, 4 * 16384) << "dropped " << events.at("dropped").get<int64_t>() << "\n"
+                                  << leakwatch.stderr_text();
+  EXPECT_EQ(events.at("seen").get<int64_t>(), delivered + events.at("dropped").get<int64_t>());
+}
+
+// SIGINT while the tables load (before the first output) ends top at once
+// with its last word and exit 0, also when it was started with SIGINT ignored, as a
+// shell script's `&` job is.
+TEST_F(LeakwatchTop, SigintWhileTablesLoadEndsAtOnce) {
+  pid_t child = start_busy_allocator();
+  ASSERT_GT(child, 0);
+  signal(SIGINT, SIG_IGN);  // inherited by leakwatch through fork and exec
+  Process leakwatch({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(child), "--json", "--interval", "0.2",
+                     "--debug-slow-tables-ms", "3000"});
+  signal(SIGINT, SIG_DFL);
+  EXPECT_FALSE(leakwatch.line_ready(milliseconds(1500))) << "printed before the tables were loaded";
+  kill(leakwatch.pid(), SIGINT);
+  auto status = leakwatch.wait_exit(milliseconds(10000));
+  stop_child(child);
+  ASSERT_TRUE(status.has_value()) << "leakwatch still running 10 s after SIGINT\n" << leakwatch.stderr_text();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "wait status " << *status << "\n" << leakwatch.stderr_text();
+  // Its last word: a snapshot of the process (alive, so not `final`).
+  std::optional<Json> last;
+  while (std::optional<std::string> line = leakwatch.read_line(milliseconds(1000))) last = Json::parse(*line);
+  ASSERT_TRUE(last.has_value()) << "no snapshot printed\n" << leakwatch.stderr_text();
+  EXPECT_EQ(last->at("pid").get<pid_t>(), child);
+  EXPECT_FALSE(last->at("final").get<bool>());
 }
 
 TEST_F(LeakwatchTop, NoSuchPidExits3) {
