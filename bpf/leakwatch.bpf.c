@@ -115,9 +115,7 @@ int lw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
     struct task_struct *task = bpf_get_current_task_btf();
     v.arg2 = BPF_CORE_READ(task, mm, brk); /* break before the call */
   }
-  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_SYSCALL};
-  if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
-    count(LW_CNT_CTX_INSERT_FAILED);
+  ctx_put(LW_CTX_SYSCALL, &v);
   return 0;
 }
 
@@ -129,12 +127,11 @@ int lw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
   if (nr != LW_NR_MMAP && nr != LW_NR_MUNMAP && nr != LW_NR_MREMAP && nr != LW_NR_BRK)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
-  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_SYSCALL};
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  struct lw_ctx_val *c = ctx_get(LW_CTX_SYSCALL);
   if (!c)
     return 0;
   struct lw_ctx_val v = *c;
-  bpf_map_delete_elem(&ctxs, &key);
+  ctx_clear(c);
   if (v.func != nr)
     return 0;
   __u32 tgid = id >> 32;
@@ -156,7 +153,7 @@ int BPF_PROG(lw_exec, struct task_struct *p)
 {
   /* The thread keeps its tid across exec, but its stack is new: contexts
    * from the old image would make the new image's calls look nested. */
-  drop_thread_ctxs(BPF_CORE_READ(p, pid));
+  drop_thread_ctxs(p, BPF_CORE_READ(p, pid));
   __u32 tgid = BPF_CORE_READ(p, tgid);
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t) {
@@ -182,7 +179,7 @@ int BPF_PROG(lw_exit, struct task_struct *p)
   __u32 tgid = BPF_CORE_READ(p, tgid);
   /* Entry contexts left by this thread (longjmp out of an allocator, a
    * thread killed mid-call) die with it. */
-  drop_thread_ctxs(tid);
+  drop_thread_ctxs(p, tid);
 
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t)

@@ -272,11 +272,6 @@ struct lw_unwind_obj {
   __u32 npages;
 };
 
-struct lw_ctx_key {
-  __u32 tid;
-  __u32 cls;
-};
-
 struct lw_ctx_val {
   __u64 sp;        /* user sp at entry: nesting and tail-call detection */
   __u64 ret_addr;  /* *(sp) at entry: tells a tail call from a stale ctx */
@@ -288,9 +283,15 @@ struct lw_ctx_val {
   __u32 flags;     /* LW_CTXF_* */
 };
 
+/* A thread's entry contexts (BPF task storage), indexed by enum lw_ctx_class. */
+struct lw_task_ctxs {
+  struct lw_ctx_val c[LW_CTX_MAX];
+};
+
 /* lw_ctx_val.flags */
 #define LW_CTXF_UNSAMPLED 1u /* byte sampling skipped this call: not recorded */
 #define LW_CTXF_NO_RETURN 2u /* the kernel installs no return probe (nesting limit) */
+#define LW_CTXF_VALID 4u     /* the slot holds a context (task storage: never deleted) */
 
 /* Per-target state, written by the daemon when it attaches. */
 enum lw_target_flags {
@@ -424,8 +425,8 @@ static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
 static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
 static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
-static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
+static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
 static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
@@ -437,8 +438,8 @@ _Static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
 _Static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
 _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
-_Static_assert(sizeof(struct lw_ctx_key) == 8, "lw_ctx_key ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
+_Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
 _Static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif

@@ -62,8 +62,17 @@ static __always_inline bool new_in_flight(struct lw_ctx_val *c, __u64 sp, __u64 
  * first slot of its [uprobes] area; uprobe_get_trampoline_vaddr()). */
 static __always_inline __u64 uretprobe_trampoline(void)
 {
+  /* Direct loads through the task's BTF pointer (the verifier makes them
+   * fault-safe): no helper call, unlike BPF_CORE_READ's probe reads. */
   struct task_struct *task = bpf_get_current_task_btf();
-  return BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+  struct xol_area *x = task->mm->uprobes_state.xol_area;
+  if (!x)
+    return 0;
+  __u64 v = x->vaddr;
+  /* Keeps clang from merging this load with a map value's load in a
+   * caller (one instruction on two pointer types: the verifier refuses). */
+  asm volatile("" : "+r"(v));
+  return v;
 }
 
 /* The kernel's uretprobe nesting limit (MAX_URETPROBE_DEPTH, 64, in
@@ -78,10 +87,10 @@ static __always_inline __u64 uretprobe_trampoline(void)
 static __always_inline __u32 uretprobe_depth(void)
 {
   struct task_struct *task = bpf_get_current_task_btf();
-  struct uprobe_task *u = BPF_CORE_READ(task, utask);
+  struct uprobe_task *u = task->utask;
   if (!u)
     return 0;
-  return BPF_CORE_READ(u, depth);
+  return u->depth;
 }
 
 /* Whether the allocator call that stored c is still on the stack: its
@@ -94,12 +103,13 @@ static __always_inline bool alloc_frame_alive(struct lw_ctx_val *c)
   __u64 slot = 0;
   if (bpf_probe_read_user(&slot, sizeof(slot), (void *)c->sp))
     return false;
-  return slot == ((c->flags & LW_CTXF_NO_RETURN) ? c->ret_addr : uretprobe_trampoline());
+  if (c->flags & LW_CTXF_NO_RETURN)
+    return slot == c->ret_addr;
+  return slot == uretprobe_trampoline();
 }
 
 static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
 {
-  __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid;
   struct lw_target *t = current_target_hit(LW_TARGET_HEAP, &tgid);
   if (!t)
@@ -110,8 +120,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
   bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)sp);
   __u64 now = bpf_ktime_get_ns();
 
-  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_ALLOC};
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  struct lw_ctx_val *c = ctx_get(LW_CTX_ALLOC);
   if (c) {
     bool fresh = now - c->start_ns < LW_CTX_STALE_NS;
     if (fresh && ((sp < c->sp && alloc_frame_alive(c)) ||
@@ -141,8 +150,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
     v.flags |= LW_CTXF_NO_RETURN;
     count(LW_CNT_RET_PROBE_OMITTED);
   }
-  struct lw_ctx_key new_key = {.tid = (__u32)id, .cls = LW_CTX_NEW};
-  struct lw_ctx_val *n = bpf_map_lookup_elem(&ctxs, &new_key);
+  struct lw_ctx_val *n = ctx_get(LW_CTX_NEW);
   /* Only a call made by operator new itself: once the caller of new has
    * returned, a deeper frame may leave new's return slot unwritten, and a
    * malloc made there is not new's. */
@@ -155,22 +163,19 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
    * must work whether or not the new block is sampled. */
   if (func != LW_FUNC_SBRK && !sample_alloc(t, v.arg1))
     v.flags |= LW_CTXF_UNSAMPLED;
-  if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
-    count(LW_CNT_CTX_INSERT_FAILED);
+  ctx_put(LW_CTX_ALLOC, &v);
   return 0;
 }
 
 static __always_inline int new_enter(struct pt_regs *ctx, __u64 size)
 {
-  __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid;
   struct lw_target *t = current_target_hit(LW_TARGET_HEAP, &tgid);
   if (!t)
     return 0;
   __u64 sp = PT_REGS_SP(ctx);
   __u64 now = bpf_ktime_get_ns();
-  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_NEW};
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  struct lw_ctx_val *c = ctx_get(LW_CTX_NEW);
   /* nothrow new calls plain new: the outer one names the user's call site,
    * the inner one is the one that calls malloc. */
   if (c && new_in_flight(c, sp, now)) {
@@ -183,8 +188,7 @@ static __always_inline int new_enter(struct pt_regs *ctx, __u64 size)
   struct lw_ctx_val v = {
       .sp = sp, .start_ns = now, .arg0 = PT_REGS_IP(ctx), .arg1 = size, .func = LW_FUNC_NEW};
   bpf_probe_read_user(&v.ret_addr, sizeof(v.ret_addr), (void *)sp);
-  if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
-    count(LW_CNT_CTX_INSERT_FAILED);
+  ctx_put(LW_CTX_NEW, &v);
   return 0;
 }
 
@@ -229,14 +233,12 @@ static __always_inline void resize_in_place(void *ctx, struct lw_target *t, __u3
  * stored by alloc_enter() (the outermost call only: its sp matches). */
 static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 {
-  __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid;
   struct lw_target *t = current_target(LW_TARGET_HEAP, &tgid);
   if (!t)
     return 0;
 
-  struct lw_ctx_key key = {.tid = (__u32)id, .cls = LW_CTX_ALLOC};
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  struct lw_ctx_val *c = ctx_get(LW_CTX_ALLOC);
   if (!c) {
     count(LW_CNT_RETURN_NO_CTX);
     return 0;
@@ -246,7 +248,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
   if (PT_REGS_SP(ctx) != c->sp + 8)
     return 0;
   struct lw_ctx_val v = *c;
-  bpf_map_delete_elem(&ctxs, &key);
+  ctx_clear(c);
 
   __u64 ptr = ret;
   __u64 size = v.arg1;
@@ -265,7 +267,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
     if (inc > 0) {
       struct lw_regs regs = lw_probe_regs(ctx);
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, ret, (__u64)inc, bpf_ktime_get_ns(),
-                   capture_stack(ctx, &regs, true, 0));
+                   capture_stack(ctx, t, &regs, true, 0));
     }
     else if (inc < 0)
       unmap_range(t, tgid, ret - (__u64)(-inc), (__u64)(-inc));
@@ -336,7 +338,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
     return 0;
   }
   struct lw_regs regs = lw_probe_regs(ctx);
-  __u64 stack = capture_stack(ctx, &regs, true, v.arg2);
+  __u64 stack = capture_stack(ctx, t, &regs, true, v.arg2);
   record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), stack);
   return 0;
 }

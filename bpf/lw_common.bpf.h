@@ -21,6 +21,35 @@ static __always_inline void count(__u32 which)
     __sync_fetch_and_add(v, 1); /* a uprobe program can be preempted on its CPU */
 }
 
+/* The current thread's context of class `cls`, or 0 when none is stored. */
+static __always_inline struct lw_ctx_val *ctx_get(__u32 cls)
+{
+  struct lw_task_ctxs *tc = bpf_task_storage_get(&ctxs, bpf_get_current_task_btf(), 0, 0);
+  if (!tc || cls >= LW_CTX_MAX)
+    return 0;
+  struct lw_ctx_val *c = &tc->c[cls];
+  return (c->flags & LW_CTXF_VALID) ? c : 0;
+}
+
+/* Stores `v` as the current thread's context of class `cls` (replacing
+ * any). Counted when the thread's storage cannot be created. */
+static __always_inline void ctx_put(__u32 cls, const struct lw_ctx_val *v)
+{
+  struct lw_task_ctxs *tc = bpf_task_storage_get(&ctxs, bpf_get_current_task_btf(), 0,
+                                                 BPF_LOCAL_STORAGE_GET_F_CREATE);
+  if (!tc || cls >= LW_CTX_MAX) {
+    count(LW_CNT_CTX_INSERT_FAILED);
+    return;
+  }
+  tc->c[cls] = *v;
+  tc->c[cls].flags |= LW_CTXF_VALID;
+}
+
+static __always_inline void ctx_clear(struct lw_ctx_val *c)
+{
+  c->flags = 0;
+}
+
 static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __u32 kind,
                                  __u64 addr, __u64 size, __u64 alloc_ns, __u64 stack_hash,
                                  __u32 flags)

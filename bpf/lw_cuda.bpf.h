@@ -161,7 +161,7 @@ static __always_inline void cuda_record(struct pt_regs *ctx, struct lw_target *t
   struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
   struct lw_regs regs = lw_probe_regs(ctx);
   struct lw_live_val val = {.size = size, .alloc_ns = bpf_ktime_get_ns(),
-                            .stack_hash = capture_stack(ctx, &regs, true, 0)};
+                            .stack_hash = capture_stack(ctx, t, &regs, true, 0)};
   bool replaced;
   if (live_insert(t, tgid, kind, addr, &val, &replaced)) {
     if (replaced)
@@ -354,8 +354,7 @@ static __always_inline bool cuda_is_alloc(__u32 func)
 
 static __always_inline bool cuda_call_in_flight(__u32 tid, __u32 cls, __u64 sp, __u64 now)
 {
-  struct lw_ctx_key key = {.tid = tid, .cls = cls};
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  struct lw_ctx_val *c = ctx_get(cls);
   return c && now - c->start_ns < LW_CTX_STALE_NS && sp < c->sp;
 }
 
@@ -447,9 +446,7 @@ static __always_inline int cuda_enter(struct pt_regs *ctx, __u32 func)
     break;
   }
   bpf_probe_read_user(&v.ret_addr, sizeof(v.ret_addr), (void *)sp);
-  struct lw_ctx_key key = {.tid = tid, .cls = cls};
-  if (bpf_map_update_elem(&ctxs, &key, &v, BPF_ANY))
-    count(LW_CNT_CTX_INSERT_FAILED);
+  ctx_put(cls, &v);
   return 0;
 }
 
@@ -460,13 +457,12 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u32 func, __u64 re
   if (!t)
     return 0;
   __u32 cls = cuda_is_runtime(func) ? LW_CTX_CUDA_RUNTIME : LW_CTX_CUDA_DRIVER;
-  struct lw_ctx_key key = {.tid = tid, .cls = cls};
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  struct lw_ctx_val *c = ctx_get(cls);
   /* No context, or not ours: the return of a nested call we skipped. */
   if (!c || PT_REGS_SP(ctx) != c->sp + 8 || c->func != func)
     return 0;
   struct lw_ctx_val v = *c;
-  bpf_map_delete_elem(&ctxs, &key);
+  ctx_clear(c);
   if ((__u32)ret != 0) {
     /* cudaError_t / CUresult: anything but success allocated nothing. */
     count(LW_CNT_CUDA_CALL_FAILED);
@@ -529,12 +525,9 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u32 func, __u64 re
   return 0;
 }
 
+/* The thread's CUDA state (its entry contexts go with its task storage). */
 static __always_inline void cuda_drop_thread(__u32 tid)
 {
-  struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_CUDA_RUNTIME};
-  bpf_map_delete_elem(&ctxs, &key);
-  key.cls = LW_CTX_CUDA_DRIVER;
-  bpf_map_delete_elem(&ctxs, &key);
   bpf_map_delete_elem(&cuda_threads, &tid);
 }
 

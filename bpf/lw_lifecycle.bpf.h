@@ -7,21 +7,20 @@
 
 #include "lw_cuda.bpf.h"
 
-static __always_inline void drop_thread_ctxs(__u32 tid)
+/* `p` is the current thread, at its exit or exec. */
+static __always_inline void drop_thread_ctxs(struct task_struct *p, __u32 tid)
 {
-  struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
   /* An allocator call still in flight when its thread exits or execs was
    * left without returning (longjmp or exception earlier, or the thread
    * killed mid-call). operator new's context (entry-only) and the syscall
    * one are not orphans: nothing ever consumes the former. */
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
-  if (c && !(c->flags & LW_CTXF_NO_RETURN))
-    count(LW_CNT_CTX_ORPHANED);
-  bpf_map_delete_elem(&ctxs, &key);
-  key.cls = LW_CTX_SYSCALL;
-  bpf_map_delete_elem(&ctxs, &key);
-  key.cls = LW_CTX_NEW;
-  bpf_map_delete_elem(&ctxs, &key);
+  struct lw_task_ctxs *tc = bpf_task_storage_get(&ctxs, p, 0, 0);
+  if (tc) {
+    struct lw_ctx_val *c = &tc->c[LW_CTX_ALLOC];
+    if ((c->flags & LW_CTXF_VALID) && !(c->flags & LW_CTXF_NO_RETURN))
+      count(LW_CNT_CTX_ORPHANED);
+    bpf_task_storage_delete(&ctxs, p);
+  }
   cuda_drop_thread(tid);
 }
 

@@ -31,11 +31,16 @@ struct {
   __type(value, struct lw_stack);
 } stacks SEC(".maps");
 
+/* Entry contexts, one slot per class, in the thread's own task storage
+ * (decision 40): a pointer the kernel keeps with the task, no hashing, no
+ * delete (a slot is free when LW_CTXF_VALID is clear), and freed with the
+ * task. A hash keyed by (tid, class) cost an update, two lookups and a
+ * delete per allocation. */
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 65536);
-  __type(key, struct lw_ctx_key);
-  __type(value, struct lw_ctx_val);
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct lw_task_ctxs);
 } ctxs SEC(".maps");
 
 struct {

@@ -137,7 +137,7 @@ __noinline int lw_python_stack(void)
   struct lw_py_walk w = {};
   w.p = *pp;
   struct task_struct *task = bpf_get_current_task_btf();
-  __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+  __u64 fsbase = task->thread.fsbase;
   /* The key is read here, not once by the daemon: a process found at exec
    * makes it during its start, and frames are wanted from then on. */
   __u32 tss[2] = {};

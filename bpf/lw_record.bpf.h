@@ -25,11 +25,18 @@ static __always_inline int live_insert(struct lw_target *t, __u32 tgid, __u32 ki
 {
   struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
   *replaced = false;
-  if (bpf_map_lookup_elem(&live, &key)) {
+  /* One map operation in the common case (no record at the address). */
+  long err = bpf_map_update_elem(&live, &key, val, BPF_NOEXIST);
+  if (!err)
+    return 0;
+  if (err == -17 /* EEXIST */) {
     count(LW_CNT_MISSED_FREE);
     *replaced = true;
+    err = bpf_map_update_elem(&live, &key, val, BPF_EXIST);
+    if (err == -2 /* ENOENT: a free on another thread took it meanwhile */)
+      err = bpf_map_update_elem(&live, &key, val, BPF_ANY);
   }
-  if (bpf_map_update_elem(&live, &key, val, BPF_ANY)) {
+  if (err) {
     count(LW_CNT_LIVE_INSERT_FAILED);
     if (*replaced) {
       bpf_map_delete_elem(&live, &key);

@@ -108,13 +108,17 @@ __noinline __u64 lw_store_stack(void)
  * r->ip is a return address (a return probe); `hint`: operator new's
  * return address when allocating inside it. The daemon derives the stable,
  * cross-host stack_id from (build-id, offset). */
-static __always_inline __u64 capture_stack(void *ctx, const struct lw_regs *r, bool at_return,
-                                           __u64 hint)
+static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
+                                           const struct lw_regs *r, bool at_return, __u64 hint)
 {
   if (!collect_stacks)
     return 0;
   if (unwind_cfi) {
-    if (lw_unwind_stack(r->ip, r->sp, r->bp, hint, at_return ? 1 : 0)) {
+    /* The target's maps generation validates the frame cache (0: none);
+     * passed in, so the walk does not look the target up again. User
+     * addresses leave bit 63 free for at_return. */
+    __u64 gen = frame_cache_on ? t->maps_gen : 0;
+    if (lw_unwind_stack(r->ip, r->sp, r->bp, hint | (at_return ? LW_HINT_AT_RETURN : 0), gen)) {
       count(LW_CNT_SCRATCH_FAILED);
       return 0;
     }

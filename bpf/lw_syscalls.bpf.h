@@ -24,8 +24,7 @@
 
 static __always_inline bool inside_alloc_call(__u32 tid, __u64 user_sp)
 {
-  struct lw_ctx_key key = {.tid = tid, .cls = LW_CTX_ALLOC};
-  struct lw_ctx_val *c = bpf_map_lookup_elem(&ctxs, &key);
+  struct lw_ctx_val *c = ctx_get(LW_CTX_ALLOC);
   if (c && bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS && user_sp < c->sp &&
       alloc_frame_alive(c))
     return true;
@@ -108,7 +107,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
        * wrapper's call-frame information (the daemon skips the wrapper's
        * own frame when it names the site). */
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
-                   capture_stack(ctx, regs, false, 0));
+                   capture_stack(ctx, t, regs, false, 0));
     } else {
       code_changed(t, tgid, (__u64)ret, len);  /* new code */
     }
@@ -142,7 +141,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
       return; /* the break before the call is unknown */
     if (new_brk > old_brk)
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
-                   capture_stack(ctx, regs, false, 0));
+                   capture_stack(ctx, t, regs, false, 0));
     else if (new_brk < old_brk)
       unmap_range(t, tgid, new_brk, old_brk - new_brk);
     return;

@@ -32,6 +32,8 @@
 #define LW_UNWIND_MAX_RI 16
 /* A frame pointer further than this above sp is not a frame. */
 #define LW_FP_MAX_DISTANCE (64ULL << 20)
+/* lw_unwind_stack's hint argument: bit 63 says the pc is a return address. */
+#define LW_HINT_AT_RETURN (1ULL << 63)
 
 /* Inner maps: one table per object (sized by the daemon when it creates
  * them; BPF_F_INNER_MAP lets their sizes differ). */
@@ -151,9 +153,11 @@ static long lw_vma_cb(struct task_struct *task, struct vm_area_struct *vma,
   v->exec = (vma->vm_flags & 0x4 /* VM_EXEC */) ? 1 : 0;
   struct file *f = vma->vm_file;
   if (f) {
-    struct inode *inode = BPF_CORE_READ(f, f_inode);
-    v->ino = BPF_CORE_READ(inode, i_ino);
-    v->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+    /* Direct loads (fault-safe, no helper call): this runs for every
+     * mapping a walk enters. */
+    struct inode *inode = f->f_inode;
+    v->ino = inode->i_ino;
+    v->dev = inode->i_sb->s_dev;
   } else {
     v->ino = 0;
     v->dev = 0;
@@ -556,10 +560,13 @@ static long lw_unwind_step(__u32 i, struct lw_unwind *u)
  * (nr, flags, how, frames). `at_return`: ip is a return address (a return
  * probe), not the next instruction to run (an entry probe, a syscall).
  * `hint`: operator new's return address when the allocation is made inside
- * it, else 0. Returns 0, or -1 without a scratch buffer. Global: verified
- * once. */
-__noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint, __u32 at_return)
+ * it, else 0, with LW_HINT_AT_RETURN or'ed in. `gen`: the target's maps
+ * generation, which validates the frame cache (0: no cache). Returns 0, or
+ * -1 without a scratch buffer. Global: verified once. */
+__noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, __u64 gen)
 {
+  __u64 hint = hint_flags & ~LW_HINT_AT_RETURN;
+  bool at_return = (hint_flags & LW_HINT_AT_RETURN) != 0;
   __u32 zero = 0;
   struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
   if (!s)
@@ -572,14 +579,13 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint, __u32 a
   u.how = LW_UNWOUND_LEAF;
   u.pc_is_return = at_return ? 1 : 0;
   u.tgid = bpf_get_current_pid_tgid() >> 32;
-  struct lw_target *t = bpf_map_lookup_elem(&targets, &u.tgid);
-  if (t && frame_cache_on)
-    u.gen = t->maps_gen;
+  u.gen = gen;
   struct task_struct *task = bpf_get_current_task_btf();
-  u.tramp = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
-  struct uprobe_task *ut = BPF_CORE_READ(task, utask);
+  struct xol_area *x = task->mm->uprobes_state.xol_area;
+  u.tramp = x ? x->vaddr : 0;
+  struct uprobe_task *ut = task->utask;
   if (ut)
-    u.ri = BPF_CORE_READ(ut, return_instances);
+    u.ri = ut->return_instances;
   s->nr = 0;
   u.end = LW_END_DEPTH;
   bpf_loop(LW_UNWIND_LOOPS + 1, lw_unwind_step, &u, 0);

@@ -163,7 +163,6 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
   bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
   bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
-  bpf_map__set_max_entries(sk->maps.ctxs, options.ctx_max_entries);
   bpf_map__set_max_entries(sk->maps.targets, options.max_targets);
   bpf_map__set_max_entries(sk->maps.rescan_req, std::max<uint32_t>(options.max_targets, 1));
   s->uprobe_multi_ = kernel_has_uprobe_multi();

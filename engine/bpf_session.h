@@ -33,7 +33,6 @@ struct BpfOptions {
   uint32_t ringbuf_bytes = 8u << 20;  // power of two, >= 4096
   uint32_t live_max_entries = 262144;
   uint32_t stack_max_entries = 16384;
-  uint32_t ctx_max_entries = 65536;
   uint32_t max_targets = 4096;
   bool collect_stacks = true;
   bool trace_syscalls = true;  // mmap/munmap/mremap/brk tracepoints

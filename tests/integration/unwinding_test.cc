@@ -5,13 +5,15 @@
 // (tests/targets/orphans.cc). The target exits 0, the bytes allocated
 // after every abnormal exit are exact, the abandoned entry contexts are
 // counted exactly (ctx_orphaned) and none is left in the kernel's context
-// map, and the calls the kernel gives no return probe are counted
+// map (task storage), and the calls the kernel gives no return probe are counted
 // (ret_probe_omitted). Decision 25 in docs/architecture.md.
 #include <bpf/bpf.h>
 #include <dirent.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -25,17 +27,15 @@
 namespace lw::itest {
 namespace {
 
-struct CtxEntry {
-  uint32_t tid;
-  uint32_t cls;
-  uint32_t flags;
-};
-
-// The entries of leakwatch's entry-context map ("ctxs"), found through the
-// map ids in the fdinfo of the leakwatch process (several leakwatch
-// instances may run on this host: only this one's map is read).
-std::vector<CtxEntry> ctx_entries(pid_t leakwatch_pid, std::string *error) {
-  std::vector<CtxEntry> out;
+// The contexts stored for thread `tid` in leakwatch's entry-context map
+// ("ctxs", task storage, decision 40), found through the map ids in the
+// fdinfo of the leakwatch process (several leakwatch instances may run on
+// this host: only this one's map is read) and read with a pidfd of the
+// thread. Returns the classes whose slot is valid; `gone` is set when the
+// thread no longer exists (its storage went with it).
+std::vector<uint32_t> ctx_classes(pid_t leakwatch_pid, pid_t tid, bool *gone, std::string *error) {
+  std::vector<uint32_t> out;
+  *gone = false;
   const std::string dir = "/proc/" + std::to_string(leakwatch_pid) + "/fdinfo";
   DIR *d = opendir(dir.c_str());
   if (d == nullptr) {
@@ -56,22 +56,28 @@ std::vector<CtxEntry> ctx_entries(pid_t leakwatch_pid, std::string *error) {
     bpf_map_info info{};
     uint32_t len = sizeof(info);
     if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && std::string(info.name) == "ctxs" &&
-        info.key_size == sizeof(lw_ctx_key) && info.value_size == sizeof(lw_ctx_val)) {
+        info.type == BPF_MAP_TYPE_TASK_STORAGE && info.value_size == sizeof(lw_task_ctxs)) {
       found = true;
-      lw_ctx_key key{}, next{};
-      lw_ctx_key *prev = nullptr;
-      while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-        lw_ctx_val val{};
-        if (bpf_map_lookup_elem(fd, &next, &val) == 0) out.push_back({next.tid, next.cls, val.flags});
-        key = next;
-        prev = &key;
+      int pidfd = static_cast<int>(syscall(SYS_pidfd_open, tid, 0));
+      if (pidfd < 0) {
+        *gone = errno == ESRCH;
+        if (!*gone) *error = "pidfd_open(" + std::to_string(tid) + ") failed";
+      } else {
+        lw_task_ctxs val{};
+        if (bpf_map_lookup_elem(fd, &pidfd, &val) == 0) {
+          for (uint32_t cls = 0; cls < LW_CTX_MAX; cls++)
+            if (val.c[cls].flags & LW_CTXF_VALID) out.push_back(cls);
+        } else if (errno != ENOENT) {
+          *error = "looking up thread " + std::to_string(tid) + " in ctxs failed";
+        }
+        close(pidfd);
       }
     }
     close(fd);
     if (found) break;
   }
   closedir(d);
-  if (!found) *error = "no ctxs map among leakwatch's fds";
+  if (!found) *error = "no ctxs task-storage map among leakwatch's fds";
   return out;
 }
 
@@ -111,21 +117,24 @@ TEST(LeakwatchUnwinding, LongjmpAndExceptionsLeaveExactBytesAndCountedReclaimedO
   EXPECT_LE(omitted, blind_calls + 8) << why;
   EXPECT_EQ(counter(snapshot, "ctx_stale"), 0) << why;
 
-  // Reclaimed: nothing stored for the exited threads, and no allocator
-  // call in flight for the main thread (it waits in read()).
+  // Reclaimed: the exited threads are gone, and with them their task
+  // storage (pidfd_open fails with ESRCH); the main thread, waiting in
+  // read(), has no allocator call in flight.
   std::string error;
-  const std::vector<CtxEntry> entries = ctx_entries(session.leakwatch().pid(), &error);
-  ASSERT_TRUE(error.empty()) << error;
-  std::string left;
-  for (const CtxEntry &e : entries) {
-    bool exited = false;
-    for (int i = 0; i <= 2; i++)
-      if (e.tid == facts.at("tid" + std::to_string(i)).get<uint32_t>()) exited = true;
-    if (exited || (e.tid == static_cast<uint32_t>(session.target_pid()) && e.cls == LW_CTX_ALLOC))
-      left += "tid " + std::to_string(e.tid) + " class " + std::to_string(e.cls) + "; ";
+  for (int i = 0; i <= 2; i++) {
+    bool gone = false;
+    const pid_t tid = facts.at("tid" + std::to_string(i)).get<pid_t>();
+    (void)ctx_classes(session.leakwatch().pid(), tid, &gone, &error);
+    ASSERT_TRUE(error.empty()) << error;
+    EXPECT_TRUE(gone) << "thread " << tid << " still exists";
   }
-  std::printf("[ metric   ] unwinding: %zu entries in the context map after the run\n", entries.size());
-  EXPECT_TRUE(left.empty()) << "contexts left: " << left;
+  bool gone = false;
+  const std::vector<uint32_t> main_classes =
+      ctx_classes(session.leakwatch().pid(), session.target_pid(), &gone, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  ASSERT_FALSE(gone);
+  for (uint32_t cls : main_classes) EXPECT_NE(cls, static_cast<uint32_t>(LW_CTX_ALLOC)) << "allocator context left";
+  std::printf("[ metric   ] unwinding: %zu valid context slots left for the main thread\n", main_classes.size());
 
   session.target().write_line("exit");
   auto status = session.target().wait_exit(std::chrono::seconds(10));
