@@ -32,7 +32,12 @@ void drain(Tracer& t, std::chrono::milliseconds quiet = 300ms) {
 }
 
 // Live bytes per leaf function of `proc`'s heap sites.
+// Symbols come from their own thread: the first pass queues the stacks,
+// the second (after a bounded wait) has their names. Without the wait a
+// loaded machine left a site nameless in the first run (error 1.0).
 std::map<std::string, double> live_by_leaf(Tracer& t, TracedProcess& proc) {
+  (void)take_snapshot(t, proc, 1000, false);
+  (void)t.wait_for_symbols(std::chrono::seconds(10));
   ProcessSnapshot snap = take_snapshot(t, proc, 1000, false);
   std::map<std::string, double> out;
   for (const SiteSnapshot& s : snap.sites) {
