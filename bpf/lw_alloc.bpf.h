@@ -120,7 +120,9 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
   bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)sp);
   __u64 now = bpf_ktime_get_ns();
 
-  struct lw_ctx_val *c = ctx_get(LW_CTX_ALLOC);
+  /* One storage lookup serves both classes read here and the store. */
+  struct lw_task_ctxs *tc = ctx_storage(true);
+  struct lw_ctx_val *c = ctx_slot(tc, LW_CTX_ALLOC);
   if (c) {
     bool fresh = now - c->start_ns < LW_CTX_STALE_NS;
     if (fresh && ((sp < c->sp && alloc_frame_alive(c)) ||
@@ -150,7 +152,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
     v.flags |= LW_CTXF_NO_RETURN;
     count(LW_CNT_RET_PROBE_OMITTED);
   }
-  struct lw_ctx_val *n = ctx_get(LW_CTX_NEW);
+  struct lw_ctx_val *n = ctx_slot(tc, LW_CTX_NEW);
   /* Only a call made by operator new itself: once the caller of new has
    * returned, a deeper frame may leave new's return slot unwritten, and a
    * malloc made there is not new's. */
@@ -163,7 +165,12 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
    * must work whether or not the new block is sampled. */
   if (func != LW_FUNC_SBRK && !sample_alloc(t, v.arg1))
     v.flags |= LW_CTXF_UNSAMPLED;
-  ctx_put(LW_CTX_ALLOC, &v);
+  if (!tc) {
+    count(LW_CNT_CTX_INSERT_FAILED);
+    return 0;
+  }
+  v.flags |= LW_CTXF_VALID;
+  tc->c[LW_CTX_ALLOC] = v;
   return 0;
 }
 

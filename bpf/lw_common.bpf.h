@@ -21,14 +21,26 @@ static __always_inline void count(__u32 which)
     __sync_fetch_and_add(v, 1); /* a uprobe program can be preempted on its CPU */
 }
 
-/* The current thread's context of class `cls`, or 0 when none is stored. */
-static __always_inline struct lw_ctx_val *ctx_get(__u32 cls)
+/* The current thread's contexts (created when `create`), or 0. */
+static __always_inline struct lw_task_ctxs *ctx_storage(bool create)
 {
-  struct lw_task_ctxs *tc = bpf_task_storage_get(&ctxs, bpf_get_current_task_btf(), 0, 0);
+  return bpf_task_storage_get(&ctxs, bpf_get_current_task_btf(), 0,
+                              create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* The context of class `cls` in `tc`, or 0 when none is stored. */
+static __always_inline struct lw_ctx_val *ctx_slot(struct lw_task_ctxs *tc, __u32 cls)
+{
   if (!tc || cls >= LW_CTX_MAX)
     return 0;
   struct lw_ctx_val *c = &tc->c[cls];
   return (c->flags & LW_CTXF_VALID) ? c : 0;
+}
+
+/* The current thread's context of class `cls`, or 0 when none is stored. */
+static __always_inline struct lw_ctx_val *ctx_get(__u32 cls)
+{
+  return ctx_slot(ctx_storage(false), cls);
 }
 
 /* Stores `v` as the current thread's context of class `cls` (replacing
