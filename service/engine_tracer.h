@@ -25,6 +25,7 @@ class EngineTracer final : public TracerControl {
   std::optional<uint64_t> start_ticks(pid_t pid) const override;
   std::vector<pid_t> exited() const override;
   std::vector<ProcessEvent> take_process_events() override;
+  std::vector<ProcessKill> take_kills() override;
 
   Status set_heap_tracing(pid_t pid, bool on) override { return tracer_->set_heap_tracing(pid, on); }
   void detach_heap_many(const std::vector<pid_t>& heap_pids,

@@ -38,6 +38,11 @@ void collect(const Json &panels, std::vector<DashboardQuery> &out) {
 std::vector<DashboardQuery> dashboard_queries(const Json &dashboard) {
   std::vector<DashboardQuery> out;
   collect(dashboard.at("panels"), out);
+  // Annotation queries (the OOM kills) run against the same Prometheus.
+  if (dashboard.contains("annotations"))
+    for (const Json &a : dashboard.at("annotations").value("list", Json::array()))
+      if (a.contains("expr"))
+        out.push_back({0, "annotation: " + a.value("name", std::string()), "annotation", a.at("expr").get<std::string>()});
   return out;
 }
 
