@@ -108,8 +108,12 @@ Status Daemon::run(const std::function<void()>& on_ready) {
     if (!n) return n.error();
     overhead_.handle_budget_sheds(now_s());
     // Before reaping: an OOM victim's report is built from the state that
-    // reaping its exit drops (decision 38).
-    oom_.handle_kills();
+    // reaping its exit drops, and published at once, not after the exit's
+    // teardown (closing uprobe links waits out grace periods: decision 38).
+    if (oom_.handle_kills() > 0) {
+      publisher_.publish();
+      last_publish = Clock::now();
+    }
     discovery_.handle_events();
     discovery_.reap_exited();
     // A rescan attached new objects (libc mapped after exec, a dlopen):

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -145,6 +146,7 @@ void OomRecorder::sample_all() {
 size_t OomRecorder::handle_kills() {
   std::vector<ProcessKill> kills = tracer_.take_kills();
   if (kills.empty()) return 0;
+  symbol_wait_left_ = kSymbolWaitPerPoll;
   const Counters counters = tracer_.counters();
   const TracerStats stats = tracer_.stats();
   for (const ProcessKill& k : kills) record(k, counters, stats);
@@ -181,6 +183,23 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
   if (std::optional<ProcessSnapshot> snap =
           tracer_.snapshot(kill.pid, config.top_sites_per_process, analyzer, counters, stats))
     r.snapshot = std::move(*snap);
+  // A process killed soon after its sites appeared (a fast leak) may have
+  // frames the symbol thread has not named yet: the report is frozen, so
+  // wait for them, within a budget shared by the kills of one poll (the
+  // consumer is blocked meanwhile; the ring buffer absorbs it).
+  auto pending = [&] {
+    return std::any_of(r.snapshot.sites.begin(), r.snapshot.sites.end(),
+                       [](const SiteSnapshot& s) { return s.symbols_pending; });
+  };
+  if (pending() && symbol_wait_left_.count() > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tracer_.wait_for_symbols(symbol_wait_left_);
+    symbol_wait_left_ -= std::min(symbol_wait_left_, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                         std::chrono::steady_clock::now() - t0));
+    if (std::optional<ProcessSnapshot> snap =
+            tracer_.snapshot(kill.pid, config.top_sites_per_process, analyzer, counters, stats))
+      r.snapshot = std::move(*snap);
+  }
   if (auto h = history_.find(kill.pid); h != history_.end()) r.history.assign(h->second.begin(), h->second.end());
   r.rss_bytes = kill.rss_bytes ? kill.rss_bytes : r.history.empty() ? 0 : r.history.back().rss_bytes;
   MemorySample at_kill;

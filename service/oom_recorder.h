@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -51,6 +52,9 @@ class OomRecorder {
 
   DaemonState& state_;
   TracerControl& tracer_;
+  // How long the kills of one poll may wait for the symbol thread.
+  static constexpr std::chrono::milliseconds kSymbolWaitPerPoll{500};
+  std::chrono::milliseconds symbol_wait_left_{0};
   std::map<pid_t, std::deque<MemorySample>> history_;
   double last_sample_s_ = -1e18;
   // (pid, start time) already reported: one report per process, whichever

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -107,6 +108,10 @@ class TracerControl {
   // Where debug files are found and which debuginfod servers are asked; a
   // new symbol thread only when it changed (start and reload).
   virtual void configure_symbols(const SymbolsConfig& config) = 0;
+  // Waits up to `timeout` for the symbol thread's queue to empty (an OOM
+  // report's frames, decision 38); whether it did. Never in the event path
+  // otherwise.
+  virtual bool wait_for_symbols(std::chrono::milliseconds) { return true; }
 
   // ---- consuming ----
   // Waits up to timeout_ms for events, applies them, does the deferred work.

@@ -129,12 +129,8 @@ class LeakwatchOom : public ::testing::Test {
 
   // Runs the leaker in a 96 MiB memory cgroup, traced in `mode`, until the
   // kernel kills it; checks the report; returns it.
-  Json kill_in_cgroup(const std::string &mode, const std::string &report_dir, TempDir &bin, pid_t *pid_out) {
-    MemoryCgroup cg(kLimit);
-    if (!cg.available()) {
-      GTEST_SKIP() << "no memory cgroup controller (v1 or v2) to limit the leaker";
-      return {};
-    }
+  Json kill_in_cgroup(MemoryCgroup &cg, const std::string &mode, const std::string &report_dir, TempDir &bin,
+                      pid_t *pid_out) {
     const std::string leaker = private_target_copy(bin.path(), "oom_leaker");
     DaemonProcess daemon({.config_body = config_for(file_name_of(leaker), mode, report_dir)});
     daemon.wait_notify("READY=1", kReadyTimeout);
@@ -203,10 +199,12 @@ class LeakwatchOom : public ::testing::Test {
 };
 
 TEST_F(LeakwatchOom, MemoryCgroupKillInFullModeIsReportedAndSurvivesRestart) {
+  MemoryCgroup cg(kLimit);
+  if (!cg.available()) GTEST_SKIP() << "no memory cgroup controller (v1 or v2) to limit the leaker";
   TempDir bin, reports;
   pid_t pid = 0;
-  const Json report = kill_in_cgroup("full", reports.path(), bin, &pid);
-  if (IsSkipped() || HasFailure()) return;
+  const Json report = kill_in_cgroup(cg, "full", reports.path(), bin, &pid);
+  if (HasFailure()) return;
   EXPECT_EQ(report.at("history").back().at("live_bytes").at("heap"),
             report.at("kinds").at("heap").at("live_bytes"));
 
@@ -221,10 +219,12 @@ TEST_F(LeakwatchOom, MemoryCgroupKillInFullModeIsReportedAndSurvivesRestart) {
 }
 
 TEST_F(LeakwatchOom, MemoryCgroupKillInLightModeIsReportedAsLight) {
+  MemoryCgroup cg(kLimit);
+  if (!cg.available()) GTEST_SKIP() << "no memory cgroup controller (v1 or v2) to limit the leaker";
   TempDir bin, reports;
   pid_t pid = 0;
-  const Json report = kill_in_cgroup("light", reports.path(), bin, &pid);
-  if (IsSkipped() || HasFailure()) return;
+  const Json report = kill_in_cgroup(cg, "light", reports.path(), bin, &pid);
+  if (HasFailure()) return;
   EXPECT_FALSE(report.at("kinds").contains("heap")) << "light mode traces no malloc";
   EXPECT_TRUE(report.contains("note"));
 }
