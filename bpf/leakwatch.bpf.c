@@ -10,6 +10,7 @@
  *   lw_cuda.bpf.h       CUDA runtime and driver
  *   lw_syscalls.bpf.h   mmap/munmap/mremap/brk and new executable mappings
  *   lw_lifecycle.bpf.h  thread and process end
+ *   lw_oom.bpf.h        OOM kills and SIGKILLs from user space
  *
  * Invariants (kept in lw_record.bpf.h and lw_common.bpf.h):
  *  - The live map is authoritative: a free matches an allocation only by
@@ -22,6 +23,7 @@
 #include "lw_alloc.bpf.h"
 #include "lw_cuda.bpf.h"
 #include "lw_lifecycle.bpf.h"
+#include "lw_oom.bpf.h"
 #include "lw_syscalls.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -215,4 +217,22 @@ int BPF_PROG(lw_fork, struct task_struct *parent, struct task_struct *child)
     return 0; /* a new thread, not a new process */
   emit(t, LW_EV_FORK, ptgid, 0, child_pid, 0, 0, 0, 0);
   return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * OOM kills (decision 38). Loaded and attached only when the kernel has the
+ * tracepoints (BpfSession::create); both filter on the targets map.
+ */
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(lw_oom_victim, struct task_struct *task, uid_t uid)
+{
+  return report_oom_victim(task);
+}
+
+SEC("tp_btf/signal_generate")
+int BPF_PROG(lw_signal, int sig, struct kernel_siginfo *info, struct task_struct *task, int group,
+             int result)
+{
+  return report_sigkill(sig, info, task, result);
 }

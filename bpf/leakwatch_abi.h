@@ -340,12 +340,23 @@ enum lw_event_type {
   LW_EV_EXEC = 4,      /* the process exec'd: its image and heap are gone */
   LW_EV_MAP_EXEC = 5,  /* an executable file mapping appeared (dlopen) */
   LW_EV_FORK = 6,      /* a target forked a process: `addr` is the child's pid */
+  /* The kernel's OOM killer chose the process (tp_btf/mark_victim; it has
+   * not exited yet). addr: the memory cgroup limit hit, in bytes (with
+   * LW_EVF_OOM_MEMCG), else the tightest limit above it (0: none); size:
+   * the victim's RSS in bytes; alloc_ns: its memory cgroup's usage in
+   * bytes. */
+  LW_EV_OOM_KILL = 7,
+  /* A SIGKILL sent from user space to the process (systemd-oomd, kubelet
+   * eviction). addr: the sender's tgid; size: the victim's RSS in bytes;
+   * alloc_ns and stack_hash: the sender's comm (16 bytes, NUL-padded). */
+  LW_EV_SIGKILL = 8,
 };
 
 /* Event flags. */
 #define LW_EVF_UNTRACKED 4u /* EXEC of a process that is not a target (discovery) */
 #define LW_EVF_STALE_EXIT 8u /* EXIT of a target found gone at the fork of a new
                                   * process on its pid (its own exit went unreported) */
+#define LW_EVF_OOM_MEMCG 16u /* OOM_KILL: a memory cgroup's limit was hit (else a global OOM) */
 #define LW_EVF_REPLACED 1u /* ALLOC retired a still-live record (missed free) */
 /* CUDA events: bits 8..15 hold the device the record is attributed to,
  * plus one (0 = unknown). See lw_event_device(). */

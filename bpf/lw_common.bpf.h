@@ -89,6 +89,11 @@ static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __
   if (wakeup_bytes && (type == LW_EV_ALLOC || type == LW_EV_FREE))
     wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
                                                                            : BPF_RB_NO_WAKEUP;
+  /* A kill report must be taken within a second (decision 38): wake the
+   * consumer now even when batched allocation events wait unconsumed (the
+   * default, adaptive wakeup skips the wakeup then). */
+  if (type == LW_EV_OOM_KILL || type == LW_EV_SIGKILL)
+    wake = BPF_RB_FORCE_WAKEUP;
   bpf_ringbuf_submit(e, wake);
   count(LW_CNT_EVENTS_DELIVERED);
 }

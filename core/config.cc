@@ -640,6 +640,32 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
        {"sandbox", [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.sandbox); }},
        {"symbols", [&](const Node& v, const Path& p) { parse_symbols(errors, v, p, c.symbols); },
         true},
+       {"oom",
+        [&](const Node& v, const Path& p) {
+          parse_mapping(errors, v, p,
+                        {{"report_dir",
+                          [&](const Node& x, const Path& q) {
+                            std::optional<std::string> s = read_string(errors, x, q);
+                            if (!s) return;
+                            if (std::string problem = absolute_path_problem(*s); !s->empty() && !problem.empty()) {
+                              errors.add(x.Mark(), quoted(q) + " " + problem + " (or empty: no files)");
+                              return;
+                            }
+                            c.oom.report_dir = std::move(*s);
+                          }},
+                         {"max_reports",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 10000, c.oom.max_reports);
+                          }},
+                         {"history_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 0, 3600, c.oom.history_seconds);
+                          }},
+                         {"history_interval_seconds", [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 1, 600, c.oom.history_interval_seconds);
+                          }}});
+        },
+        true},
        {"web_config_file", [&](const Node& v, const Path& p) {
           std::optional<std::string> s = read_string(errors, v, p);
           if (!s) return;

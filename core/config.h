@@ -140,6 +140,14 @@ struct SymbolsConfig {
   bool operator==(const SymbolsConfig&) const = default;
 };
 
+// OOM kill reports (docs/config.md "oom", docs/architecture.md 38).
+struct OomConfig {
+  std::string report_dir = "/var/lib/leakwatch/oom";  // absolute, or "" for no files
+  uint32_t max_reports = 100;      // kept in report_dir and in the API; oldest go first
+  uint32_t history_seconds = 300;  // memory history kept per process for a report
+  uint32_t history_interval_seconds = 5;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:9478";  // as written
   std::string listen_host = "127.0.0.1";  // IPv6 without brackets
@@ -162,6 +170,7 @@ struct Config {
   // seccomp allow-list (core/sandbox.h). Read at start only.
   bool sandbox = true;
   SymbolsConfig symbols;
+  OomConfig oom;
 };
 
 struct ConfigError {

@@ -19,6 +19,8 @@ enum class EventType : uint16_t {
   kExec = LW_EV_EXEC,
   kMapExec = LW_EV_MAP_EXEC,
   kFork = LW_EV_FORK,
+  kOomKill = LW_EV_OOM_KILL,
+  kSigkill = LW_EV_SIGKILL,
 };
 
 struct Event {

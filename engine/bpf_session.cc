@@ -4,6 +4,7 @@
 #include "core/fd.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
@@ -176,6 +177,18 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
     bpf_program__set_autoload(sk->progs.lw_sys_enter, false);
     bpf_program__set_autoload(sk->progs.lw_sys_exit, false);
   }
+  // OOM kill reports (decision 38): only where the kernel has both
+  // tracepoints in its BTF; elsewhere the object loads without them.
+  bool oom_tracepoints = false;
+  if (btf* vmlinux = btf__load_vmlinux_btf()) {
+    oom_tracepoints = btf__find_by_name_kind(vmlinux, "btf_trace_mark_victim", BTF_KIND_TYPEDEF) > 0 &&
+                      btf__find_by_name_kind(vmlinux, "btf_trace_signal_generate", BTF_KIND_TYPEDEF) > 0;
+    btf__free(vmlinux);
+  }
+  if (!options.oom_events || !oom_tracepoints) {
+    bpf_program__set_autoload(sk->progs.lw_oom_victim, false);
+    bpf_program__set_autoload(sk->progs.lw_signal, false);
+  }
   if (int err = leakwatch_bpf__load(sk); err != 0) return load_error(-err);
 
   // Lifecycle tracepoints are system-wide but filter on the targets map
@@ -188,6 +201,15 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   if (!sk->links.lw_fork) return errno_error("attaching tp_btf/sched_process_fork");
   // The raw syscall tracepoints are loaded but attached only when a traced
   // process needs them (Tracer::update_raw_syscalls, decision 29).
+  if (bpf_program__autoload(sk->progs.lw_oom_victim)) {
+    // Optional: without them the daemon runs, with no OOM reports.
+    sk->links.lw_oom_victim = bpf_program__attach(sk->progs.lw_oom_victim);
+    sk->links.lw_signal = bpf_program__attach(sk->progs.lw_signal);
+    s->oom_events_ = sk->links.lw_oom_victim && sk->links.lw_signal;
+    if (!s->oom_events_) LW_LOG_WARN("OOM kill reports off: attaching tp_btf/mark_victim or signal_generate failed");
+  } else if (options.oom_events) {
+    LW_LOG_WARN("OOM kill reports off: the kernel's BTF has no mark_victim/signal_generate tracepoint");
+  }
 
   s->ringbuf_ = ring_buffer__new(bpf_map__fd(sk->maps.events), &BpfSession::on_record, s.get(),
                                  nullptr);

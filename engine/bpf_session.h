@@ -49,6 +49,9 @@ struct BpfOptions {
   // Read CPython frames at each allocation of a process registered with
   // set_python_process() (bpf/lw_python.bpf.h).
   bool python_frames = true;
+  // OOM kills and user-space SIGKILLs of targets (tp_btf/mark_victim,
+  // signal_generate; decision 38), where the kernel has them.
+  bool oom_events = true;
 };
 
 // One uprobe to place: where, and which allocator function it stands for
@@ -121,6 +124,8 @@ class BpfSession {
   Result<std::vector<Link>> attach_uprobes(pid_t pid, const std::string& path,
                                            const std::vector<UprobeSpec>& specs, bool retprobe);
   bool uprobe_multi() const { return uprobe_multi_; }
+  // The OOM tracepoints are attached (decision 38).
+  bool oom_events() const { return oom_events_; }
 
   // Per-target state in the kernel.
   // `sample_mean`: byte-sampling mean (bpf/lw_sampling.h), 0 = record all.
@@ -189,6 +194,7 @@ class BpfSession {
   ring_buffer* ringbuf_ = nullptr;
   RecordHandler handler_;
   bool uprobe_multi_ = false;
+  bool oom_events_ = false;
   uint32_t max_unwind_tables_ = 0;
 };
 

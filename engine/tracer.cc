@@ -319,6 +319,29 @@ void Tracer::on_record(const void* data, size_t len) {
     case EventType::kFork:
       discoveries_.push_back({static_cast<pid_t>(e->addr), p.pid, false, e->ts_ns});
       break;
+    case EventType::kOomKill:
+    case EventType::kSigkill: {
+      constexpr size_t kMaxPendingKills = 4096;
+      if (kills_.size() >= kMaxPendingKills) break;
+      KillNotice k;
+      k.pid = p.pid;
+      k.sigkill = e->type == EventType::kSigkill;
+      k.rss_bytes = e->size;
+      k.event_ns = e->ts_ns;
+      if (k.sigkill) {
+        k.sender_pid = static_cast<pid_t>(e->addr);
+        char comm[17] = {};
+        std::memcpy(comm, &e->alloc_ns, 8);
+        std::memcpy(comm + 8, &e->stack_hash, 8);
+        k.sender_comm = comm;
+      } else {
+        k.memcg = (e->flags & LW_EVF_OOM_MEMCG) != 0;
+        k.limit_bytes = e->addr;
+        k.memcg_usage_bytes = e->alloc_ns;
+      }
+      kills_.push_back(std::move(k));
+      break;
+    }
     case EventType::kMapExec:
       // One event per rescan request (bpf map rescan_req): the changes are
       // counted from maps_gen when the request is served or deferred.

@@ -97,6 +97,20 @@ struct Discovery {
   uint64_t event_ns = 0;    // the exec/fork event's bpf_ktime_get_ns (CLOCK_MONOTONIC)
 };
 
+// An OOM kill or a user-space SIGKILL of a traced process, as the kernel
+// reported it before the process exited (decision 38).
+struct KillNotice {
+  pid_t pid = 0;
+  bool sigkill = false;       // a SIGKILL from user space; else the OOM killer
+  bool memcg = false;         // OOM killer: a memory cgroup's limit was hit (else global)
+  uint64_t limit_bytes = 0;   // that limit; global: the tightest limit above the victim (0: none)
+  uint64_t memcg_usage_bytes = 0;
+  uint64_t rss_bytes = 0;     // at the kill (0: unknown)
+  pid_t sender_pid = 0;       // sigkill: the sender's tgid
+  std::string sender_comm;
+  uint64_t event_ns = 0;      // CLOCK_MONOTONIC of the event
+};
+
 struct TracedProcess {
   pid_t pid = 0;
   uint64_t start_ticks = 0;   // /proc/PID/stat starttime: pid + this = identity
@@ -229,6 +243,10 @@ class Tracer {
     return s;
   }
 
+  // OOM kills and user-space SIGKILLs of traced processes since the last
+  // call; the processes are still attached (their exit is reaped later).
+  std::vector<KillNotice> take_kills() { return std::exchange(kills_, {}); }
+
   // Execs and forks seen since the last call (daemon discovery).
   std::vector<Discovery> take_discoveries() { return std::exchange(discoveries_, {}); }
   BpfSession& session() { return *session_; }
@@ -269,6 +287,7 @@ class Tracer {
   TracerStats stats_;
   uint64_t drops_seen_ = 0;
   std::vector<Discovery> discoveries_;
+  std::vector<KillNotice> kills_;  // bounded: `top` never takes them
   // (dev major, dev minor, inode) -> build-id ("" when the file has none).
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::string> build_ids_;
   std::function<void(const void*, size_t)> tap_;

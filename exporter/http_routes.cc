@@ -57,6 +57,7 @@ const char* kLanding = R"(<!doctype html>
 <li><a href="/api/v1/processes">/api/v1/processes</a>: traced processes (JSON)</li>
 <li>/api/v1/processes/PID/sites: the call stacks holding memory in PID (JSON)</li>
 <li><a href="/api/v1/status">/api/v1/status</a>: the daemon's state (JSON)</li>
+<li><a href="/api/v1/oom_kills">/api/v1/oom_kills</a>: reports of traced processes killed for memory, newest first (JSON)</li>
 <li><a href="/debug/pprof/heap">/debug/pprof/heap</a>: pprof heap profile of every traced process (?pid=PID for one)</li>
 <li><a href="/healthz">/healthz</a>: health</li>
 </ul>
@@ -241,6 +242,21 @@ std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_tim
   return dump({{"error", "pid " + std::to_string(pid) + " is not traced"}});
 }
 
+std::string oom_kills_json(const DaemonSnapshot& snap) {
+  // The reports are stored as JSON text (built at the kill or read back
+  // from oom.report_dir): joined, not parsed again.
+  std::string out = "{\"oom_kills\":[";
+  bool first = true;
+  if (snap.oom_reports)
+    for (const StoredOomReport& r : *snap.oom_reports) {
+      if (!first) out += ',';
+      first = false;
+      out += r.json;
+    }
+  out += "]}";
+  return out;
+}
+
 HttpResponse healthz_response(const DaemonSnapshot* snap) {
   double age = snap ? std::chrono::duration<double>(
                           std::chrono::system_clock::now().time_since_epoch()).count() -
@@ -305,6 +321,7 @@ HttpResponse route(const HttpRequest& req, const DaemonSnapshot* snap, const Rou
   if (path == "/") return ok(kLanding, "text/html; charset=utf-8");
   constexpr std::string_view kProcesses = "/api/v1/processes";
   const bool known = path == "/metrics" || path == kProcesses || path == "/api/v1/status" ||
+                     path == "/api/v1/oom_kills" ||
                      path == "/debug/pprof/heap" ||
                      (path.starts_with(std::string(kProcesses) + "/") && path.ends_with("/sites"));
   if (!known) return json_error(404, "no such path (see / for the paths served)");
@@ -322,6 +339,7 @@ HttpResponse route(const HttpRequest& req, const DaemonSnapshot* snap, const Rou
   }
   if (path == kProcesses) return ok(processes_json(*snap), "application/json");
   if (path == "/api/v1/status") return ok(status_json(*snap), "application/json");
+  if (path == "/api/v1/oom_kills") return ok(oom_kills_json(*snap), "application/json");
   if (path == "/debug/pprof/heap") return pprof_heap(req, *snap);
   // /api/v1/processes/PID/sites
   std::string_view rest = std::string_view(path).substr(kProcesses.size() + 1);

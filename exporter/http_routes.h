@@ -38,6 +38,8 @@ HttpResponse healthz_response(const DaemonSnapshot* snap);
 std::string processes_json(const DaemonSnapshot& snap);
 // Daemon state: attach and reload counters, probes, kernel counters.
 std::string status_json(const DaemonSnapshot& snap);
+// {"oom_kills": [report, ...]}, newest first (docs/api.md).
+std::string oom_kills_json(const DaemonSnapshot& snap);
 // Sites of `pid` (and `start_time` if non-zero); *status 200 or 404.
 std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status);
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/metrics.h"
 
+#include "view/oom_report.h"
+
 #include "exporter/http_routes.h"
 
 #include <dirent.h>
@@ -347,6 +349,26 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                      "Traced pids found held by another process (the old state dropped, the new process matched afresh).",
                      C),
           {}, static_cast<double>(dc.pid_reuse_detected));
+  // OOM kill reports (decision 38): every (target, reason) from the start,
+  // at 0, so increase() sees the first kill; a target removed by a reload
+  // keeps its series while it has kills.
+  MetricFamily& oom = fam.family("leakwatch_oom_kills_total",
+                                 "Traced processes killed for memory (an OOM kill, or a SIGKILL from user "
+                                 "space), by target and reason; each has a report in /api/v1/oom_kills.",
+                                 C);
+  std::map<std::pair<std::string, std::string>, uint64_t> oom_kills = dc.oom_kills;
+  for (const std::string& target : snap.targets)
+    for (KillReason r : kAllKillReasons) oom_kills.try_emplace({target, kill_reason_name(r)}, 0);
+  for (const auto& [key, n] : oom_kills)
+    fam.add(oom, {{"target", key.first}, {"reason", key.second}}, static_cast<double>(n));
+  fam.add(fam.family("leakwatch_oom_last_kill_timestamp_seconds",
+                     "Unix time of the last OOM kill of a traced process (reports read back at start "
+                     "count); 0 when none.",
+                     G),
+          {}, dc.oom_last_kill_timestamp);
+  fam.add(fam.family("leakwatch_oom_report_write_failures_total",
+                     "OOM kill reports not written to oom.report_dir (they are still served by the API).", C),
+          {}, static_cast<double>(dc.oom_report_write_failures));
   fam.add(fam.family("leakwatch_stale_exits_total",
                      "Exits of traced processes found only at the fork of a new process on the pid.", C),
           {}, static_cast<double>(snap.tracer_stats.stale_exits));

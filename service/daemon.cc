@@ -31,7 +31,8 @@ Daemon::Daemon(DaemonOptions options, Config config, std::unique_ptr<TracerContr
       discovery_(state_, *tracer_, options_.pods),
       watcher_(options_.config_path),
       overhead_(state_, *tracer_),
-      publisher_(state_, *tracer_) {
+      publisher_(state_, *tracer_),
+      oom_(state_, *tracer_) {
   state_.counters.last_reload_success_timestamp = unix_now();
   baseline_rss_ = own_rss_bytes();
   overhead_.apply_memory_budget(baseline_rss_);
@@ -89,6 +90,7 @@ Config default_daemon_config() {
 Status Daemon::run(const std::function<void()>& on_ready) {
   set_log_level(options_.log_level_override.value_or(state_.config.log_level));
   if (state_.config.kill_switch) set_kill_switch(true, "config");
+  oom_.load();
   discovery_.reconcile();
   publisher_.publish();
   LW_LOG_INFO("tracking %zu processes across %zu targets", state_.tracked.size(),
@@ -105,6 +107,13 @@ Status Daemon::run(const std::function<void()>& on_ready) {
     Result<int> n = tracer_->poll(100);
     if (!n) return n.error();
     overhead_.handle_budget_sheds(now_s());
+    // Before reaping: an OOM victim's report is built from the state that
+    // reaping its exit drops, and published at once, not after the exit's
+    // teardown (closing uprobe links waits out grace periods: decision 38).
+    if (oom_.handle_kills() > 0) {
+      publisher_.publish();
+      last_publish = Clock::now();
+    }
     discovery_.handle_events();
     discovery_.reap_exited();
     // A rescan attached new objects (libc mapped after exec, a dlopen):
@@ -133,6 +142,7 @@ Status Daemon::run(const std::function<void()>& on_ready) {
     if (kill_toggle_.exchange(false))
       set_kill_switch(!state_.counters.kill_switch_engaged, "SIGUSR2");
     overhead_.tick(now_s());
+    oom_.tick(now_s());
     auto now = Clock::now();
     if (now - last_reconcile >= std::chrono::seconds(state_.config.reconcile_interval_seconds)) {
       discovery_.reconcile();

@@ -32,6 +32,7 @@
 #include "service/config_watch.h"
 #include "service/daemon_state.h"
 #include "service/discovery.h"
+#include "service/oom_recorder.h"
 #include "service/overhead_controller.h"
 #include "service/publisher.h"
 #include "service/tracer_control.h"
@@ -86,6 +87,7 @@ class Daemon {
   ConfigWatcher watcher_;
   OverheadController overhead_;
   Publisher publisher_;
+  OomRecorder oom_;
   uint64_t probe_changes_seen_ = 0;
   uint64_t baseline_rss_ = 0;  // the daemon's RSS once the tracer is up
   Clock::time_point started_ = Clock::now();

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/analyzer.h"
@@ -51,6 +52,10 @@ struct DaemonState {
   bool dirty = false;
   // Trackers and analysis, as of the last publish.
   uint64_t tracked_memory = 0;
+  // OOM kill reports, newest first (service/oom_recorder.h); replaced, never
+  // changed in place, so snapshots share it.
+  std::shared_ptr<const std::vector<StoredOomReport>> oom_reports =
+      std::make_shared<const std::vector<StoredOomReport>>();
 };
 
 // Seconds since the epoch (the view's timestamps).

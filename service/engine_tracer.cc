@@ -47,6 +47,14 @@ std::vector<ProcessEvent> EngineTracer::take_process_events() {
   return out;
 }
 
+std::vector<ProcessKill> EngineTracer::take_kills() {
+  std::vector<ProcessKill> out;
+  for (KillNotice& k : tracer_->take_kills())
+    out.push_back({k.pid, k.sigkill, k.memcg, k.limit_bytes, k.memcg_usage_bytes, k.rss_bytes,
+                   k.sender_pid, std::move(k.sender_comm), k.event_ns});
+  return out;
+}
+
 const HeapTracker* EngineTracer::heap(pid_t pid) const {
   const TracedProcess* proc = find(pid);
   return proc ? &proc->heap : nullptr;

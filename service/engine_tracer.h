@@ -25,6 +25,7 @@ class EngineTracer final : public TracerControl {
   std::optional<uint64_t> start_ticks(pid_t pid) const override;
   std::vector<pid_t> exited() const override;
   std::vector<ProcessEvent> take_process_events() override;
+  std::vector<ProcessKill> take_kills() override;
 
   Status set_heap_tracing(pid_t pid, bool on) override { return tracer_->set_heap_tracing(pid, on); }
   void detach_heap_many(const std::vector<pid_t>& heap_pids,
@@ -37,6 +38,7 @@ class EngineTracer final : public TracerControl {
   std::optional<uint64_t> probe_hits(pid_t pid) const override { return tracer_->probe_hits(pid); }
   void set_raw_syscalls_allowed(bool allowed) override { tracer_->set_raw_syscalls_allowed(allowed); }
   void configure_symbols(const SymbolsConfig& config) override { tracer_->configure_symbols(config); }
+  bool wait_for_symbols(std::chrono::milliseconds timeout) override { return tracer_->wait_for_symbols(timeout); }
 
   Result<int> poll(int timeout_ms) override { return tracer_->poll(timeout_ms); }
 

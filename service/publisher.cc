@@ -25,6 +25,8 @@ void Publisher::publish() {
   snap->live_map_capacity = config.limits.live_map_entries;
   snap->stack_map_capacity = config.limits.stack_map_entries;
   snap->config_path = state_.config_path;
+  for (const TargetConfig& t : config.targets) snap->targets.push_back(t.name);
+  snap->oom_reports = state_.oom_reports;
   snap->processes.reserve(state_.tracked.size());
   uint64_t memory = 0;
   const auto t_snapshots = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -48,6 +49,20 @@ struct ProcessEvent {
   uint64_t event_ns = 0;    // the event's CLOCK_MONOTONIC time, for the attach latency
 };
 
+// An OOM kill or a user-space SIGKILL of an attached process, reported by
+// the kernel before the process exits (the engine's KillNotice).
+struct ProcessKill {
+  pid_t pid = 0;
+  bool sigkill = false;       // a SIGKILL from user space; else the OOM killer
+  bool memcg = false;         // OOM killer: a memory cgroup's limit was hit (else global)
+  uint64_t limit_bytes = 0;
+  uint64_t memcg_usage_bytes = 0;
+  uint64_t rss_bytes = 0;     // at the kill (0: unknown)
+  pid_t sender_pid = 0;       // sigkill
+  std::string sender_comm;    // sigkill
+  uint64_t event_ns = 0;      // CLOCK_MONOTONIC
+};
+
 class TracerControl {
  public:
   virtual ~TracerControl() = default;
@@ -65,6 +80,9 @@ class TracerControl {
   virtual std::vector<pid_t> exited() const = 0;
   // Execs and forks seen since the last call.
   virtual std::vector<ProcessEvent> take_process_events() = 0;
+  // OOM kills and user-space SIGKILLs since the last call; the processes
+  // are still attached, so snapshot() still shows their sites.
+  virtual std::vector<ProcessKill> take_kills() { return {}; }
 
   // ---- overhead controls (docs/architecture.md, 17, 18, 28) ----
   // Attaches (true, re-baselining the heap) or detaches (false, freezing the
@@ -90,6 +108,10 @@ class TracerControl {
   // Where debug files are found and which debuginfod servers are asked; a
   // new symbol thread only when it changed (start and reload).
   virtual void configure_symbols(const SymbolsConfig& config) = 0;
+  // Waits up to `timeout` for the symbol thread's queue to empty (an OOM
+  // report's frames, decision 38); whether it did. Never in the event path
+  // otherwise.
+  virtual bool wait_for_symbols(std::chrono::milliseconds) { return true; }
 
   // ---- consuming ----
   // Waits up to timeout_ms for events, applies them, does the deferred work.

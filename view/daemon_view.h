@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +71,20 @@ struct DaemonCounters {
   // reused, the old exit unseen): the old state dropped, the new process
   // matched afresh.
   uint64_t pid_reuse_detected = 0;
+  // OOM kill reports (decision 38): kills reported since start by (target,
+  // reason), the last kill's time (unix seconds; reports read back from
+  // oom.report_dir count for it, 0: none), and report files not written.
+  std::map<std::pair<std::string, std::string>, uint64_t> oom_kills;
+  double oom_last_kill_timestamp = 0;
+  uint64_t oom_report_write_failures = 0;
+};
+
+// An OOM kill report as the API serves it (view/oom_report.h): its JSON
+// text, built at the kill or read back from oom.report_dir at start, and
+// its time, for ordering.
+struct StoredOomReport {
+  double timestamp = 0;
+  std::string json;
 };
 
 // What the HTTP side serves: immutable once published.
@@ -85,6 +100,9 @@ struct DaemonSnapshot {
   uint32_t stack_map_capacity = 0;
   uint64_t live_map_entries = 0;          // records of tracked processes
   std::string config_path;
+  std::vector<std::string> targets;  // TargetConfig::name, in file order (zero series)
+  // Newest first, at most oom.max_reports; shared between snapshots.
+  std::shared_ptr<const std::vector<StoredOomReport>> oom_reports;
 };
 
 const char* mode_name(TargetMode mode);

@@ -190,7 +190,12 @@ void DaemonProcess::read_notifications() {
 }
 
 std::string DaemonProcess::full_config(const std::string &body) const {
-  return "listen: \"127.0.0.1:" + std::to_string(port_) + "\"\n" + body;
+  std::string text = "listen: \"127.0.0.1:" + std::to_string(port_) + "\"\n" + body;
+  // OOM reports of the targets the harness SIGKILLs go to the test's own
+  // directory, never the host's /var/lib/leakwatch (unless the test says where).
+  if (body.find("\noom:") == std::string::npos && !body.starts_with("oom:"))
+    text += (text.ends_with("\n") ? "" : "\n") + std::string("oom:\n  report_dir: ") + dir_.path() + "/oom\n";
+  return text;
 }
 
 void DaemonProcess::write_config(const std::string &body) { write_raw_config(full_config(body)); }

@@ -38,6 +38,12 @@ void collect(const Json &panels, std::vector<DashboardQuery> &out) {
 std::vector<DashboardQuery> dashboard_queries(const Json &dashboard) {
   std::vector<DashboardQuery> out;
   collect(dashboard.at("panels"), out);
+  // Annotation queries (the OOM kills) run against the same Prometheus.
+  if (dashboard.contains("annotations"))
+    for (const Json &a : dashboard.at("annotations").value("list", Json::array()))
+      if (a.contains("expr"))
+        out.push_back(
+            {0, "annotation: " + a.value("name", std::string()), "annotation", a.at("expr").get<std::string>(), true});
   return out;
 }
 
@@ -178,8 +184,19 @@ DashboardCheck check_dashboard(PrometheusServer &prometheus, const Json &dashboa
       check.failures.push_back(where + ": names no leakwatch_ metric: " + q.expr);
       continue;
     }
-    const std::string promql = substitute_variables(q.expr, vars);
-    const Json data = prometheus.query(promql, unix_time);  // throws on invalid PromQL
+    std::string promql = substitute_variables(q.expr, vars);
+    Json data = prometheus.query(promql, unix_time);  // throws on invalid PromQL
+    if (q.event) {
+      // No event in this run: the query without its final "> 0" filter
+      // must see the counter's series (exported at 0 from the start).
+      const size_t filter = promql.rfind(" > 0");
+      if (filter == std::string::npos || filter + 4 != promql.size()) {
+        check.failures.push_back(where + ": an annotation query must end with \" > 0\": " + q.expr);
+        continue;
+      }
+      promql.resize(filter);
+      data = prometheus.query(promql, unix_time);
+    }
     const size_t series = data.at("result").size();
     if (series > 0) ++check.returned_data;
     report << "  " << where << ": " << series << " series" << (waiting_for.empty() ? "" : " (pending: " + waiting_for + ")")

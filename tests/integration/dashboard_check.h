@@ -20,6 +20,9 @@ struct DashboardQuery {
   std::string panel_title;
   std::string ref_id;
   std::string expr;  // as in the JSON, variables not substituted
+  // An annotation's query (OOM kills): it marks events, so it is empty in a
+  // run without one; its counter's series must exist all the same.
+  bool event = false;
 };
 
 // Every target of every panel (panels nested in collapsed rows included).

@@ -63,6 +63,7 @@ class FakeTracer : public TracerControl {
     return out;
   }
   std::vector<ProcessEvent> take_process_events() override { return std::exchange(events, {}); }
+  std::vector<ProcessKill> take_kills() override { return std::exchange(kills, {}); }
 
   Status set_heap_tracing(pid_t pid, bool on) override {
     heap_calls.emplace_back(pid, on);
@@ -135,6 +136,7 @@ class FakeTracer : public TracerControl {
   // What the engine reports, set by the test.
   std::map<pid_t, Proc> procs;
   std::vector<ProcessEvent> events;
+  std::vector<ProcessKill> kills;
   std::vector<pid_t> sheds;
   std::optional<Error> attach_error;
   // The next attach finds this start time (a pid reused under the attach).

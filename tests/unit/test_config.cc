@@ -712,3 +712,28 @@ TEST(ConfigDurations, DurationSyntax) {
 
 }  // namespace
 }  // namespace lw
+
+namespace lw {
+namespace {
+
+TEST(Config, OomSection) {
+  const Config d;
+  EXPECT_EQ(d.oom.report_dir, "/var/lib/leakwatch/oom");
+  EXPECT_EQ(d.oom.max_reports, 100u);
+  EXPECT_EQ(d.oom.history_seconds, 300u);
+  EXPECT_EQ(d.oom.history_interval_seconds, 5u);
+  Config c = parse_ok("oom:\n  report_dir: /srv/oom\n  max_reports: 7\n  history_seconds: 0\n"
+                      "  history_interval_seconds: 2\n");
+  EXPECT_EQ(c.oom.report_dir, "/srv/oom");
+  EXPECT_EQ(c.oom.max_reports, 7u);
+  EXPECT_EQ(c.oom.history_seconds, 0u);
+  EXPECT_EQ(c.oom.history_interval_seconds, 2u);
+  EXPECT_EQ(parse_ok("oom:\n  report_dir: \"\"\n").oom.report_dir, "");
+  parse_bad("oom:\n  report_dir: relative/dir\n");
+  parse_bad("oom:\n  max_reports: 0\n");
+  parse_bad("oom:\n  history_interval_seconds: 0\n");
+  parse_bad("oom:\n  max_report: 3\n");
+}
+
+}  // namespace
+}  // namespace lw

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+// The OOM recorder (service/oom_recorder.h, docs/architecture.md 38) on the
+// fake tracer: a kill becomes one report (API, file, counter), a second
+// kill event of the same process none; reports left in oom.report_dir are
+// read back newest first and bounded by oom.max_reports; the counter has a
+// zero series per (target, reason) from the start.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "core/analyzer.h"
+#include "exporter/http_routes.h"
+#include "exporter/metrics.h"
+#include "fake_tracer.h"
+#include "service/discovery.h"
+#include "service/oom_recorder.h"
+#include "service/publisher.h"
+
+namespace lw {
+namespace {
+
+namespace fs = std::filesystem;
+
+Config parse_ok(const std::string& yaml) {
+  std::vector<ConfigError> errors;
+  Result<Config> c = parse_config(yaml, "test.yaml", &errors);
+  if (!c) {
+    for (const ConfigError& e : errors) ADD_FAILURE() << format_error(e);
+    return Config{};
+  }
+  return std::move(*c);
+}
+
+struct SleepChild {
+  SleepChild() {
+    pid = fork();
+    if (pid == 0) {
+      execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 5000; ++i) {
+      std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+      std::string comm;
+      std::getline(f, comm);
+      if (comm == "sleep") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  ~SleepChild() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  pid_t pid = -1;
+};
+
+struct OomParts {
+  explicit OomParts(const std::string& dir, uint32_t max_reports)
+      : state{parse_ok("targets:\n  - name: sleepers\n    match: {comm: \"^sleep$\"}\n    mode: full\n"
+                       "oom:\n  report_dir: " + dir + "\n  max_reports: " + std::to_string(max_reports) + "\n"),
+              ""} {}
+  DaemonState state;
+  FakeTracer tracer;
+  ProcessDiscovery discovery{state, tracer, PodDirectoryOptions{}};
+  Publisher publisher{state, tracer};
+  OomRecorder oom{state, tracer};
+};
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/lw-oom-unit-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(OomRecorder, AKillIsOneReportInTheApiTheDirectoryAndTheCounter) {
+  const std::string dir = temp_dir();
+  OomParts p(dir, 10);
+  p.oom.load();
+  p.publisher.publish();
+  MetricsOptions opts;
+  std::string text = render_metrics(*p.publisher.latest(), opts);
+  for (const char* reason : {"global", "memory_cgroup", "sigkill"})
+    EXPECT_NE(text.find(std::string("leakwatch_oom_kills_total{target=\"sleepers\",reason=\"") + reason + "\"} 0"),
+              std::string::npos)
+        << reason << "\n" << text;
+  EXPECT_NE(text.find("leakwatch_oom_last_kill_timestamp_seconds 0"), std::string::npos);
+
+  SleepChild child;
+  p.discovery.consider(child.pid, 0);
+  ASSERT_EQ(p.state.tracked.count(child.pid), 1u);
+  p.oom.tick(1000);  // one history sample
+  ProcessKill k;
+  k.pid = child.pid;
+  k.memcg = true;
+  k.limit_bytes = 96u << 20;
+  k.memcg_usage_bytes = 96u << 20;
+  k.rss_bytes = 90u << 20;
+  k.event_ns = monotonic_ns();
+  p.tracer.kills.push_back(k);
+  p.tracer.kills.push_back(k);  // the same process again: no second report
+  EXPECT_EQ(p.oom.handle_kills(), 2u);
+  ASSERT_EQ(p.state.oom_reports->size(), 1u);
+  EXPECT_TRUE(p.state.dirty);
+  nlohmann::json r = nlohmann::json::parse(p.state.oom_reports->front().json);
+  EXPECT_EQ(r.at("reason"), "memory_cgroup");
+  EXPECT_EQ(r.at("process").at("pid"), child.pid);
+  EXPECT_EQ(r.at("process").at("comm"), "sleep");
+  EXPECT_EQ(r.at("process").at("target"), "sleepers");
+  EXPECT_EQ(r.at("memory_cgroup").at("limit_bytes"), 96u << 20);
+  EXPECT_EQ(r.at("rss_bytes"), 90u << 20);
+  EXPECT_TRUE(r.at("killed_by").is_null());
+  EXPECT_EQ(r.at("history").size(), 2u);  // the sample, then the kill
+  EXPECT_GE(r.at("report_latency_seconds").get<double>(), 0);
+  const std::string file = r.at("file");
+  EXPECT_TRUE(fs::exists(file)) << file;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(file)), r);
+
+  p.publisher.publish();
+  text = render_metrics(*p.publisher.latest(), opts);
+  EXPECT_NE(text.find("leakwatch_oom_kills_total{target=\"sleepers\",reason=\"memory_cgroup\"} 1"), std::string::npos);
+  const std::string api = oom_kills_json(*p.publisher.latest());
+  EXPECT_EQ(nlohmann::json::parse(api).at("oom_kills").at(0), r);
+
+  // A SIGKILL of a process not tracked: nothing.
+  ProcessKill stranger = k;
+  stranger.pid = 1;
+  stranger.sigkill = true;
+  p.tracer.kills.push_back(stranger);
+  p.oom.handle_kills();
+  EXPECT_EQ(p.state.oom_reports->size(), 1u);
+  fs::remove_all(dir);
+}
+
+TEST(OomRecorder, ReportsAreReadBackNewestFirstAndBounded) {
+  const std::string dir = temp_dir();
+  for (int i = 1; i <= 3; ++i)
+    std::ofstream(dir + "/" + oom_report_file_name(1000.0 * i, 100 + i)) << "{\"timestamp\":" << 1000 * i << "}";
+  std::ofstream(dir + "/" + oom_report_file_name(5000, 7)) << "not json";
+  std::ofstream(dir + "/unrelated.txt") << "x";
+  OomParts p(dir, 2);
+  p.oom.load();
+  ASSERT_EQ(p.state.oom_reports->size(), 2u);
+  EXPECT_EQ(p.state.oom_reports->at(0).timestamp, 3000);
+  EXPECT_EQ(p.state.oom_reports->at(1).timestamp, 2000);
+  EXPECT_EQ(p.state.counters.oom_last_kill_timestamp, 3000);
+
+  // A new kill: first in the API, and the directory keeps max_reports files.
+  SleepChild child;
+  p.discovery.consider(child.pid, 0);
+  ProcessKill k;
+  k.pid = child.pid;
+  k.sigkill = true;
+  k.sender_pid = 42;
+  k.sender_comm = "systemd-oomd";
+  k.event_ns = monotonic_ns();
+  p.tracer.kills.push_back(k);
+  p.oom.handle_kills();
+  ASSERT_EQ(p.state.oom_reports->size(), 2u);
+  nlohmann::json r = nlohmann::json::parse(p.state.oom_reports->front().json);
+  EXPECT_EQ(r.at("reason"), "sigkill");
+  EXPECT_EQ(r.at("killed_by").at("comm"), "systemd-oomd");
+  EXPECT_EQ(p.state.oom_reports->at(1).timestamp, 3000);
+  size_t reports = 0;
+  for (const auto& e : fs::directory_iterator(dir)) reports += e.path().filename().string().starts_with("oom-");
+  EXPECT_EQ(reports, 2u);
+  fs::remove_all(dir);
+}
+
+TEST(OomRecorder, FileNamesSortByTime) {
+  EXPECT_EQ(oom_report_file_name(1.5, 42), "oom-0000000001500-42.json");
+  EXPECT_LT(oom_report_file_name(999.999, 9), oom_report_file_name(1000, 1));
+}
+
+}  // namespace
+}  // namespace lw

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "view/oom_report.h"
+
+#include "view/json.h"
+
+namespace lw {
+
+const char* kill_reason_name(KillReason r) {
+  switch (r) {
+    case KillReason::kGlobalOom: return "global";
+    case KillReason::kMemcgOom: return "memory_cgroup";
+    case KillReason::kSigkill: return "sigkill";
+  }
+  return "unknown";
+}
+
+nlohmann::json to_json(const OomReport& r) {
+  using nlohmann::json;
+  const ProcessIdentity& id = r.process.identity;
+  auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
+  json process = {{"pid", id.pid},
+                  {"start_time", id.start_time},
+                  {"comm", id.comm},
+                  {"exe", id.exe},
+                  {"cgroup", opt(id.cgroup)},
+                  {"unit", opt(id.unit)},
+                  {"uid", opt(id.pod_uid)},
+                  {"container_id", opt(id.container_id)},
+                  {"namespace", opt(id.pod_namespace)},
+                  {"pod", opt(id.pod_name)},
+                  {"target", r.process.target},
+                  {"mode", r.light ? "light" : "full"},
+                  {"configured_mode", mode_name(r.process.mode)}};
+  json memcg = nullptr;
+  if (r.reason != KillReason::kSigkill)
+    memcg = {{"limit_bytes", r.limit_bytes ? json(r.limit_bytes) : json(nullptr)},
+             {"usage_bytes", r.memcg_usage_bytes},
+             {"limit_hit", r.reason == KillReason::kMemcgOom}};
+  json killed_by = nullptr;
+  if (r.reason == KillReason::kSigkill) killed_by = {{"pid", r.sender_pid}, {"comm", r.sender_comm}};
+  json verdicts = json::object();
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    const KindTotals& t = r.snapshot.kinds[k];
+    if (t.allocations == 0 && t.live_allocations == 0) continue;
+    const LeakVerdict& v = r.snapshot.kind_verdicts[k];
+    verdicts[kind_name(k)] = {{"trend", trend_name(v.trend)},
+                              {"suspected_leak", v.suspected_leak},
+                              {"leak_rate_bytes_per_second", v.rate_bytes_per_s}};
+  }
+  json history = json::array();
+  for (const MemorySample& s : r.history) {
+    json live = json::object();
+    for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
+      if (s.live_bytes[k]) live[kind_name(k)] = s.live_bytes[k];
+    history.push_back({{"timestamp", s.timestamp}, {"rss_bytes", s.rss_bytes}, {"live_bytes", std::move(live)}});
+  }
+  json snap = to_json(r.snapshot);
+  json out = {{"timestamp", r.timestamp},
+              {"reason", kill_reason_name(r.reason)},
+              {"process", std::move(process)},
+              {"memory_cgroup", std::move(memcg)},
+              {"killed_by", std::move(killed_by)},
+              {"rss_bytes", r.rss_bytes},
+              {"live_bytes", r.snapshot.live_bytes},
+              {"live_allocations", r.snapshot.live_allocations},
+              {"kinds", kinds_to_json(r.snapshot)},
+              {"verdicts", std::move(verdicts)},
+              {"light", r.light},
+              {"sites_total", r.snapshot.sites_total},
+              {"sites", std::move(snap["sites"])},
+              {"allocator", std::move(snap["allocator"])},
+              {"python", std::move(snap["python"])},
+              {"sampling", std::move(snap["sampling"])},
+              {"history", std::move(history)},
+              {"report_latency_seconds", r.report_latency_s},
+              {"file", r.file.empty() ? json(nullptr) : json(r.file)}};
+  if (r.light)
+    out["note"] =
+        "traced in light mode: only mmap/brk sites and the statm history are known, not heap (malloc) sites";
+  return out;
+}
+
+}  // namespace lw

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// An OOM kill report (docs/api.md "/api/v1/oom_kills", docs/architecture.md
+// decision 38): the victim's identity, why it was killed, its RSS, live
+// bytes per kind, top sites and memory history, frozen at the kill.
+// Thread-safety: plain data and pure functions.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "view/daemon_view.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+// One point of a process's memory history.
+struct MemorySample {
+  double timestamp = 0;     // unix seconds
+  uint64_t rss_bytes = 0;   // /proc/PID/statm resident
+  std::array<uint64_t, LW_KIND_MAX> live_bytes{};  // the daemon's live bytes per kind
+};
+
+// Why a process was killed (the `reason` label and field).
+enum class KillReason { kGlobalOom, kMemcgOom, kSigkill };
+const char* kill_reason_name(KillReason r);  // "global" | "memory_cgroup" | "sigkill"
+inline constexpr KillReason kAllKillReasons[] = {KillReason::kGlobalOom, KillReason::kMemcgOom,
+                                                 KillReason::kSigkill};
+
+struct OomReport {
+  double timestamp = 0;             // unix seconds of the kill (the kernel event)
+  KillReason reason = KillReason::kGlobalOom;
+  ProcessInfo process;
+  uint64_t limit_bytes = 0;         // memory cgroup limit hit; global: the tightest above (0: none)
+  uint64_t memcg_usage_bytes = 0;
+  uint64_t rss_bytes = 0;           // at the kill
+  pid_t sender_pid = 0;             // sigkill
+  std::string sender_comm;          // sigkill
+  bool light = false;               // heap probes were not attached: mmap/brk sites and statm only
+  ProcessSnapshot snapshot;         // sites: the same schema as /api/v1/processes/PID/sites
+  std::vector<MemorySample> history;  // oldest first
+  double report_latency_s = 0;      // from the kill event to the report built
+  std::string file;                 // where it was written ("" when not)
+};
+
+nlohmann::json to_json(const OomReport& r);
+
+}  // namespace lw
