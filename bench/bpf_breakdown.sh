@@ -84,6 +84,10 @@ read -r bare_its bare_cpu < <(batch)
 echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); ${seconds}s per row"
 printf 'bare: %.1f it/s, %.3f CPU ms/it\n\n' "$bare_its" "$bare_cpu"
 for row in "${rows[@]}"; do
+  # Removed first: the wait below must see this row's first line, not the
+  # previous row's output (the shell truncates it only once the tracer's
+  # job has started).
+  rm -f "$tmp/top.out"
   # shellcheck disable=SC2086
   "$leakwatch" top -p "$target_pid" --interval 1 --json $row </dev/null >"$tmp/top.out" 2>"$tmp/top.err" &
   tracer_pid=$!
