@@ -11,20 +11,26 @@
 #             (100,000 keys of 64 bytes, 50 clients, as bench/redis_run.sh;
 #             passes of 100,000 requests with 2 s between them)
 #   - torch:  /usr/bin/python3 bench/torch_infer.py, inference for MINUTES
-# Escalations are counted from leakwatch_process_mode (light -> full
-# transitions seen in a scrape every 5 s; with the defaults a process is
-# full for 600 s and then cools down for 600 s, so at most 3 an hour).
+# Escalations are counted from the daemon's log ("escalation: pid N ...
+# light -> full"; leakwatch_process_mode is no count: it reads light while
+# the governor has a full process's probes suspended, as it does redis' and
+# torch's). With the defaults a process is full for 600 s and then cools
+# down for 600 s, so at most 3 an hour, and the first escalation of a
+# process started with the daemon is its warm-up: the figures are given
+# with and without escalations in the first WARMUP minutes (default 2).
 #
-#   bench/escalation_rate.sh [--minutes M] [--skip redis,torch] [BUILD_DIR]    (root)
+#   bench/escalation_rate.sh [--minutes M] [--warmup-minutes W] [--skip redis,torch] [BUILD_DIR]    (root)
 set -euo pipefail
-minutes=30 skip= build=
+minutes=30 skip= build= warmup=2
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --minutes=*) minutes=${1#*=}; shift ;;
     --skip) skip=$2; shift 2 ;;
     --skip=*) skip=${1#*=}; shift ;;
-    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    --warmup-minutes) warmup=$2; shift 2 ;;
+    --warmup-minutes=*) warmup=${1#*=}; shift ;;
+    -h|--help) sed -n 2,23p "$0"; exit 0 ;;
     *) build=$1; shift ;;
   esac
 done
@@ -88,21 +94,12 @@ if ! skipped redis; then
   pids_to_kill+=($!)
 fi
 start=$(date +%s)
-declare -A escalations was_full flagged
-for name in "${!pid_of[@]}"; do escalations[$name]=0 was_full[$name]=0 flagged[$name]=0; done
+declare -A flagged
+for name in "${!pid_of[@]}"; do flagged[$name]=0; done
 while (( $(date +%s) - start < minutes * 60 )); do
   m=$(curl -sf "http://127.0.0.1:$port/metrics" || true)
   for name in "${!pid_of[@]}"; do
     p=${pid_of[$name]}
-    if grep -q "^leakwatch_process_mode{.*pid=\"$p\".*mode=\"full\".* 1$" <<<"$m"; then
-      if (( was_full[$name] == 0 )); then
-        escalations[$name]=$((escalations[$name] + 1))
-        echo "$(( ($(date +%s) - start) / 60 )) min: $name (pid $p) escalated"
-      fi
-      was_full[$name]=1
-    else
-      was_full[$name]=0
-    fi
     if grep -q "^leakwatch_process_suspected_leak{.*pid=\"$p\".* 1$" <<<"$m"; then
       flagged[$name]=$((flagged[$name] + 1))
       echo "$(( ($(date +%s) - start) / 60 )) min: $name (pid $p) FLAGGED: $(grep "^leakwatch_process_suspected_leak{.*pid=\"$p\".* 1$" <<<"$m" | head -2)"
@@ -110,9 +107,18 @@ while (( $(date +%s) - start < minutes * 60 )); do
   done
   sleep 5
 done
-grep -c 'escalation: pid' "$tmp/daemon.err" | sed 's/^/daemon log escalation lines: /'
+cp "$tmp/daemon.err" "${LW_KEEP_LOG:-/dev/null}" 2>/dev/null || true
+# Escalation times in seconds from the start, per pid, from the log.
+t0=$(date -u -d "@$start" +%s)
 for name in cache frozen redis torch; do
   [[ -n ${pid_of[$name]:-} ]] || continue
-  awk -v n="$name" -v e="${escalations[$name]}" -v f="${flagged[$name]}" -v m="$minutes" \
-    'BEGIN { printf "%-7s escalations %d in %d min = %.1f per hour; flagged in %d scrapes\n", n, e, m, e * 60 / m, f }'
+  p=${pid_of[$name]}
+  times=$(grep "escalation: pid $p (.*light -> full" "$tmp/daemon.err" | cut -d' ' -f1 |
+          while read -r ts; do echo $(( $(date -u -d "$ts" +%s) - t0 )); done | tr '\n' ' ')
+  suspensions=$(grep -c "governor: pid $p (.*suspended" "$tmp/daemon.err" || true)
+  awk -v n="$name" -v times="$times" -v f="${flagged[$name]}" -v m="$minutes" -v w="$warmup" -v g="$suspensions" '
+    BEGIN { k = split(times, t, " "); late = 0
+            for (i = 1; i <= k; i++) if (t[i] >= w * 60) late++
+            printf "%-7s escalations %d in %d min = %.1f per hour (%d after the first %d min = %.1f per hour); at s: %s; governor suspensions %d; flagged in %d scrapes\n",
+                   n, k, m, k * 60 / m, late, w, late * 60 / (m - w), times, g, f }'
 done
