@@ -18,6 +18,7 @@
 # down for 600 s, so at most 3 an hour, and the first escalation of a
 # process started with the daemon is its warm-up: the figures are given
 # with and without escalations in the first WARMUP minutes (default 2).
+# LW_KEEP_LOG=FILE keeps a copy of the daemon's log.
 #
 #   bench/escalation_rate.sh [--minutes M] [--warmup-minutes W] [--skip redis,torch] [BUILD_DIR]    (root)
 set -euo pipefail
@@ -119,6 +120,7 @@ for name in cache frozen redis torch; do
   awk -v n="$name" -v times="$times" -v f="${flagged[$name]}" -v m="$minutes" -v w="$warmup" -v g="$suspensions" '
     BEGIN { k = split(times, t, " "); late = 0
             for (i = 1; i <= k; i++) if (t[i] >= w * 60) late++
-            printf "%-7s escalations %d in %d min = %.1f per hour (%d after the first %d min = %.1f per hour); at s: %s; governor suspensions %d; flagged in %d scrapes\n",
-                   n, k, m, k * 60 / m, late, w, late * 60 / (m - w), times, g, f }'
+            rate_late = m > w ? sprintf("%.1f", late * 60 / (m - w)) : "n/a"
+            printf "%-7s escalations %d in %d min = %.1f per hour (%d after the first %d min = %s per hour); at s: %s; governor suspensions %d; flagged in %d scrapes\n",
+                   n, k, m, k * 60 / m, late, w, rate_late, times, g, f }'
 done
