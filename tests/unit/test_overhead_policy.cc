@@ -127,6 +127,7 @@ sampling: {enabled: true, mean_bytes: 65536}
 escalation: {check_interval_seconds: 2, growth_bytes: 8192, growth_window_seconds: 30,
              full_window_seconds: 40, cooldown_seconds: 0}
 governor: {max_hits_per_second: 0, backoff_initial_seconds: 5, backoff_max_seconds: 50}
+analysis: {primed_min_span_seconds: 1m30s}
 kill_switch: true
 )",
                                   "t.yaml", &errors);
@@ -138,7 +139,12 @@ kill_switch: true
   EXPECT_EQ(c->escalation.cooldown_seconds, 0u);
   EXPECT_EQ(c->governor.backoff_max_seconds, 50u);
   EXPECT_TRUE(c->kill_switch);
-  for (const char* bad : {"sampling: {mean_bytes: 0}\n", "sampling: {mean_bytes: 1073741825}\n",
+  EXPECT_EQ(c->analysis.primed_min_span_seconds, 90u);
+  Result<Config> off = parse_config("analysis: {primed_min_span_seconds: 0}\n", "t.yaml", &errors);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->analysis.primed_min_span_seconds, 0u);
+  for (const char* bad : {"analysis: {primed_min_span_seconds: -1}\n",
+                          "analysis: {primed_min_span_seconds: 1500ms}\n", "sampling: {mean_bytes: 0}\n", "sampling: {mean_bytes: 1073741825}\n",
                           "escalation: {growth_bytes: 100}\n", "kill_switch: yes\n",
                           "governor: {max_hits: 5}\n",
                           "targets:\n  - name: a\n    match: {comm: a}\n    sampling_mean_bytes: -1\n"}) {
