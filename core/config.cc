@@ -541,12 +541,17 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                             if (n != 0) c.analysis.window_seconds = n;
                             window_mark = x.Mark();
                           }},
-                         {"sample_interval_seconds", [&](const Node& x, const Path& q) {
+                         {"sample_interval_seconds",
+                          [&](const Node& x, const Path& q) {
                             uint32_t n = 0;
                             read_seconds(errors, x, q, 1, 86400, n);
                             analysis_invalid |= n == 0;
                             if (n != 0) c.analysis.sample_interval_seconds = n;
                             interval_mark = x.Mark();
+                          }},
+                         {"primed_min_span_seconds", [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 0, 7 * 86400,
+                                         c.analysis.primed_min_span_seconds);
                           }}});
         },
         true},

@@ -93,6 +93,10 @@ struct LimitsConfig {
 struct AnalysisConfig {
   uint32_t window_seconds = 600;
   uint32_t sample_interval_seconds = 10;
+  // Heap data an escalated process needs, at least, when the growth seen
+  // before the escalation makes up the rest of the minimum span
+  // (docs/analysis.md, "Escalated processes"); 0: no priming.
+  uint32_t primed_min_span_seconds = 60;
 };
 
 struct SamplingConfig {
@@ -103,7 +107,7 @@ struct SamplingConfig {
 // `auto` targets: light, escalated to full while their memory keeps growing.
 struct EscalationConfig {
   uint32_t check_interval_seconds = 10;  // how often anonymous RSS is read
-  uint64_t growth_bytes = 4u << 20;      // growth within growth_window that escalates
+  uint64_t growth_bytes = 1u << 20;      // growth within growth_window that escalates
   uint32_t growth_window_seconds = 300;
   uint32_t full_window_seconds = 600;    // time in full before stepping down
   uint32_t cooldown_seconds = 600;       // after a step-down, before the next escalation

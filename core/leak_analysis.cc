@@ -127,6 +127,7 @@ std::string AnalysisParams::invalid_reason() const {
   if (!(max_old_drawdown >= 0)) return "max_old_drawdown must be non-negative";
   if (max_sites < 1) return "max_sites must be at least 1";
   if (!(old_age_s > 0)) return "old_age must be positive";
+  if (!(primed_min_span_s >= 0)) return "primed_min_span must be non-negative";
   return {};
 }
 

@@ -106,6 +106,11 @@ struct AnalysisParams {
   // `top --analysis-window` (demos, tests) scales it with the window, and
   // then the caller passes each site's old bytes (SiteSample::old_bytes).
   double old_age_s = 60;
+  // An escalated process's heap analysis may give a `leak` verdict on as
+  // little as this much heap data when the growth seen before the
+  // escalation makes up the rest of min_span_s (ProcessAnalyzer::prime,
+  // docs/analysis.md "Escalated processes"). 0: never.
+  double primed_min_span_s = 60;
 
   // Empty when usable, else what is wrong, for the operator.
   std::string invalid_reason() const;
@@ -155,6 +160,10 @@ struct LeakVerdict {
   uint64_t old_drawdown_bytes = 0;
   size_t samples = 0;
   double span_s = 0;
+  // A `leak` called early, on less than min_span_s of this series, with
+  // the process's growth before it escalated making up the rest
+  // (ProcessAnalyzer::prime).
+  bool primed = false;
 };
 
 struct SeriesSample {

@@ -40,6 +40,26 @@ bool GrowthWatch::growing(uint64_t growth_bytes) const {
   return now == high && now - low >= growth_bytes;
 }
 
+double GrowthWatch::rise_span_s() const {
+  if (samples_.size() < 2) return 0;
+  uint64_t low = UINT64_MAX;
+  double low_t = samples_.front().first;
+  for (const auto& [t, b] : samples_) {
+    if (b <= low) {  // <=: the latest sample at the low
+      low = b;
+      low_t = t;
+    }
+  }
+  return samples_.back().first - low_t;
+}
+
+uint64_t GrowthWatch::rise_bytes() const {
+  if (samples_.empty()) return 0;
+  uint64_t low = UINT64_MAX;
+  for (const auto& [t, b] : samples_) low = std::min(low, b);
+  return samples_.back().second - low;
+}
+
 GovernorAction GovernorState::observe(double t_s, uint64_t hits, const GovernorParams& p) {
   GovernorAction action = GovernorAction::kNone;
   if (last_ && t_s > last_->first && hits >= last_->second)

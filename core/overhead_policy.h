@@ -38,6 +38,12 @@ class GrowthWatch {
  public:
   void add(double t_s, uint64_t bytes, double window_s);
   bool growing(uint64_t growth_bytes) const;
+  // How long the rise has lasted: from the latest sample at the window's
+  // low to the newest sample (0 with fewer than two). The evidence an
+  // escalation hands the heap analysis (core/analyzer.h, prime()).
+  double rise_span_s() const;
+  // How much it rose over that span: the newest sample minus the low.
+  uint64_t rise_bytes() const;
   void clear() { samples_.clear(); }
   size_t size() const { return samples_.size(); }
 

@@ -132,6 +132,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
       site.leak_rate_bytes_per_second += a->verdict.rate_bytes_per_s;
       site.trend = std::max(site.trend, a->verdict.trend);
       site.suspected_leak = site.suspected_leak || a->verdict.suspected_leak;
+      site.primed = site.primed || a->verdict.primed;
       // Merged parts: the first of them to have a verdict gives the site one.
       const double wait = analyzer->seconds_until_verdict(a->verdict);
       site.verdict_in_s = site.verdict_in_s < 0 ? wait : std::min(site.verdict_in_s, wait);

@@ -47,6 +47,7 @@ std::string reason_of(const Error& e) {
 AnalysisParams analysis_params(const Config& c) {
   AnalysisParams p;
   p.window_s = c.analysis.window_seconds;
+  p.primed_min_span_s = c.analysis.primed_min_span_seconds;
   return p;
 }
 

@@ -139,12 +139,17 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
   if (!mem || t.escalation.sample(now_s, *mem, e) != EscalationAction::kEscalate) return;
   ++state_.counters.escalations_up;
   LW_LOG_INFO("escalation: pid %d (%s) light -> full for %u s: VmData %llu, anonymous "
-              "resident %llu bytes, grew >= %llu within %u s",
+              "resident %llu bytes, grew >= %llu within %u s (rising for %.0f s at %.0f B/s)",
               pid, t.info.identity.comm.c_str(), e.full_window_seconds,
               static_cast<unsigned long long>(mem->data),
               static_cast<unsigned long long>(mem->anon_resident),
-              static_cast<unsigned long long>(e.growth_bytes), e.growth_window_seconds);
+              static_cast<unsigned long long>(e.growth_bytes), e.growth_window_seconds,
+              t.escalation.growth_span_s(), t.escalation.growth_rate_bytes_per_s());
   sync_heap(pid, t, "escalation");
+  // The rise seen while light counts towards the heap analysis's span
+  // (decision 39); heap records start now (the re-baseline).
+  if (auto an = state_.analyzers.find(pid); an != state_.analyzers.end() && t.info.heap_attached)
+    an->second.prime(now_s, t.escalation.growth_span_s(), t.escalation.growth_rate_bytes_per_s());
   state_.dirty = true;
 }
 

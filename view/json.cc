@@ -32,6 +32,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"frees", s.frees},
                      {"leak_rate_bytes_per_second", s.leak_rate_bytes_per_second},
                      {"suspected_leak", s.suspected_leak},
+                     {"primed", s.primed},
                      {"trend", trend_name(s.trend)},
                      {"age_bytes",
                       {{"lt_1m", s.ages.lt_1m},

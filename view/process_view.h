@@ -47,6 +47,9 @@ struct SiteSnapshot {
   double leak_rate_bytes_per_second = 0;
   Trend trend = Trend::kUnknown;
   bool suspected_leak = false;
+  // The leak was called on less than min_span_s of heap data, the rise
+  // before an escalation making up the rest (LeakVerdict::primed).
+  bool primed = false;
   // While trend is unknown: about how many seconds until the analysis can
   // give a verdict at the current sampling rate (seconds_until_verdict());
   // 0 once it has one, -1 without an analysis.

@@ -30,6 +30,35 @@ EscalationAction check(EscalationState& s, double t, StatmBytes m, const Escalat
   return a == EscalationAction::kReadMemory ? s.sample(t, m, c) : a;
 }
 
+// The shipped defaults (decision 39): a 1 MiB/min leak escalates within
+// about a minute. The leak is read as glibc grows a brk heap under it:
+// 160 KiB steps (a 32 KiB block plus the 128 KiB top pad) every 9.375 s.
+TEST(Escalation, DefaultsEscalateA1MiBPerMinuteLeakWithinAMinuteAndSayHowLongItRose) {
+  const EscalationConfig c;  // the defaults
+  EXPECT_EQ(c.check_interval_seconds, 10u);
+  EXPECT_EQ(c.growth_bytes, 1u * kMiB);
+  EXPECT_EQ(c.growth_window_seconds, 300u);
+  EXPECT_EQ(c.full_window_seconds, 600u);
+  EXPECT_EQ(c.cooldown_seconds, 600u);
+  // The checks come at a phase of 0..10 s from the leak's start (the first
+  // one before it, at attach); every phase escalates at 60..70 s (1 MiB =
+  // 6.4 steps of 160 KiB).
+  for (double phase = 0; phase < 10; phase += 2.5) {
+    EscalationState s;
+    double escalated_at = -1;
+    for (double t = phase - 10; t < 300 && escalated_at < 0; t += 10) {
+      const uint64_t steps = t < 0 ? 0 : static_cast<uint64_t>(t / 9.375) + 1;
+      if (check(s, t, mem(10 * kMiB + steps * 160 * 1024, 8 * kMiB), c) ==
+          EscalationAction::kEscalate)
+        escalated_at = t;
+    }
+    EXPECT_GE(escalated_at, 50) << phase;
+    EXPECT_LE(escalated_at, 70) << phase;
+    // The rise started after the first reading, before the leak began.
+    EXPECT_DOUBLE_EQ(s.growth_span_s(), escalated_at - (phase - 10)) << phase;
+  }
+}
+
 TEST(Escalation, ChecksOncePerIntervalAndACheckCountsEvenWithoutAReading) {
   const EscalationConfig c = config();
   EscalationState s;
@@ -50,6 +79,7 @@ TEST(Escalation, VmDataGrowthAtItsHighEscalatesForTheFullWindow) {
   // 4 MiB above the low within 300 s, and at the high now: escalate.
   EXPECT_EQ(check(s, 20, mem(104 * kMiB, 10 * kMiB), c), EscalationAction::kEscalate);
   EXPECT_TRUE(s.full());
+  EXPECT_DOUBLE_EQ(s.growth_span_s(), 20);
   EXPECT_DOUBLE_EQ(s.full_until_s(), 620);
   // Still growing while full: no second escalation, and no step-down
   // before the window is over.
@@ -68,6 +98,19 @@ TEST(Escalation, AnonymousResidentGrowthAloneEscalates) {
   EscalationState s;
   EXPECT_EQ(check(s, 0, mem(500 * kMiB, 10 * kMiB), c), EscalationAction::kNone);
   EXPECT_EQ(check(s, 10, mem(500 * kMiB, 15 * kMiB), c), EscalationAction::kEscalate);
+  EXPECT_DOUBLE_EQ(s.growth_span_s(), 10);
+}
+
+TEST(Escalation, AJumpAfterALongFlatStretchRoseForOneIntervalOnly) {
+  // The span handed to the analysis is how long the rise lasted, not how
+  // long the process was watched: flat for 200 s, then 2 MiB at once.
+  EscalationConfig c = config();
+  c.growth_bytes = kMiB;
+  EscalationState s;
+  for (double t = 0; t <= 200; t += 10)
+    EXPECT_EQ(check(s, t, mem(100 * kMiB, 10 * kMiB), c), EscalationAction::kNone) << t;
+  EXPECT_EQ(check(s, 210, mem(102 * kMiB, 10 * kMiB), c), EscalationAction::kEscalate);
+  EXPECT_DOUBLE_EQ(s.growth_span_s(), 10);
 }
 
 TEST(Escalation, APlateauSmallGrowthOrGrowthBelowItsHighDoesNotEscalate) {

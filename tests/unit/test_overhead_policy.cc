@@ -29,6 +29,7 @@ TEST(OverheadPolicy, GrowthWatchEscalatesOnlySteadyGrowthAtItsHigh) {
     if (w.growing(4 * mib)) escalated_at = static_cast<int>(t);
   }
   EXPECT_EQ(escalated_at, 240);  // 4 MiB after 4 minutes
+  EXPECT_DOUBLE_EQ(w.rise_span_s(), 240);  // rising since the first sample
   // A plateau, and a spike that went away, do not escalate.
   GrowthWatch flat;
   for (int i = 0; i < 30; ++i) flat.add(i * 10.0, 50 * mib, 300);
@@ -44,6 +45,23 @@ TEST(OverheadPolicy, GrowthWatchEscalatesOnlySteadyGrowthAtItsHigh) {
   old.add(10, 20 * mib, 300);
   old.add(400, 20 * mib, 300);
   EXPECT_FALSE(old.growing(4 * mib));
+}
+
+TEST(OverheadPolicy, TheRiseSpanStartsAtTheLatestSampleAtTheLow) {
+  GrowthWatch w;
+  const uint64_t mib = 1 << 20;
+  EXPECT_EQ(w.rise_span_s(), 0);
+  w.add(0, 50 * mib, 300);
+  EXPECT_EQ(w.rise_span_s(), 0);  // one sample: no rise
+  // Flat at the low until 40 s, then a rise: it started at 40 s.
+  for (double t = 10; t <= 40; t += 10) w.add(t, 50 * mib, 300);
+  w.add(50, 51 * mib, 300);
+  w.add(60, 52 * mib, 300);
+  EXPECT_DOUBLE_EQ(w.rise_span_s(), 20);
+  // A dip below the old low restarts it.
+  w.add(70, 49 * mib, 300);
+  w.add(80, 53 * mib, 300);
+  EXPECT_DOUBLE_EQ(w.rise_span_s(), 10);
 }
 
 TEST(OverheadPolicy, GovernorSuspendsOverBudgetAndBacksOff) {
@@ -95,7 +113,8 @@ TEST(OverheadConfig, KeysParseWithDefaultsAndBounds) {
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->sampling.enabled);
   EXPECT_EQ(d->sampling.mean_bytes, 524288u);
-  EXPECT_EQ(d->escalation.growth_bytes, 4u << 20);
+  EXPECT_EQ(d->escalation.growth_bytes, 1u << 20);  // decision 39
+  EXPECT_EQ(d->analysis.primed_min_span_seconds, 60u);
   EXPECT_EQ(d->governor.max_hits_per_second, 50000u);
   EXPECT_FALSE(d->kill_switch);
   Result<Config> c = parse_config(R"(targets:
@@ -108,6 +127,7 @@ sampling: {enabled: true, mean_bytes: 65536}
 escalation: {check_interval_seconds: 2, growth_bytes: 8192, growth_window_seconds: 30,
              full_window_seconds: 40, cooldown_seconds: 0}
 governor: {max_hits_per_second: 0, backoff_initial_seconds: 5, backoff_max_seconds: 50}
+analysis: {primed_min_span_seconds: 1m30s}
 kill_switch: true
 )",
                                   "t.yaml", &errors);
@@ -119,7 +139,12 @@ kill_switch: true
   EXPECT_EQ(c->escalation.cooldown_seconds, 0u);
   EXPECT_EQ(c->governor.backoff_max_seconds, 50u);
   EXPECT_TRUE(c->kill_switch);
-  for (const char* bad : {"sampling: {mean_bytes: 0}\n", "sampling: {mean_bytes: 1073741825}\n",
+  EXPECT_EQ(c->analysis.primed_min_span_seconds, 90u);
+  Result<Config> off = parse_config("analysis: {primed_min_span_seconds: 0}\n", "t.yaml", &errors);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->analysis.primed_min_span_seconds, 0u);
+  for (const char* bad : {"analysis: {primed_min_span_seconds: -1}\n",
+                          "analysis: {primed_min_span_seconds: 1500ms}\n", "sampling: {mean_bytes: 0}\n", "sampling: {mean_bytes: 1073741825}\n",
                           "escalation: {growth_bytes: 100}\n", "kill_switch: yes\n",
                           "governor: {max_hits: 5}\n",
                           "targets:\n  - name: a\n    match: {comm: a}\n    sampling_mean_bytes: -1\n"}) {
