@@ -3,7 +3,7 @@
 # redis-benchmark against Debian's redis-server (jemalloc), requests per
 # second, bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 3).
 #
-#   bench/redis_run.sh [--reps N] [--requests N] [BUILD_DIR]   (as root)
+#   bench/redis_run.sh [--reps N] [--requests N] [--memleak PATH] [BUILD_DIR]   (as root)
 #
 # Each run starts a fresh redis-server (unix socket, no persistence),
 # attaches the tracer of its row (`leakwatch top -p PID --mode
@@ -22,6 +22,14 @@
 # light, full, bare, ...) so load from other users of the machine hits them
 # alike; each row's figure is the median over the repetitions, with its
 # min, max and spread printed next to it. Target for light: <= 2% loss.
+# --memleak PATH adds a bcc-memleak row: bcc libbpf-tools memleak
+# (bench/build_memleak.sh) with `-O` the jemalloc that redis-server links
+# (Debian's does; libc otherwise), as it would need to be run to see redis.
+# memleak truncates -O at 31 characters, so it gets the library's file name
+# (libbpf finds it in the multiarch directory). bcc memleak at the commit
+# tried (6d0a964, 2026-08) fails to attach to Debian's libjemalloc.so.2,
+# which has no `mmap` of its own; the row is then printed as not available
+# with memleak's message, and the other rows run.
 # Needs redis-server and redis-tools (scripts/install-deps.sh
 # --with-test-tools) and taskset (util-linux).
 # shellcheck disable=SC2317
@@ -31,15 +39,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
-usage() { echo "usage: $0 [--reps N] [--requests N] [--pin] [--rows ROW,...] [BUILD_DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 [--reps N] [--requests N] [--pin] [--rows ROW,...] [--memleak PATH] [BUILD_DIR]" >&2; exit 2; }
 rows_arg=bare,light,full
-reps=5 requests=100000 build=./build pin=0
+reps=5 requests=100000 build=./build pin=0 memleak_bin=''
 while (($#)); do
   case $1 in
     --reps) reps=${2:?}; shift ;;
     --requests) requests=${2:?}; shift ;;
     --pin) pin=1 ;;
     --rows) rows_arg=${2:?}; shift ;;
+    --memleak) memleak_bin=${2:?}; shift ;;
     -h|--help) usage ;;
     -*) usage ;;
     *) build=$1 ;;
@@ -103,8 +112,21 @@ server_cpu_ns() { task_cpu_ns "$redis_pid"; }
 # the tracepoints cost from what leakwatch's programs and process add).
 IFS=, read -r -a rows <<<"$rows_arg"
 for row in "${rows[@]}"; do
-  case $row in bare|light|full|noop-tp) ;; *) die "unknown row '$row' (bare, noop-tp, light, full)" ;; esac
+  case $row in bare|light|full|noop-tp|bcc-memleak) ;; *) die "unknown row '$row' (bare, noop-tp, light, full, bcc-memleak)" ;; esac
 done
+memleak_missing=
+if [[ -z $memleak_bin ]]; then
+  memleak_missing="bcc-memleak: not available (no --memleak PATH; bench/build_memleak.sh builds it)"
+elif [[ ! -x $memleak_bin ]]; then
+  memleak_missing="bcc-memleak: not available ($memleak_bin is not an executable)"
+elif [[ " ${rows[*]} " != *" bcc-memleak "* ]]; then
+  rows+=(bcc-memleak)
+fi
+[[ -z $memleak_missing ]] || rows=("${rows[@]/bcc-memleak/}")
+read -r -a rows <<<"${rows[*]}"
+# The allocator memleak must probe: the jemalloc redis-server links, if any.
+memleak_obj=$(ldd "$(command -v redis-server)" | awk '/libjemalloc/ { print $3; exit }')
+memleak_obj=$(basename "${memleak_obj:-libc.so.6}")
 [[ ${rows[0]} == bare ]] || die "the first row must be bare (the baseline)"
 if [[ " ${rows[*]} " == *" noop-tp "* && ! -x $build/bench/lw_bench_noop ]]; then
   die "$build/bench/lw_bench_noop not found; build it: cmake --build $build --target lw_bench_noop"
@@ -118,6 +140,9 @@ measure() {
     rm -f "$tmp/tracer.out"
     if [[ $row == noop-tp ]]; then
       "$build/bench/lw_bench_noop" -p "$redis_pid" --syscall-tp </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+    elif [[ $row == bcc-memleak ]]; then
+      # "Attaching to pid N" comes once attached; stdbuf line-buffers it.
+      stdbuf -oL "$memleak_bin" -O "$memleak_obj" -p "$redis_pid" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
     else
       "$leakwatch_bin" top -p "$redis_pid" --interval 1 --json --mode "$row" \
         </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
@@ -125,6 +150,16 @@ measure() {
     tracer_pid=$!
     local deadline=$((SECONDS + 60))
     until [[ -s $tmp/tracer.out ]]; do
+      if [[ $row == bcc-memleak ]] && ! kill -0 "$tracer_pid" 2>/dev/null; then
+        wait "$tracer_pid" 2>/dev/null || true
+        tracer_pid=
+        memleak_missing="bcc-memleak: not available (memleak -O $memleak_obj exited before attaching: $(grep -v '^$' "$tmp/tracer.err" | tail -n 2 | tr '\n' ' '))"
+        rows=("${rows[@]/bcc-memleak/}")
+        read -r -a rows <<<"${rows[*]}"
+        echo "   $memleak_missing" >&2
+        stop_redis
+        return
+      fi
       kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited: $(tail -n 1 "$tmp/tracer.err")"
       ((SECONDS < deadline)) || die "$row: leakwatch not attached after 60 s"
       sleep 0.1
@@ -178,3 +213,5 @@ echo "server CPU per request (SET+GET), lower is better; x bare is the cost rati
 summarize_runs "$tmp/cpu" us/req 0 "${rows[@]}"
 echo "the tracer process's own CPU per request (not the server's; x bare here: against the first traced row)"
 summarize_runs "$tmp/tcpu" us/req 0 "${rows[@]:1}"
+[[ " ${rows[*]} " != *" bcc-memleak "* ]] || echo "bcc-memleak probes: $memleak_obj"
+[[ -z $memleak_missing ]] || echo "$memleak_missing"

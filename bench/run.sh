@@ -24,15 +24,17 @@
 # shellcheck disable=SC2317
 set -euo pipefail
 
-usage() { echo "usage: $0 [--quick] [--baseline LEAKWATCH_BIN] [BUILD_DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 [--quick] [--baseline LEAKWATCH_BIN] [--memleak MEMLEAK_BIN] [BUILD_DIR]" >&2; exit 2; }
 
 quick=0
 build=./build
 baseline_bin=
+memleak_bin=
 while (($#)); do
   case $1 in
     --quick) quick=1 ;;
     --baseline) [[ $# -ge 2 ]] || usage; baseline_bin=$2; shift ;;
+    --memleak) [[ $# -ge 2 ]] || usage; memleak_bin=$2; shift ;;
     -h|--help) usage ;;
     -*) usage ;;
     *) build=$1 ;;
@@ -148,6 +150,12 @@ END { clear(@size); clear(@live); }"
 # bpftrace prints this line before it attaches, not after: allow a second.
 ready_bpftrace() { grep -qE '^Attaching [0-9]+ probes' "$1" && sleep 1; }
 
+# bcc libbpf-tools memleak (bench/build_memleak.sh), given with --memleak.
+# It prints "Attaching to pid N" once attached; stdbuf line-buffers that
+# line into the file.
+tracer_memleak() { exec stdbuf -oL "$memleak_bin" -p "$1"; }
+ready_memleak() { grep -q '^Attaching to pid' "$1"; }
+
 # The last line a failed tracer wrote, as the reason it is not available.
 failure_reason() {
   local line
@@ -248,6 +256,13 @@ if command -v bpftrace >/dev/null; then
   measure "bpftrace memleak-like (anchor)" bpftrace bpftrace
 else
   unavailable+=("bpftrace memleak-like (anchor): not available (bpftrace not installed)")
+fi
+if [[ -z $memleak_bin ]]; then
+  unavailable+=("bcc libbpf-tools memleak: not available (no --memleak PATH; bench/build_memleak.sh builds it)")
+elif [[ ! -x $memleak_bin ]]; then
+  unavailable+=("bcc libbpf-tools memleak: not available ($memleak_bin is not an executable)")
+else
+  measure "bcc libbpf-tools memleak" memleak memleak
 fi
 
 # This build against a baseline binary, alternately, so that drift of the

@@ -3,7 +3,8 @@
 # PyTorch CPU inference loop (Debian python3-torch), iterations per second,
 # bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 2).
 #
-#   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [BUILD_DIR]   (as root)
+#   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [--memleak PATH]
+#                      [--no-noop] [BUILD_DIR]   (as root)
 #
 # Each repetition starts a fresh bench/torch_infer.py (a small conv net,
 # batch of 8 3x32x32 images, one intra-op thread by default; importing torch
@@ -16,6 +17,19 @@
 # ...); each row's figure is the median over the repetitions, with min, max
 # and spread. Besides iterations per second the target reports its own CPU
 # time per iteration, less sensitive to other load on the machine.
+#
+# Two more rows when their tools are there (a missing row is printed as
+# `<row>: not available (<reason>)` and the other rows still run):
+#   noop-malloc-free  BUILD_DIR/bench/lw_bench_noop -p PID: no-op programs at
+#                     leakwatch's malloc entry, malloc return and free
+#                     (free+9) places. Only malloc/free: the tool has no mode
+#                     for posix_memalign, calloc, realloc or operator new
+#                     together, so this is a lower bound of the no-op floor
+#                     on this loop, not the floor itself.
+#   bcc-memleak       `memleak -p PID` (bcc libbpf-tools, built by
+#                     bench/build_memleak.sh), given with --memleak PATH.
+# With bcc-memleak, a last line compares the added CPU per iteration (row
+# minus bare, medians) of full against memleak's.
 # Needs python3-torch: scripts/install-deps.sh --with-bench-tools.
 # shellcheck disable=SC2317
 set -euo pipefail
@@ -24,8 +38,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
-usage() { echo "usage: $0 [--reps N] [--seconds S] [--threads N] [BUILD_DIR]" >&2; exit 2; }
-reps=5 seconds=5 threads=1 build=./build
+usage() { echo "usage: $0 [--reps N] [--seconds S] [--threads N] [--memleak PATH] [--no-noop] [BUILD_DIR]" >&2; exit 2; }
+reps=5 seconds=5 threads=1 build=./build memleak_bin='' want_noop=1
 # Debian's interpreter, which python3-torch installs into (not a python3
 # that PATH may find first, e.g. pyenv's); PYTHON overrides.
 python=${PYTHON:-/usr/bin/python3}
@@ -34,6 +48,8 @@ while (($#)); do
     --reps) reps=${2:?}; shift ;;
     --seconds) seconds=${2:?}; shift ;;
     --threads) threads=${2:?}; shift ;;
+    --memleak) memleak_bin=${2:?}; shift ;;
+    --no-noop) want_noop=0 ;;
     -h|--help) usage ;;
     -*) usage ;;
     *) build=$1 ;;
@@ -67,28 +83,60 @@ start_target() {
 
 : >"$tmp/its"; : >"$tmp/cpu"
 rows=(bare light full)
+missing=()
+noop_bin=$build/bench/lw_bench_noop
+if ((!want_noop)); then
+  missing+=("noop-malloc-free: not available (--no-noop)")
+elif [[ -x $noop_bin ]]; then
+  rows+=(noop-malloc-free)
+else
+  missing+=("noop-malloc-free: not available ($noop_bin not found; build the bench targets)")
+fi
+if [[ -z $memleak_bin ]]; then
+  missing+=("bcc-memleak: not available (no --memleak PATH; build it with bench/build_memleak.sh)")
+elif [[ ! -x $memleak_bin ]]; then
+  missing+=("bcc-memleak: not available ($memleak_bin is not an executable)")
+else
+  rows+=(bcc-memleak)
+fi
+command -v stdbuf >/dev/null || [[ -z $memleak_bin ]] || die "stdbuf (coreutils) needed for the memleak row"
+
+# Starts the row's tracer on target_pid, output in $tmp/tracer.out; returns
+# once it has attached (the tracer's first line of output).
+start_tracer() {
+  local row=$1
+  # A stale report from the previous row must not pass for this one's.
+  rm -f "$tmp/tracer.out"
+  case $row in
+    light|full)
+      "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode "$row" \
+        </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" & ;;
+    noop-malloc-free)
+      "$noop_bin" -p "$target_pid" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" & ;;
+    bcc-memleak)
+      # memleak prints "Attaching to pid N" after its probes are attached;
+      # line-buffer its stdout so the line reaches the file. Default
+      # 5 s report interval.
+      stdbuf -oL "$memleak_bin" -p "$target_pid" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" & ;;
+  esac
+  tracer_pid=$!
+  local deadline=$((SECONDS + 60))
+  until [[ -s $tmp/tracer.out ]]; do
+    kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited: $(tail -n 1 "$tmp/tracer.err")"
+    ((SECONDS < deadline)) || die "$row: tracer not attached after 60 s"
+    sleep 0.1
+  done
+}
 
 measure() {
   local row=$1 key its key2 cpu
-  if [[ $row != bare ]]; then
-    # A stale report from the previous row must not pass for this one's.
-    rm -f "$tmp/tracer.out"
-    "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode "$row" \
-      </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
-    tracer_pid=$!
-    local deadline=$((SECONDS + 60))
-    until [[ -s $tmp/tracer.out ]]; do
-      kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited: $(tail -n 1 "$tmp/tracer.err")"
-      ((SECONDS < deadline)) || die "$row: leakwatch not attached after 60 s"
-      sleep 0.1
-    done
-  fi
+  [[ $row == bare ]] || start_tracer "$row"
   printf '%s\n' "$seconds" >&"${TARGET[1]}"
   read -r -t $((seconds * 20 + 60)) -u "${TARGET[0]}" key its key2 cpu ||
     die "$row: target stopped answering: $(tail -n 3 "$tmp/target.err")"
   [[ $key == its_per_s && $key2 == cpu_ms_per_it ]] || die "$row: unexpected target output: $key $its $key2 $cpu"
   if [[ $row != bare ]]; then
-    kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited during the run: $(tail -n 1 "$tmp/tracer.err")"
+    kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited during the run: $(tail -n 1 "$tmp/tracer.err")"
     stop_tracer
   fi
   echo "$row $its" >>"$tmp/its"
@@ -109,3 +157,18 @@ echo "PyTorch CPU inference (conv net, batch 8x3x32x32, $threads thread(s)), ${s
 summarize_runs "$tmp/its" it/s 1 "${rows[@]}"
 echo "target CPU per iteration, lower is better"
 summarize_runs "$tmp/cpu" ms/it 0 "${rows[@]}"
+# Added CPU per iteration (row median - bare median), full against memleak.
+if [[ " ${rows[*]} " == *" bcc-memleak "* ]]; then
+  awk '{ n[$1]++; v[$1, n[$1]] = $2 }
+    function med(l,   i, j, t, a, k) {
+      k = n[l]; for (i = 1; i <= k; i++) a[i] = v[l, i]
+      for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    }
+    END {
+      b = med("bare"); f = med("full") - b; m = med("bcc-memleak") - b
+      printf "added CPU per iteration vs bare: full %.4f ms, bcc memleak %.4f ms; full / memleak = %s\n",
+        f, m, (m > 0 ? sprintf("%.3f", f / m) : "n/a (memleak added nothing)")
+    }' "$tmp/cpu"
+fi
+for line in "${missing[@]}"; do echo "$line"; done
