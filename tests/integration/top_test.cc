@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <gtest/gtest.h>
@@ -238,12 +239,12 @@ TEST_F(LeakwatchTop, EventsAreReadWhileTablesLoad) {
   const int64_t delivered = events.at("delivered").get<int64_t>();
   EXPECT_GT(delivered, 4 * 16384) << "dropped " << events.at("dropped").get<int64_t>() << "\n"
                                   << leakwatch.stderr_text();
-  // Read while the child runs: an event in flight is seen, not yet
-  // delivered or dropped (at most one per CPU).
-  const int64_t in_flight =
+  // Read while the child runs, one per-CPU counter after the other: the
+  // sum may be off, either way, by the events made between the reads (a
+  // reader preempted for a few ms on a loaded machine misses thousands).
+  const int64_t skew =
       events.at("seen").get<int64_t>() - delivered - events.at("dropped").get<int64_t>();
-  EXPECT_GE(in_flight, 0);
-  EXPECT_LE(in_flight, 64);
+  EXPECT_LE(std::llabs(skew), std::max<int64_t>(64, delivered / 100));
 }
 
 // SIGINT while the tables load (before the first output) ends top at once
