@@ -165,12 +165,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
    * must work whether or not the new block is sampled. */
   if (func != LW_FUNC_SBRK && !sample_alloc(t, v.arg1))
     v.flags |= LW_CTXF_UNSAMPLED;
-  if (!tc) {
-    count(LW_CNT_CTX_INSERT_FAILED);
-    return 0;
-  }
-  v.flags |= LW_CTXF_VALID;
-  tc->c[LW_CTX_ALLOC] = v;
+  ctx_store(tc, LW_CTX_ALLOC, &v);
   return 0;
 }
 

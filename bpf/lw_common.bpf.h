@@ -43,18 +43,23 @@ static __always_inline struct lw_ctx_val *ctx_get(__u32 cls)
   return ctx_slot(ctx_storage(false), cls);
 }
 
-/* Stores `v` as the current thread's context of class `cls` (replacing
- * any). Counted when the thread's storage cannot be created. */
-static __always_inline void ctx_put(__u32 cls, const struct lw_ctx_val *v)
+/* Stores `v` in `tc` as the context of class `cls` (replacing any).
+ * Counted when the thread's storage could not be created. */
+static __always_inline void ctx_store(struct lw_task_ctxs *tc, __u32 cls,
+                                      const struct lw_ctx_val *v)
 {
-  struct lw_task_ctxs *tc = bpf_task_storage_get(&ctxs, bpf_get_current_task_btf(), 0,
-                                                 BPF_LOCAL_STORAGE_GET_F_CREATE);
   if (!tc || cls >= LW_CTX_MAX) {
     count(LW_CNT_CTX_INSERT_FAILED);
     return;
   }
   tc->c[cls] = *v;
   tc->c[cls].flags |= LW_CTXF_VALID;
+}
+
+/* Stores `v` as the current thread's context of class `cls`. */
+static __always_inline void ctx_put(__u32 cls, const struct lw_ctx_val *v)
+{
+  ctx_store(ctx_storage(true), cls, v);
 }
 
 static __always_inline void ctx_clear(struct lw_ctx_val *c)
