@@ -7,7 +7,7 @@
 # and run time, printed per inference iteration beside the target's own
 # CPU per iteration (bare in the same process, same run).
 #
-#   bench/bpf_breakdown.sh [--seconds S] [--row "TOP OPTIONS"]... [BUILD_DIR]   (root)
+#   bench/bpf_breakdown.sh [--seconds S] [--model conv|mlp] [--row "TOP OPTIONS"]... [BUILD_DIR]   (root)
 #
 # Default rows: "--mode full", "--mode full --no-python-frames",
 # "--mode full --unwind frame_pointers", "--mode light". The run time
@@ -17,13 +17,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-/usr/bin/python3}
-seconds=8 build=./build rows=()
+seconds=8 model=conv build=./build rows=()
 while (($#)); do
   case $1 in
     --seconds) seconds=${2:?}; shift ;;
     --row) rows+=("${2:?}"); shift ;;
+    --model) model=${2:?}; shift ;;
     -h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "usage: $0 [--seconds S] [--row \"TOP OPTIONS\"]... [BUILD_DIR]" >&2; exit 2 ;;
+    -*) echo "usage: $0 [--seconds S] [--model conv|mlp] [--row \"TOP OPTIONS\"]... [BUILD_DIR]" >&2; exit 2 ;;
     *) build=$1 ;;
   esac
   shift
@@ -49,7 +50,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 sysctl -qw kernel.bpf_stats_enabled=1
 
-coproc TARGET { exec "$python" "$here/torch_infer.py" 2>"$tmp/target.err"; }
+coproc TARGET { exec "$python" "$here/torch_infer.py" --model "$model" 2>"$tmp/target.err"; }
 read -r -t 180 -u "${TARGET[0]}" word target_pid || die "target did not start: $(tail -n 3 "$tmp/target.err")"
 [[ $word == ready ]] || die "target said '$word'"
 

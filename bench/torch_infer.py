@@ -2,10 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """PyTorch CPU inference loop, the target of bench/torch_run.sh.
 
-    torch_infer.py [--threads N]
+    torch_infer.py [--threads N] [--model conv|mlp]
 
-Protocol (so a tracer can attach to the running process): builds a small
-convolutional model, warms it up, prints `ready <pid>` and waits on stdin.
+Models: `conv` (default), a small convolutional net on a batch of 8
+32x32 images; `mlp`, a two-layer perceptron 256 wide on a batch of 64
+(the cost issue's second workload: few, large allocations per iteration).
+
+Protocol (so a tracer can attach to the running process): builds the
+model, warms it up, prints `ready <pid>` and waits on stdin.
 Every line read holds a number of seconds S: it runs inference batches for
 S seconds and prints `its_per_s <iterations per second> cpu_ms_per_it <the
 process's CPU time per iteration>`. It exits at end of input.
@@ -24,7 +28,14 @@ import torch
 from torch import nn
 
 
-def build_model() -> nn.Module:
+def build_mlp() -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(256, 256), nn.ReLU(),
+        nn.Linear(256, 10),
+    ).eval()
+
+
+def build_conv() -> nn.Module:
     return nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
@@ -39,11 +50,16 @@ def build_model() -> nn.Module:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--model", choices=("conv", "mlp"), default="conv")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = build_model()
-    batch = torch.randn(8, 3, 32, 32)
+    if args.model == "mlp":
+        model = build_mlp()
+        batch = torch.randn(64, 256)
+    else:
+        model = build_conv()
+        batch = torch.randn(8, 3, 32, 32)
     with torch.no_grad():
         for _ in range(20):
             model(batch)

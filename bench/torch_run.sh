@@ -3,7 +3,7 @@
 # PyTorch CPU inference loop (Debian python3-torch), iterations per second,
 # bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 2).
 #
-#   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [--memleak PATH]
+#   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [--model conv|mlp] [--memleak PATH]
 #                      [--no-noop] [BUILD_DIR]   (as root)
 #
 # Each repetition starts a fresh bench/torch_infer.py (a small conv net,
@@ -38,8 +38,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
-usage() { echo "usage: $0 [--reps N] [--seconds S] [--threads N] [--memleak PATH] [--no-noop] [BUILD_DIR]" >&2; exit 2; }
-reps=5 seconds=5 threads=1 build=./build memleak_bin='' want_noop=1
+usage() { echo "usage: $0 [--reps N] [--seconds S] [--threads N] [--model conv|mlp] [--memleak PATH] [--no-noop] [BUILD_DIR]" >&2; exit 2; }
+reps=5 seconds=5 threads=1 model=conv build=./build memleak_bin='' want_noop=1
 # Debian's interpreter, which python3-torch installs into (not a python3
 # that PATH may find first, e.g. pyenv's); PYTHON overrides.
 python=${PYTHON:-/usr/bin/python3}
@@ -48,6 +48,7 @@ while (($#)); do
     --reps) reps=${2:?}; shift ;;
     --seconds) seconds=${2:?}; shift ;;
     --threads) threads=${2:?}; shift ;;
+    --model) model=${2:?}; shift; [[ $model == conv || $model == mlp ]] || usage ;;
     --memleak) memleak_bin=${2:?}; shift ;;
     --no-noop) want_noop=0 ;;
     -h|--help) usage ;;
@@ -75,7 +76,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start_target() {
-  coproc TARGET { exec "$python" "$here/torch_infer.py" --threads "$threads" 2>"$tmp/target.err"; }
+  coproc TARGET { exec "$python" "$here/torch_infer.py" --threads "$threads" --model "$model" 2>"$tmp/target.err"; }
   local word
   read -r -t 120 -u "${TARGET[0]}" word target_pid || die "target did not start: $(tail -n 3 "$tmp/target.err")"
   [[ $word == ready ]] || die "target said '$word', expected 'ready'"
@@ -153,7 +154,11 @@ for ((rep = 1; rep <= reps; rep++)); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo
-echo "PyTorch CPU inference (conv net, batch 8x3x32x32, $threads thread(s)), ${seconds}s per run; $reps interleaved repetitions"
+case $model in
+  conv) model_desc="conv net, batch 8x3x32x32" ;;
+  mlp) model_desc="two-layer MLP 256 wide, batch 64" ;;
+esac
+echo "PyTorch CPU inference ($model_desc, $threads thread(s)), ${seconds}s per run; $reps interleaved repetitions"
 summarize_runs "$tmp/its" it/s 1 "${rows[@]}"
 echo "target CPU per iteration, lower is better"
 summarize_runs "$tmp/cpu" ms/it 0 "${rows[@]}"

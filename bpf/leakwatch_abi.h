@@ -59,7 +59,10 @@ enum lw_func {
    * and the result in %rax; docs/architecture.md, decision 29). Bits 0..7
    * of the attach cookie hold the value; for LW_FUNC_SYS_BRK bits 16..63
    * hold the signed distance from the probe to libc's `__curbrk`, the
-   * break before the call. */
+   * break before the call, where the probe runs before glibc stores the
+   * new break (the site right after `syscall`, single-stepped), or 0
+   * where it runs after (the emulated result check; decision 41): the
+   * break before the call is then lw_target.brk_last. */
   LW_FUNC_SYS_MMAP = 15,
   LW_FUNC_SYS_MUNMAP = 16,
   LW_FUNC_SYS_MREMAP = 17,
@@ -331,6 +334,11 @@ struct lw_target {
    * per-CPU frame cache is keyed by it. The daemon starts it at a random
    * value, so a process on a reused pid never matches an old entry. */
   __u64 maps_gen;
+  /* The program break as last seen by the brk wrapper's probe (decision 41):
+   * the previous break of the next brk call, where the probe sits past
+   * glibc's store of the new one. 0: unknown (the daemon seeds it from
+   * glibc's __curbrk when it attaches the probe; exec clears it). */
+  __u64 brk_last;
 };
 
 enum lw_event_type {
@@ -438,7 +446,7 @@ static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
+static_assert(sizeof(struct lw_target) == 56, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -451,7 +459,7 @@ _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-_Static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
+_Static_assert(sizeof(struct lw_target) == 56, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

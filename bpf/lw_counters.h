@@ -101,7 +101,10 @@
   X(PY_DEPTH, 40, "python_depth", LW_FAM_TRUNCATED, "python_depth",                             \
     "Python frames cut at LW_MAX_PY_FRAMES")                                                    \
   X(PY_NO_THREAD, 41, "python_no_thread", "leakwatch_python_native_thread_allocations_total", 0,\
-    "allocation in a CPython process on a thread without a Python thread state")
+    "allocation in a CPython process on a thread without a Python thread state")              \
+  /* 42: the brk wrapper's probe (decision 41). */                                              \
+  X(BRK_UNKNOWN, 42, "brk_unknown", LW_FAM_FAILURES, "brk_unknown",                             \
+    "brk call whose previous break was unknown: its growth or trim not recorded")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
@@ -143,6 +146,7 @@ LW_CNT_PIN(RESIZE_UNKNOWN, 28);
 LW_CNT_PIN(CTX_ORPHANED, 29);
 LW_CNT_PIN(RET_PROBE_OMITTED, 30);
 LW_CNT_PIN(UNWIND_TRAMPOLINE_LOST, 31);
+LW_CNT_PIN(BRK_UNKNOWN, 42);
 LW_CNT_PIN(STACK_END_NO_CFI, 32);
 LW_CNT_PIN(STACK_END_DEPTH, 33);
 LW_CNT_PIN(STACK_END_TABLE_PENDING, 34);

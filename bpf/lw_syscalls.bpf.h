@@ -39,8 +39,8 @@ static __always_inline bool inside_alloc_call(__u32 tid, __u64 user_sp)
  * kernel takes them) concerns this target and, if so, fills `v` with what
  * apply_syscall() needs: mmap: arg0 = length, arg2 = 1 anonymous / 0
  * executable file; munmap: arg0 = addr, arg1 = length; mremap: arg0 = old
- * address, arg1 = new size, arg2 = old size; brk: arg2 = the break before
- * the call, filled by the caller. */
+ * address, arg1 = new size, arg2 = old size; brk: arg0 = the break asked
+ * for, arg2 = the break before the call, both filled by the caller. */
 static __always_inline bool syscall_wanted(struct lw_target *t, __u32 tid, long nr, __u64 a0,
                                            __u64 a1, __u64 a2, __u64 a3, __u64 user_sp,
                                            struct lw_ctx_val *v)
@@ -136,9 +136,16 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
     return;
   }
   case LW_NR_BRK: {
+    /* The kernel returns the new break, or the old one unchanged when it
+     * refuses; arg2 is the break before the call (syscall_site). */
     __u64 old_brk = v->arg2, new_brk = (__u64)ret;
-    if (!old_brk)
-      return; /* the break before the call is unknown */
+    if (!old_brk) {
+      /* The break before the call is unknown. brk(0), glibc's first call
+       * (it asks the break before its first change), changes nothing. */
+      if (v->arg0)
+        count(LW_CNT_BRK_UNKNOWN);
+      return;
+    }
     if (new_brk > old_brk)
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
                    capture_stack(ctx, t, regs, false, 0));
@@ -167,14 +174,28 @@ static __always_inline int syscall_site(struct pt_regs *ctx, __u32 func, __u64 c
                                          : LW_NR_BRK;
   __u64 sp = PT_REGS_SP(ctx);
   struct lw_ctx_val v = {};
+  __u64 prev_brk = 0;
+  if (nr == LW_NR_BRK) {
+    /* The break before the call: where this site runs before glibc stores
+     * the new break in __curbrk (cookie: the distance to it), read there;
+     * else the last break this probe saw (decision 41), kept current on
+     * every call, also those not recorded (inside malloc, mode full). No
+     * atomic exchange: glibc's malloc calls brk under its main-arena lock,
+     * and the kernel serializes brk under the mmap lock. */
+    prev_brk = t->brk_last;
+    t->brk_last = PT_REGS_RC(ctx);
+  }
   if (!syscall_wanted(t, (__u32)id, nr, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx),
                       PT_REGS_PARM3(ctx), ctx->r10, sp, &v))
     return 0;
   if (nr == LW_NR_BRK) {
-    /* glibc stores the new break in __curbrk only after this point. */
-    __u64 curbrk = PT_REGS_IP(ctx) + (__u64)((__s64)cookie >> 16);
-    if (bpf_probe_read_user(&v.arg2, sizeof(v.arg2), (void *)curbrk))
-      v.arg2 = 0;
+    v.arg0 = PT_REGS_PARM1(ctx); /* the break asked for; 0: a query */
+    v.arg2 = prev_brk;
+    if (cookie >> 16) {
+      __u64 curbrk = PT_REGS_IP(ctx) + (__u64)((__s64)cookie >> 16);
+      if (bpf_probe_read_user(&v.arg2, sizeof(v.arg2), (void *)curbrk))
+        v.arg2 = 0;
+    }
   }
   struct lw_regs regs = lw_probe_regs(ctx);
   apply_syscall(ctx, t, tgid, nr, &v, (long)PT_REGS_RC(ctx), &regs);

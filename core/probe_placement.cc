@@ -25,6 +25,29 @@ size_t null_check_len(const uint8_t* c, size_t len) {
   return 0;
 }
 
+constexpr int kSysBrk = 12;
+
+bool writes_result_or_arg(unsigned reg) {
+  switch (reg) {
+    case X86_REG_RAX: case X86_REG_EAX: case X86_REG_AX: case X86_REG_AL: case X86_REG_AH:
+    case X86_REG_RDI: case X86_REG_EDI: case X86_REG_DI: case X86_REG_DIL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// An instruction the brk site may move past: a compare, or a move that
+// leaves %rax (the result) and %rdi (the argument) alone.
+bool skippable_before_check(const cs_insn& in) {
+  if (in.id == X86_INS_CMP || in.id == X86_INS_TEST) return true;
+  if (in.id != X86_INS_MOV) return false;
+  const cs_x86& x = in.detail->x86;
+  if (x.op_count != 2) return false;
+  return x.operands[0].type == X86_OP_MEM ||
+         (x.operands[0].type == X86_OP_REG && !writes_result_or_arg(x.operands[0].reg));
+}
+
 }  // namespace
 
 bool kernel_emulates(const uint8_t* c, size_t len) {
@@ -232,6 +255,22 @@ std::vector<SyscallSite> find_syscall_sites_bytes(const uint8_t* code, size_t le
           kernel_emulates(code + (jcc.address - vaddr), len - (jcc.address - vaddr)) &&
           !targeted(after.address, jcc.address)) {
         site = SyscallSite{jcc.address, true, "after syscall, on the result check (emulated)"};
+      }
+    }
+    if (!site.emulated && nr == kSysBrk) {
+      for (size_t j = i + 1; j < d.count && j <= i + 5; ++j) {
+        const cs_insn& in = d.insns[j];
+        if (in_group(in, CS_GRP_JUMP)) {
+          if (j > i + 1 && kernel_emulates(code + (in.address - vaddr), len - (in.address - vaddr)) &&
+              !targeted(after.address, in.address)) {
+            site = SyscallSite{in.address, true,
+                               "after syscall, on the result check past the store of the new break "
+                               "(emulated)",
+                               true};
+          }
+          break;
+        }
+        if (!skippable_before_check(in)) break;
       }
     }
     if (targeted(after.address, site.vaddr)) {

@@ -74,6 +74,12 @@ ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_
 //  - the site is the instruction after `syscall`; if that is a cmp/test
 //    (flags only) followed by a jcc the kernel emulates, the site moves to
 //    the jcc (rax and the argument registers are unchanged by the compare);
+//  - brk only (decision 41): if the instruction after `syscall` is not
+//    emulated, the site may move further, over at most 4 moves that write
+//    neither %rax nor %rdi and compares, to the first emulated jcc. glibc
+//    stores the new break in __curbrk before it, so at such a site
+//    (`after_store`) the break before the call is not in __curbrk: the BPF
+//    side keeps the last break it saw (lw_target.brk_last);
 //  - no direct branch in the function may target the site or the skipped
 //    compare (the probe would fire without a call), and a function with an
 //    indirect jump gets no site at all.
@@ -83,6 +89,7 @@ struct SyscallSite {
   uint64_t vaddr = 0;     // where to probe
   bool emulated = false;  // the probed instruction is one the kernel emulates
   std::string reason;     // "after syscall, on the error branch (emulated)"
+  bool after_store = false;  // brk: past instructions that may store the result
 };
 std::vector<SyscallSite> find_syscall_sites(const ElfFile& elf, const ElfSymbol& sym, int nr,
                                            std::string* why = nullptr);

@@ -332,6 +332,7 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
     t.hits = old->hits;
     t.seen = old->seen;
     t.maps_gen = old->maps_gen;
+    t.brk_last = old->brk_last;
   } else {
     // A random start: frame-cache entries of an earlier process on this pid
     // (keyed by pid and generation) never match the new one's.
@@ -342,6 +343,15 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
     return errno_error("registering target " + std::to_string(tgid) +
                        " (targets map full or out of memory)");
   return ok_status();
+}
+
+bool BpfSession::seed_brk(pid_t tgid, uint64_t brk) {
+  auto key = static_cast<uint32_t>(tgid);
+  std::optional<lw_target> t = get_target(tgid);
+  // Set by the probe already (a brk call since it was attached): keep it.
+  if (!t || t->brk_last != 0 || brk == 0) return false;
+  t->brk_last = brk;
+  return bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &*t, BPF_EXIST) == 0;
 }
 
 Status BpfSession::remove_target(pid_t tgid) {

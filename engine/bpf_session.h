@@ -132,6 +132,10 @@ class BpfSession {
   Status set_target(pid_t tgid, uint32_t flags, uint64_t start_ns, uint64_t sample_mean = 0);
   Status remove_target(pid_t tgid);
   std::optional<lw_target> get_target(pid_t tgid) const;
+  // Seeds lw_target.brk_last, the break before the next brk call, where the
+  // brk wrapper's probe runs after glibc stored the new break (decision
+  // 41). Left alone if the probe has set it already. True if written.
+  bool seed_brk(pid_t tgid, uint64_t brk);
   // Takes the target's pending rescan request (bpf map rescan_req): call it
   // just before reading the process's maps, so that any later change of its
   // code mappings reports a new LW_EV_MAP_EXEC (architecture.md, 37).

@@ -21,6 +21,7 @@
 #include "core/procfs.h"
 #include "core/probe_placement.h"
 #include "engine/cuda_probes.h"
+#include "engine/python_process.h"
 #include "core/capabilities.h"
 
 namespace lw {
@@ -398,6 +399,7 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
   std::vector<ProbeReport> reports;
   std::vector<UprobeSpec> specs;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::optional<uint64_t> seed_curbrk;  // __curbrk's vaddr, if brk_last needs a seed
   for (const WrapperSpec& w : kWrappers) {
     std::optional<ElfSymbol> sym;
     for (const char* name : w.names)
@@ -432,7 +434,10 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
       r.placement = site.reason;
       reports.push_back(std::move(r));
       UprobeSpec u{*off, w.func, 0};
-      if (curbrk) u.cookie_arg = static_cast<int64_t>(curbrk->vaddr - site.vaddr);
+      // Past glibc's store of the new break, the BPF side keeps the break
+      // itself (decision 41), seeded below.
+      if (curbrk && !site.after_store) u.cookie_arg = static_cast<int64_t>(curbrk->vaddr - site.vaddr);
+      if (curbrk && site.after_store) seed_curbrk = curbrk->vaddr;
       specs.push_back(u);
     }
   }
@@ -447,7 +452,27 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
     set_syscall_state(SyscallTracing::kTracepoints, st.error().message);
     return;
   }
+  // After attaching: a brk call from now on is seen by the probe, which
+  // then sets brk_last itself (seed_brk leaves it alone). A call between
+  // this read and the probe's first hit is the one case that can record a
+  // wrong delta; one call, once per image.
+  if (seed_curbrk) seed_brk_from(m, elf, *seed_curbrk);
   set_syscall_state(SyscallTracing::kWrappers, "");
+}
+
+void ProcessAttacher::seed_brk_from(const MapEntry& m, const ElfFile& elf, uint64_t curbrk_vaddr) {
+  // The load bias, from the PT_LOAD segment the mapping shows.
+  std::optional<uint64_t> bias;
+  for (const ElfSegment& seg : elf.segments())
+    if (m.offset >= (seg.offset & ~0xfffull) && m.offset < seg.offset + std::max(seg.filesz, uint64_t{1}))
+      bias = m.start - m.offset - (seg.vaddr - seg.offset);
+  uint64_t value = 0;
+  if (bias) {
+    ProcessMemory mem(pid_);
+    if (!mem.read(curbrk_vaddr + *bias, &value, sizeof(value))) value = 0;
+  }
+  // Unseeded, the first brk call is not recorded and counted (brk_unknown).
+  if (value) session_.seed_brk(pid_, value);
 }
 
 Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,

@@ -100,6 +100,9 @@ class ProcessAttacher {
                             const std::vector<MapEntry>& entries, const SearchOrder& search,
                             bool static_exe);
   void set_syscall_state(SyscallTracing state, std::string reason);
+  // Writes glibc's __curbrk (at `curbrk_vaddr` in `elf`, mapped through
+  // `m`) into lw_target.brk_last (decision 41).
+  void seed_brk_from(const MapEntry& m, const ElfFile& elf, uint64_t curbrk_vaddr);
   Status attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
                       std::vector<ProbeReport> reports, const std::vector<UprobeSpec>& specs,
                       std::vector<std::pair<uint64_t, uint64_t>> ranges = {});

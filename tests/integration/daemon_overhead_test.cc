@@ -316,6 +316,11 @@ governor:
   // the attach cookie's offset): the regions, all grown since the attach
   // at exec, can be no larger than the [heap] mapping itself.
   EXPECT_LE(leaves.at("leak_sbrk").live_bytes, heap_mapping_bytes(leaker.pid())) << describe_sites(sites);
+  // brk's probe sits past glibc's store of the new break (decision 41): the
+  // break before each call is the probe's own last one, seeded from
+  // __curbrk at attach. No call went without it.
+  EXPECT_NE(daemon.get("/metrics").body.find("leakwatch_bpf_failures_total{reason=\"brk_unknown\"} 0"),
+            std::string::npos);
   for (const Json &fn : truth.at("mmap_sites")) {
     const std::string name = fn.get<std::string>();
     if (name == "leak_sbrk") continue;

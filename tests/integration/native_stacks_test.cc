@@ -379,6 +379,19 @@ TEST_F(NativeStacks, LightModeMmapSiteHasItsCaller) {
   expect_frames_match_backtrace(session.snapshot(), session.truth(), "mmap_site", ctx);
 }
 
+// Light mode on a process already running, its heap grown before the
+// attach: the brk probe sits past glibc's store of the new break, so the
+// break before the first call after the attach is the one read from
+// glibc's __curbrk when the probe was attached (decision 41). The growth
+// after the attach is exact, nothing before it is counted, and no call
+// went without a previous break.
+TEST_F(NativeStacks, LightModeBrkGrowthAfterAttachIsExact) {
+  TraceSession session({.target = "leaker", .leakwatch_args = {"--mode", "light"}});
+  const std::string ctx = context(session);
+  expect_exact_bytes(session.snapshot(), session.truth(), {"leak_sbrk", "leak_mmap"}, {"leaker"}, ctx);
+  EXPECT_EQ(session.snapshot().at("counters").at("brk_unknown").get<int64_t>(), 0) << ctx;
+}
+
 // A directory mounted as overlayfs, as a container runtime mounts an
 // image: lower/ holds copies of the target program and its library, the
 // program runs from merged/. Unmounted and removed at the end.

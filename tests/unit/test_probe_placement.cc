@@ -262,15 +262,43 @@ TEST(SyscallSites, MunmapLandsOnTheResultCheck) {
   EXPECT_NE(why.find("no `mov $9, %eax; syscall`"), std::string::npos) << why;
 }
 
-TEST(SyscallSites, BrkStaysAfterTheSyscallSingleStepped) {
-  // glibc 2.36 brk: mov $0xc,%eax; syscall; mov __curbrk(%rip),%rdx; ...
-  const uint8_t code[] = {0xb8, 0x0c, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x8b, 0x15,
-                          0xe2, 0x51, 0x0d, 0x00, 0x48, 0x89, 0x02, 0xc3};
+TEST(SyscallSites, BrkMovesPastTheStoreToTheEmulatedCheck) {
+  // glibc 2.36 brk: mov $0xc,%eax; syscall; mov __curbrk(%rip),%rdx;
+  // mov %rax,(%rdx); cmp %rdi,%rax; jb err; xor %eax,%eax; ret; err: ret.
+  // The instruction after syscall (a RIP-relative load) would be
+  // single-stepped; the jb is emulated, past the store of the new break
+  // (decision 41).
+  const uint8_t code[] = {0xb8, 0x0c, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x8b, 0x15, 0xe2,
+                          0x51, 0x0d, 0x00, 0x48, 0x89, 0x02, 0x48, 0x39, 0xf8, 0x72, 0x03,
+                          0x31, 0xc0, 0xc3, 0xc3};
+  std::vector<SyscallSite> sites = find_syscall_sites_bytes(code, sizeof(code), 0x2000, 12);
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].vaddr, 0x2014u);
+  EXPECT_TRUE(sites[0].emulated);
+  EXPECT_TRUE(sites[0].after_store);
+  EXPECT_NE(sites[0].reason.find("past the store"), std::string::npos) << sites[0].reason;
+}
+
+TEST(SyscallSites, BrkStaysAfterTheSyscallWhenTheResultIsOverwritten) {
+  // mov $0xc,%eax; syscall; mov __curbrk(%rip),%rdx; mov %rax,(%rdx);
+  // xor %eax,%eax (the result gone); cmp %rdi,%rdx; jb; ret: no move past.
+  const uint8_t code[] = {0xb8, 0x0c, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x8b, 0x15, 0xe2,
+                          0x51, 0x0d, 0x00, 0x48, 0x89, 0x02, 0x31, 0xc0, 0x48, 0x39, 0xfa,
+                          0x72, 0x01, 0xc3, 0xc3};
   std::vector<SyscallSite> sites = find_syscall_sites_bytes(code, sizeof(code), 0x2000, 12);
   ASSERT_EQ(sites.size(), 1u);
   EXPECT_EQ(sites[0].vaddr, 0x2007u);
   EXPECT_FALSE(sites[0].emulated);
+  EXPECT_FALSE(sites[0].after_store);
   EXPECT_NE(sites[0].reason.find("single-stepped"), std::string::npos) << sites[0].reason;
+  // And a branch into the skipped instructions keeps it there too.
+  const uint8_t into[] = {0xb8, 0x0c, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x8b, 0x15, 0xe2, 0x51,
+                          0x0d, 0x00, 0x48, 0x89, 0x02, 0x48, 0x39, 0xf8, 0x72, 0x03, 0x31, 0xc0,
+                          0xc3, 0xeb, 0xf6};
+  sites = find_syscall_sites_bytes(into, sizeof(into), 0x2000, 12);
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].vaddr, 0x2007u);
+  EXPECT_FALSE(sites[0].after_store);
 }
 
 TEST(SyscallSites, RefusesWhatTheRuleDoesNotCover) {
@@ -298,8 +326,9 @@ TEST(SyscallSites, RefusesWhatTheRuleDoesNotCover) {
   EXPECT_TRUE(find_syscall_sites_bytes(last, sizeof(last), 0x10, 11).empty());
 }
 
-// The libc on this machine: every wrapper has exactly one site, mmap,
-// munmap and mremap on an emulated jcc; and __curbrk is found.
+// The libc on this machine: every wrapper has exactly one site, on an
+// emulated jcc (brk's past glibc's store of the new break); and __curbrk
+// is found.
 TEST(SyscallSites, ThisMachinesLibc) {
   auto elf = ElfFile::open_path("/lib/x86_64-linux-gnu/libc.so.6");
   ASSERT_TRUE(elf.ok()) << elf.error().message;
@@ -307,7 +336,7 @@ TEST(SyscallSites, ThisMachinesLibc) {
     const char* name;
     int nr;
     bool emulated;
-  } wrappers[] = {{"mmap", 9, true}, {"munmap", 11, true}, {"mremap", 25, true}, {"brk", 12, false}};
+  } wrappers[] = {{"mmap", 9, true}, {"munmap", 11, true}, {"mremap", 25, true}, {"brk", 12, true}};
   for (const auto& w : wrappers) {
     auto sym = (*elf)->find_function(w.name);
     ASSERT_TRUE(sym) << w.name;
