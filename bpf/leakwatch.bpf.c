@@ -169,6 +169,8 @@ int BPF_PROG(lw_exec, struct task_struct *p)
    * may have caught up. */
   t->flags = LW_TARGET_EXEC_PENDING;
   t->brk_last = 0; /* a new heap: seeded again when the wrappers are attached */
+  t->brk_high = 0;
+  t->brk_walk_ns = 0;
   __sync_fetch_and_add(&t->maps_gen, 1);  /* a new image: the frame cache is stale */
   cuda_purge_process(t, tgid);
   emit(t, LW_EV_EXEC, tgid, 0, 0, 0, 0, 0, 0);

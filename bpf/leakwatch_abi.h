@@ -144,6 +144,11 @@ struct lw_live_val {
   __u64 stack_hash; /* key into the stacks map; 0 = unknown stack */
 };
 
+/* Reserved stack hashes (lw_store_stack never returns them): 0, the stack
+ * is unknown; LW_STACK_HEAP_REGROWN, a brk growth at or below the highest
+ * break seen, recorded without a stack walk (decision 41). */
+#define LW_STACK_HEAP_REGROWN 1ull
+
 /* How a frame of a stored stack was found (lw_stack.how[i]). */
 enum lw_unwound {
   LW_UNWOUND_LEAF = 0,  /* the probe's own pc (frame 0) */
@@ -339,7 +344,17 @@ struct lw_target {
    * glibc's store of the new one. 0: unknown (the daemon seeds it from
    * glibc's __curbrk when it attaches the probe; exec clears it). */
   __u64 brk_last;
+  /* The highest break seen since the attach (seeded with brk_last): a brk
+   * growth that stays at or below it re-grows heap the allocator trimmed
+   * before, and is recorded without walking its stack (decision 41)... */
+  __u64 brk_high;
+  /* ...unless the last such walk was LW_BRK_REGROWN_WALK_NS ago or more
+   * (its bpf_ktime_get_ns). */
+  __u64 brk_walk_ns;
 };
+
+/* At most one stack walk of re-grown heap per process per 100 ms. */
+#define LW_BRK_REGROWN_WALK_NS 100000000ull
 
 enum lw_event_type {
   LW_EV_ALLOC = 1,     /* new live record (addr, size, stack) */
@@ -446,7 +461,7 @@ static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-static_assert(sizeof(struct lw_target) == 56, "lw_target ABI");
+static_assert(sizeof(struct lw_target) == 72, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -459,7 +474,7 @@ _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-_Static_assert(sizeof(struct lw_target) == 56, "lw_target ABI");
+_Static_assert(sizeof(struct lw_target) == 72, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

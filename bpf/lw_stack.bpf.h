@@ -91,8 +91,8 @@ __noinline __u64 lw_store_stack(void)
                      s->py[i].flags));
     }
   }
-  if (h == 0)
-    h = 1;
+  if (h <= LW_STACK_HEAP_REGROWN)
+    h = LW_STACK_HEAP_REGROWN + 1; /* 0 and 1 are reserved (leakwatch_abi.h) */
   if (!bpf_map_lookup_elem(&stacks, &h)) {
     long err = bpf_map_update_elem(&stacks, &h, s, BPF_NOEXIST);
     if (err && err != -17 /* EEXIST: another CPU stored it */) {

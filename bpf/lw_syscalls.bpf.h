@@ -146,9 +146,24 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
         count(LW_CNT_BRK_UNKNOWN);
       return;
     }
-    if (new_brk > old_brk)
-      record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, bpf_ktime_get_ns(),
-                   capture_stack(ctx, t, regs, false, 0));
+    if (new_brk > old_brk) {
+      /* Heap the allocator trimmed and grows again (glibc trims the top of
+       * its heap whenever a free leaves 128 KiB there, so a loop that
+       * allocates and frees a large block moves the break up and down on
+       * every iteration): bytes recorded, stack not walked, but for one
+       * re-growth per LW_BRK_REGROWN_WALK_NS, so the sites that re-grow it
+       * still show. Growth to a new high has its stack (decision 41). */
+      __u64 now = bpf_ktime_get_ns();
+      __u64 stack = LW_STACK_HEAP_REGROWN;
+      if (new_brk > t->brk_high || now - t->brk_walk_ns >= LW_BRK_REGROWN_WALK_NS) {
+        if (new_brk > t->brk_high)
+          t->brk_high = new_brk;
+        else
+          t->brk_walk_ns = now;
+        stack = capture_stack(ctx, t, regs, false, 0);
+      }
+      record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, now, stack);
+    }
     else if (new_brk < old_brk)
       unmap_range(t, tgid, new_brk, old_brk - new_brk);
     return;

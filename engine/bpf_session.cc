@@ -333,6 +333,8 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
     t.seen = old->seen;
     t.maps_gen = old->maps_gen;
     t.brk_last = old->brk_last;
+    t.brk_high = old->brk_high;
+    t.brk_walk_ns = old->brk_walk_ns;
   } else {
     // A random start: frame-cache entries of an earlier process on this pid
     // (keyed by pid and generation) never match the new one's.
@@ -351,6 +353,7 @@ bool BpfSession::seed_brk(pid_t tgid, uint64_t brk) {
   // Set by the probe already (a brk call since it was attached): keep it.
   if (!t || t->brk_last != 0 || brk == 0) return false;
   t->brk_last = brk;
+  t->brk_high = std::max<uint64_t>(t->brk_high, brk);
   return bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &*t, BPF_EXIST) == 0;
 }
 

@@ -392,6 +392,42 @@ TEST_F(NativeStacks, LightModeBrkGrowthAfterAttachIsExact) {
   EXPECT_EQ(session.snapshot().at("counters").at("brk_unknown").get<int64_t>(), 0) << ctx;
 }
 
+// A heap that moves up and down (glibc trims its top on every iteration of
+// a loop that allocates and frees a large block, as PyTorch's inference
+// loop does): the re-growth below the highest break is recorded without a
+// stack walk, at one site that says so, but for at most one walk per
+// 100 ms; growth to a new high has its full stack (decision 41).
+TEST_F(NativeStacks, LightModeHeapRegrowthIsRecordedWithoutAWalk) {
+  TraceSession session({.target = "brk_regrow", .leakwatch_args = {"--mode", "light"}});
+  const std::string ctx = context(session);
+  // Growth to a new high: its own stack, exact.
+  expect_exact_bytes(session.snapshot(), session.truth(), {"regrow_high"}, {"brk_regrow"}, ctx);
+  int64_t not_walked = 0, regrown_walked = 0, total = 0;
+  for (const Json &site : session.snapshot().at("sites")) {
+    const Json &frames = site.at("frames");
+    const int64_t live = site.at("live_bytes").get<int64_t>();
+    total += live;
+    if (frames.size() == 1 &&
+        frames[0].value("function", "") == "[heap re-grown below its high-water mark: stack not walked]") {
+      not_walked += live;
+      EXPECT_EQ(site.at("truncated"), "not_walked") << ctx;
+      EXPECT_EQ(site.at("kind"), "mmap") << ctx;
+      continue;
+    }
+    for (const Json &f : frames)
+      if (f.value("function", "") == "keep_regrown") regrown_walked += live;
+  }
+  // The two kept blocks lie in re-grown heap: at most one growth walked.
+  const int64_t kept = session.truth().at("facts").at("kept_bytes").get<int64_t>();
+  EXPECT_GT(not_walked, 0) << ctx;
+  // Recorded whether walked or not: the kept blocks, less what the trimmed
+  // top still held (below the trim threshold, 128 KiB), page-rounded.
+  EXPECT_GE(not_walked + regrown_walked, kept - (128 << 10)) << ctx;
+  EXPECT_LE(not_walked + regrown_walked, kept + 2 * 4096) << ctx;
+  EXPECT_EQ(total, session.snapshot().at("kernel_live_bytes").get<int64_t>()) << ctx;
+  EXPECT_EQ(session.snapshot().at("counters").at("brk_unknown").get<int64_t>(), 0) << ctx;
+}
+
 // A directory mounted as overlayfs, as a container runtime mounts an
 // image: lower/ holds copies of the target program and its library, the
 // program runs from merged/. Unmounted and removed at the end.
