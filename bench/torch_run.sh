@@ -3,7 +3,7 @@
 # PyTorch CPU inference loop (Debian python3-torch), iterations per second,
 # bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 2).
 #
-#   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [--model conv|mlp] [--memleak PATH]
+#   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [--model conv|mlp] [--no-full] [--memleak PATH]
 #                      [--no-noop] [BUILD_DIR]   (as root)
 #
 # Each repetition starts a fresh bench/torch_infer.py (a small conv net,
@@ -38,8 +38,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
-usage() { echo "usage: $0 [--reps N] [--seconds S] [--threads N] [--model conv|mlp] [--memleak PATH] [--no-noop] [BUILD_DIR]" >&2; exit 2; }
-reps=5 seconds=5 threads=1 model=conv build=./build memleak_bin='' want_noop=1
+usage() { echo "usage: $0 [--reps N] [--seconds S] [--threads N] [--model conv|mlp] [--no-full] [--memleak PATH] [--no-noop] [BUILD_DIR]" >&2; exit 2; }
+reps=5 seconds=5 threads=1 model=conv want_full=1 build=./build memleak_bin='' want_noop=1
 # Debian's interpreter, which python3-torch installs into (not a python3
 # that PATH may find first, e.g. pyenv's); PYTHON overrides.
 python=${PYTHON:-/usr/bin/python3}
@@ -51,6 +51,7 @@ while (($#)); do
     --model) model=${2:?}; shift; [[ $model == conv || $model == mlp ]] || usage ;;
     --memleak) memleak_bin=${2:?}; shift ;;
     --no-noop) want_noop=0 ;;
+    --no-full) want_full=0 ;;
     -h|--help) usage ;;
     -*) usage ;;
     *) build=$1 ;;
@@ -85,6 +86,10 @@ start_target() {
 : >"$tmp/its"; : >"$tmp/cpu"
 rows=(bare light full)
 missing=()
+if ((!want_full)); then
+  rows=(bare light)
+  missing+=("full: not run (--no-full: bare and light only)")
+fi
 noop_bin=$build/bench/lw_bench_noop
 if ((!want_noop)); then
   missing+=("noop-malloc-free: not available (--no-noop)")
