@@ -137,6 +137,57 @@ void destroy_links(std::vector<Link> links) {
   for (std::thread& w : workers) w.join();
 }
 
+LinkCloser::LinkCloser() : thread_([this] { run(); }) {}
+
+LinkCloser::~LinkCloser() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void LinkCloser::close_async(std::vector<Link> links) {
+  if (links.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ += links.size();
+    queue_.push_back(std::move(links));
+  }
+  cv_.notify_one();
+}
+
+size_t LinkCloser::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_;
+}
+
+void LinkCloser::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return pending_ == 0; });
+}
+
+void LinkCloser::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_, and everything closed
+    // Everything queued so far in one go: the waits overlap.
+    std::vector<Link> batch;
+    while (!queue_.empty()) {
+      for (Link& l : queue_.front()) batch.push_back(std::move(l));
+      queue_.pop_front();
+    }
+    lock.unlock();
+    const size_t n = batch.size();
+    destroy_links(std::move(batch));
+    lock.lock();
+    pending_ -= n;
+    if (pending_ == 0) idle_cv_.notify_all();
+  }
+}
+
 Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options) {
   libbpf_set_print(libbpf_log);
   // Check what the kernel lacks before libbpf's own, less specific errors.

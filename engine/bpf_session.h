@@ -10,11 +10,15 @@
 #include <sys/types.h>
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/counters.h"
@@ -108,6 +112,36 @@ class Link {
 // closing a process's ~13 links one by one took over a second; in parallel
 // the waits overlap.
 void destroy_links(std::vector<Link> links);
+
+// Closes links on a thread of its own, so the caller does not wait out the
+// kernel's grace periods: for the links of processes that have exited
+// (their breakpoints are in address spaces that are gone; nothing can hit
+// them), whose teardown used to hold the daemon's event loop for 25-110 ms
+// a batch under process churn (architecture.md, decision 42). Batches are
+// closed in order, each with destroy_links(); the destructor closes what is
+// still queued. pending() is what is queued or being closed. Thread-safety:
+// close_async(), pending() and drain() from any thread.
+class LinkCloser {
+ public:
+  LinkCloser();
+  ~LinkCloser();
+  LinkCloser(const LinkCloser&) = delete;
+  LinkCloser& operator=(const LinkCloser&) = delete;
+  void close_async(std::vector<Link> links);
+  size_t pending() const;
+  // Blocks until nothing is queued or being closed (shutdown, tests).
+  void drain();
+
+ private:
+  void run();
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::vector<Link>> queue_;
+  size_t pending_ = 0;  // links queued or being closed
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 class BpfSession {
  public:

@@ -271,7 +271,7 @@ void Tracer::detach_many(const std::vector<pid_t>& pids) {
     if (unwind_) unwind_->remove_process(pid);
     procs_.erase(it);
   }
-  destroy_links(std::move(links));
+  closer_->close_async(std::move(links));
 }
 
 TracedProcess* Tracer::process(pid_t pid) {

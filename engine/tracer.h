@@ -162,10 +162,15 @@ class Tracer {
   // ENOENT (nothing to probe).
   Status attach(pid_t pid, const AttachOptions& options = {});
   void detach(pid_t pid);
-  // detach() for many at once: their links are closed together, so the
-  // kernel's grace period per uprobe unregistration is waited out once for
-  // all of them, not once per process (process churn: architecture.md 27).
+  // detach() for many processes that have exited: their links are closed
+  // together, so the kernel's grace period per uprobe unregistration is
+  // waited out once for all of them (process churn: architecture.md 27),
+  // and on the LinkCloser's thread, so the caller does not wait at all
+  // (decision 42). Only for exited processes: a live one keeps its
+  // breakpoints until the closer gets to them.
   void detach_many(const std::vector<pid_t>& pids);
+  // Links of exited processes queued or being closed.
+  size_t links_closing() const { return closer_ ? closer_->pending() : 0; }
 
   // ---- overhead ----
   // Attaches (true) or detaches (false) `pid`'s heap probes, leaving its
@@ -282,6 +287,8 @@ class Tracer {
   static constexpr size_t kMaxBuildIdCache = 4096;
 
   std::unique_ptr<BpfSession> session_;
+  // After session_: destroyed (queue closed) before the session.
+  std::unique_ptr<LinkCloser> closer_ = std::make_unique<LinkCloser>();
   bool python_frames_ = true;  // BpfOptions::python_frames: look for CPython in each process
   std::unique_ptr<UnwindTables> unwind_;  // after session_: stops before it goes
   std::map<pid_t, std::unique_ptr<TracedProcess>> procs_;

@@ -349,6 +349,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                      "Traced pids found held by another process (the old state dropped, the new process matched afresh).",
                      C),
           {}, static_cast<double>(dc.pid_reuse_detected));
+  fam.add(fam.family("leakwatch_exited_while_attaching_total",
+                     "Processes that exited while their probes were being attached: dropped at once.", C),
+          {}, static_cast<double>(dc.exited_while_attaching));
   // OOM kill reports (decision 38): every (target, reason) from the start,
   // at 0, so increase() sees the first kill; a target removed by a reload
   // keeps its series while it has kills.

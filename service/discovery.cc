@@ -135,8 +135,20 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
   if (std::optional<uint64_t> ticks = tracer_.start_ticks(pid); ticks && *ticks != id.start_time) {
     ++counters.pid_reuse_detected;
     LW_LOG_INFO("pid %d was reused while being attached: matching the new process", pid);
+    // The probes are on the newcomer, alive: closed before it is matched
+    // (probes twice on one process would count its calls twice).
     tracer_.detach(pid);
     consider(pid, 0, 0);
+    return;
+  }
+  if (read_start_ticks(pid) != id.start_time) {
+    // Exited while being attached (its pid free, or already another's),
+    // perhaps before its target entry existed, so its exit event may never
+    // come: done with it now, not at the next reconciliation, its links
+    // closed off the event loop (decision 42).
+    LW_LOG_INFO("pid %d (%s) exited while being attached", pid, id.comm.c_str());
+    ++counters.exited_while_attaching;
+    tracer_.detach_many({pid});
     return;
   }
   if (event_ns) {
@@ -190,7 +202,20 @@ void ProcessDiscovery::reconcile() {
   std::vector<pid_t> gone;
   for (const auto& [pid, t] : state_.tracked)
     if (!alive.count(pid) || read_start_ticks(pid) != t.info.identity.start_time) gone.push_back(pid);
-  for (pid_t pid : gone) detach(pid, "gone (reconciliation)");
+  // Gone: their links are closed together, off the event loop (decision 42).
+  std::vector<pid_t> reaped;
+  for (pid_t pid : gone) {
+    auto it = state_.tracked.find(pid);
+    LW_LOG_INFO("detached pid %d (%s): gone (reconciliation)", pid, it->second.info.identity.comm.c_str());
+    state_.tracked.erase(it);
+    state_.analyzers.erase(pid);
+    ++state_.counters.detached_total;
+    reaped.push_back(pid);
+  }
+  if (!reaped.empty()) {
+    tracer_.detach_many(reaped);
+    state_.dirty = true;
+  }
   for (auto it = unmatched_.begin(); it != unmatched_.end();)
     it = alive.count(it->first) ? std::next(it) : unmatched_.erase(it);
   for (pid_t pid : alive) {

@@ -71,6 +71,9 @@ struct DaemonCounters {
   // reused, the old exit unseen): the old state dropped, the new process
   // matched afresh.
   uint64_t pid_reuse_detected = 0;
+  // Processes that exited while being attached (decision 42): dropped at
+  // once, their links closed off the event loop.
+  uint64_t exited_while_attaching = 0;
   // OOM kill reports (decision 38): kills reported since start by (target,
   // reason), the last kill's time (unix seconds; reports read back from
   // oom.report_dir count for it, 0: none), and report files not written.
