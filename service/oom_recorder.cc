@@ -296,6 +296,9 @@ bool OomRecorder::gpu_suppressed(const ProcessKill& kill, const TrackedProcess& 
     return false;
   const std::string old_text = standing->second.json.dump();
   standing->second.json["suppressed"] = gpu_limiter_.suppressed(key);
+  // Failing again: not recovered (until the next successful allocation).
+  standing->second.json["recovered"] = false;
+  standing->second.json["recovered_timestamp"] = nullptr;
   ++state_.counters.gpu_oom_suppressed[standing->second.target];
   update_gpu_report(key, old_text);
   return true;
