@@ -373,7 +373,20 @@ enum lw_event_type {
    * eviction). addr: the sender's tgid; size: the victim's RSS in bytes;
    * alloc_ns and stack_hash: the sender's comm (16 bytes, NUL-padded). */
   LW_EV_SIGKILL = 8,
+  /* A CUDA allocation returned out-of-memory (bpf/lw_cuda.bpf.h; decision 38,
+   * "GPU OOM"); the process lives on. kind: the enum lw_kind asked for;
+   * addr: the error code returned (LW_CUDART_ERROR_MEMORY_ALLOCATION or
+   * LW_CU_ERROR_OUT_OF_MEMORY); size: the bytes requested (0 for the pitched
+   * and 3D calls, whose size the driver chooses); alloc_ns: the enum lw_func
+   * of the failing call (below LW_FUNC_CU_MEM_ALLOC: runtime API, else
+   * driver API; LW_EVF_GPU_DRIVER says the same); stack_hash: 0. flags: the
+   * device current on the thread (LW_EVF_DEVICE_*; 0: unknown). */
+  LW_EV_GPU_OOM = 9,
 };
+
+/* The out-of-memory results of CUDA allocations (the real headers' values). */
+#define LW_CUDART_ERROR_MEMORY_ALLOCATION 2 /* cudaError_t cudaErrorMemoryAllocation */
+#define LW_CU_ERROR_OUT_OF_MEMORY 2         /* CUresult CUDA_ERROR_OUT_OF_MEMORY */
 
 /* Event flags. */
 #define LW_EVF_UNTRACKED 4u /* EXEC of a process that is not a target (discovery) */
@@ -385,6 +398,7 @@ enum lw_event_type {
  * plus one (0 = unknown). See lw_event_device(). */
 #define LW_EVF_DEVICE_SHIFT 8
 #define LW_EVF_DEVICE_MASK 0xff00u
+#define LW_EVF_GPU_DRIVER 32u /* GPU_OOM: a driver API call (cuMemAlloc...), else runtime */
 #define LW_EVF_PARTIAL 2u  /* FREE of part of the region at `addr`: `size` bytes
                             * cut at offset `stack_hash` from its start */
 

@@ -97,7 +97,7 @@ static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __
   /* A kill report must be taken within a second (decision 38): wake the
    * consumer now even when batched allocation events wait unconsumed (the
    * default, adaptive wakeup skips the wakeup then). */
-  if (type == LW_EV_OOM_KILL || type == LW_EV_SIGKILL)
+  if (type == LW_EV_OOM_KILL || type == LW_EV_SIGKILL || type == LW_EV_GPU_OOM)
     wake = BPF_RB_FORCE_WAKEUP;
   bpf_ringbuf_submit(e, wake);
   count(LW_CNT_EVENTS_DELIVERED);

@@ -450,6 +450,36 @@ static __always_inline int cuda_enter(struct pt_regs *ctx, __u32 func)
   return 0;
 }
 
+/* An allocation returned out-of-memory: one LW_EV_GPU_OOM (the daemon
+ * rate-limits the reports; decision 38, "GPU OOM"). */
+static __always_inline void cuda_oom(struct lw_target *t, __u32 tgid, __u32 tid, __u32 func,
+                                     const struct lw_ctx_val *v, __u32 err)
+{
+  __s32 device = -1;
+  struct lw_cuda_thread *th = bpf_map_lookup_elem(&cuda_threads, &tid);
+  if (th)
+    device = th->device;
+  __u32 kind = LW_KIND_CUDA_DEVICE;
+  __u64 size = v->arg1;
+  switch (func) {
+  case LW_FUNC_CUDART_MALLOC_MANAGED:
+  case LW_FUNC_CU_MEM_ALLOC_MANAGED:
+    kind = LW_KIND_CUDA_MANAGED;
+    break;
+  case LW_FUNC_CUDART_MALLOC_HOST:
+  case LW_FUNC_CU_MEM_ALLOC_HOST:
+    kind = LW_KIND_CUDA_HOST;
+    break;
+  case LW_FUNC_CUDART_MALLOC_PITCH:
+  case LW_FUNC_CU_MEM_ALLOC_PITCH:
+  case LW_FUNC_CUDART_MALLOC_3D:
+    size = 0; /* arg1 holds rows: the row pitch is the driver's choice */
+    break;
+  }
+  emit(t, LW_EV_GPU_OOM, tgid, kind, err, size, func, 0,
+       cuda_device_flags(device) | (cuda_is_runtime(func) ? 0 : LW_EVF_GPU_DRIVER));
+}
+
 static __always_inline int cuda_return(struct pt_regs *ctx, __u32 func, __u64 ret)
 {
   __u32 tgid, tid = (__u32)bpf_get_current_pid_tgid();
@@ -466,6 +496,9 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u32 func, __u64 re
   if ((__u32)ret != 0) {
     /* cudaError_t / CUresult: anything but success allocated nothing. */
     count(LW_CNT_CUDA_CALL_FAILED);
+    if (cuda_is_alloc(func) &&
+        (__u32)ret == (cuda_is_runtime(func) ? LW_CUDART_ERROR_MEMORY_ALLOCATION : LW_CU_ERROR_OUT_OF_MEMORY))
+      cuda_oom(t, tgid, tid, func, &v, (__u32)ret);
     return 0;
   }
   if (func == LW_FUNC_CU_MEM_MAP) {

@@ -21,6 +21,7 @@ enum class EventType : uint16_t {
   kFork = LW_EV_FORK,
   kOomKill = LW_EV_OOM_KILL,
   kSigkill = LW_EV_SIGKILL,
+  kGpuOom = LW_EV_GPU_OOM,
 };
 
 struct Event {

@@ -302,6 +302,18 @@ void Tracer::on_record(const void* data, size_t len) {
         const uint64_t before = p.heap.record_count();
         p.heap.apply(*e);
         p.cuda_devices.apply(*e);
+        if (e->type == EventType::kAlloc && !p.gpu_oom_devices.empty() &&
+            (e->kind == LW_KIND_CUDA_DEVICE || e->kind == LW_KIND_CUDA_MANAGED)) {
+          const int dev = static_cast<int>((e->flags & LW_EVF_DEVICE_MASK) >> LW_EVF_DEVICE_SHIFT) - 1;
+          if (p.gpu_oom_devices.erase(dev) && kills_.size() < 4096) {
+            KillNotice k;
+            k.pid = p.pid;
+            k.gpu_recovered = true;
+            k.gpu_device = dev;
+            k.event_ns = e->ts_ns;
+            kills_.push_back(std::move(k));
+          }
+        }
         stats_.live_records = stats_.live_records + p.heap.record_count() - before;
         if (stats_.live_record_cap && stats_.live_records > stats_.live_record_cap &&
             e->type == EventType::kAlloc)
@@ -339,6 +351,22 @@ void Tracer::on_record(const void* data, size_t len) {
         k.limit_bytes = e->addr;
         k.memcg_usage_bytes = e->alloc_ns;
       }
+      kills_.push_back(std::move(k));
+      break;
+    }
+    case EventType::kGpuOom: {
+      if (kills_.size() >= 4096) break;
+      KillNotice k;
+      k.pid = p.pid;
+      k.gpu_oom = true;
+      k.gpu_device = static_cast<int>((e->flags & LW_EVF_DEVICE_MASK) >> LW_EVF_DEVICE_SHIFT) - 1;
+      k.gpu_kind = e->kind;
+      k.gpu_requested = e->size;
+      k.gpu_error = static_cast<uint32_t>(e->addr);
+      k.gpu_func = static_cast<uint32_t>(e->alloc_ns);
+      k.gpu_driver = (e->flags & LW_EVF_GPU_DRIVER) != 0;
+      k.event_ns = e->ts_ns;
+      p.gpu_oom_devices.insert(k.gpu_device);
       kills_.push_back(std::move(k));
       break;
     }

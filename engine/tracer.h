@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -113,6 +114,16 @@ struct KillNotice {
   pid_t sender_pid = 0;       // sigkill: the sender's tgid
   std::string sender_comm;
   uint64_t event_ns = 0;      // CLOCK_MONOTONIC of the event
+  // GPU OOM (LW_EV_GPU_OOM; the process lives on): a CUDA allocation failed
+  // out of memory, or (gpu_recovered) a later one on that device succeeded.
+  bool gpu_oom = false;
+  bool gpu_recovered = false;
+  int gpu_device = -1;          // -1: unknown
+  uint32_t gpu_kind = 0;        // enum lw_kind asked for
+  uint64_t gpu_requested = 0;   // bytes (0: unknown)
+  uint32_t gpu_error = 0;       // cudaError_t / CUresult
+  uint32_t gpu_func = 0;        // enum lw_func of the failing call
+  bool gpu_driver = false;      // driver API (else runtime)
 };
 
 struct TracedProcess {
@@ -124,6 +135,9 @@ struct TracedProcess {
   uint64_t execs = 0;
   HeapTracker heap;
   CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 20)
+  // Devices with a GPU OOM not yet followed by a successful allocation there
+  // (a KillNotice with gpu_recovered when one comes).
+  std::set<int> gpu_oom_devices;
   std::unique_ptr<ProcessAttacher> attacher;
   AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization

@@ -364,6 +364,15 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     for (KillReason r : kAllKillReasons) oom_kills.try_emplace({target, kill_reason_name(r)}, 0);
   for (const auto& [key, n] : oom_kills)
     fam.add(oom, {{"target", key.first}, {"reason", key.second}}, static_cast<double>(n));
+  MetricFamily& gpu_sup = fam.family("leakwatch_gpu_oom_suppressed_total",
+                                     "GPU OOMs (CUDA allocations failed out of memory) not reported because "
+                                     "their process and device had a report in the last minute; each is "
+                                     "counted in that report's `suppressed`.",
+                                     C);
+  std::map<std::string, uint64_t> gpu_suppressed = dc.gpu_oom_suppressed;
+  for (const std::string& target : snap.targets) gpu_suppressed.try_emplace(target, 0);
+  for (const auto& [target, n] : gpu_suppressed)
+    fam.add(gpu_sup, {{"target", target}}, static_cast<double>(n));
   fam.add(fam.family("leakwatch_oom_last_kill_timestamp_seconds",
                      "Unix time of the last OOM kill of a traced process (reports read back at start "
                      "count); 0 when none.",

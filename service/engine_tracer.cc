@@ -51,7 +51,8 @@ std::vector<ProcessKill> EngineTracer::take_kills() {
   std::vector<ProcessKill> out;
   for (KillNotice& k : tracer_->take_kills())
     out.push_back({k.pid, k.sigkill, k.memcg, k.limit_bytes, k.memcg_usage_bytes, k.rss_bytes,
-                   k.sender_pid, std::move(k.sender_comm), k.event_ns});
+                   k.sender_pid, std::move(k.sender_comm), k.event_ns, k.gpu_oom, k.gpu_recovered,
+                   k.gpu_device, k.gpu_kind, k.gpu_requested, k.gpu_error, k.gpu_func, k.gpu_driver});
   return out;
 }
 

@@ -106,7 +106,8 @@ void OomRecorder::load() {
     StoredOomReport r;
     r.timestamp = j["timestamp"].get<double>();
     r.json = j.dump();
-    state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
+    if (j.value("reason", "") != "gpu_oom")  // a GPU OOM kills nothing
+      state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
     reports->push_back(std::move(r));
   }
   std::stable_sort(reports->begin(), reports->end(),
@@ -131,6 +132,15 @@ void OomRecorder::sample_all() {
   for (auto it = history_.begin(); it != history_.end();)
     it = state_.tracked.count(it->first) ? std::next(it) : history_.erase(it);
   const size_t max_samples = c.history_seconds / c.history_interval_seconds + 2;
+  for (auto it = gpu_reports_.begin(); it != gpu_reports_.end();) {
+    const pid_t pid = std::get<0>(it->first);
+    if (state_.tracked.count(pid)) {
+      ++it;
+      continue;
+    }
+    gpu_limiter_.forget(pid);
+    it = gpu_reports_.erase(it);
+  }
   for (const auto& [pid, t] : state_.tracked) {
     MemorySample s;
     s.timestamp = now;
@@ -149,7 +159,12 @@ size_t OomRecorder::handle_kills() {
   symbol_wait_left_ = kSymbolWaitPerPoll;
   const Counters counters = tracer_.counters();
   const TracerStats stats = tracer_.stats();
-  for (const ProcessKill& k : kills) record(k, counters, stats);
+  for (const ProcessKill& k : kills) {
+    if (k.gpu_recovered)
+      gpu_recovered(k);
+    else
+      record(k, counters, stats);
+  }
   state_.dirty = true;
   return kills.size();
 }
@@ -158,12 +173,16 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
   auto tracked = state_.tracked.find(kill.pid);
   if (tracked == state_.tracked.end()) return;
   const TrackedProcess& t = tracked->second;
-  const std::pair<pid_t, uint64_t> key{kill.pid, t.info.identity.start_time};
-  if (!reported_.insert(key).second) return;  // one report per process
-  reported_order_.push_back(key);
-  if (reported_order_.size() > kMaxReportedKeys) {
-    reported_.erase(reported_order_.front());
-    reported_order_.pop_front();
+  if (kill.gpu_oom) {
+    if (gpu_suppressed(kill, t)) return;
+  } else {
+    const std::pair<pid_t, uint64_t> key{kill.pid, t.info.identity.start_time};
+    if (!reported_.insert(key).second) return;  // one report per process
+    reported_order_.push_back(key);
+    if (reported_order_.size() > kMaxReportedKeys) {
+      reported_.erase(reported_order_.front());
+      reported_order_.pop_front();
+    }
   }
 
   const Config& config = state_.config;
@@ -171,7 +190,18 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
   const uint64_t now_ns = monotonic_ns();
   const double age_s = now_ns > kill.event_ns ? static_cast<double>(now_ns - kill.event_ns) / 1e9 : 0;
   r.timestamp = unix_now() - age_s;
-  r.reason = kill.sigkill ? KillReason::kSigkill : kill.memcg ? KillReason::kMemcgOom : KillReason::kGlobalOom;
+  r.reason = kill.gpu_oom   ? KillReason::kGpuOom
+             : kill.sigkill ? KillReason::kSigkill
+             : kill.memcg   ? KillReason::kMemcgOom
+                            : KillReason::kGlobalOom;
+  if (kill.gpu_oom) {
+    r.gpu.device = kill.gpu_device;
+    r.gpu.kind = kill.gpu_kind < LW_KIND_MAX ? kill.gpu_kind : static_cast<uint32_t>(LW_KIND_CUDA_DEVICE);
+    r.gpu.requested_bytes = kill.gpu_requested;
+    r.gpu.error_code = kill.gpu_error;
+    r.gpu.func = kill.gpu_func;
+    r.gpu.driver = kill.gpu_driver;
+  }
   r.process = process_info(t);
   r.light = !r.process.heap_attached;
   r.limit_bytes = kill.limit_bytes;
@@ -211,8 +241,14 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
   // The file name is known before the text: the report names its file.
   if (!config.oom.report_dir.empty())
     r.file = config.oom.report_dir + "/" + oom_report_file_name(r.timestamp, kill.pid);
+  if (kill.gpu_oom && !r.file.empty())  // a process may have several: one per (device, window)
+    r.file.insert(r.file.size() - 5, "-gpu" + std::to_string(kill.gpu_device));
   r.report_latency_s = static_cast<double>(monotonic_ns() - kill.event_ns) / 1e9;
-  std::string text = to_json(r).dump();
+  nlohmann::json doc = to_json(r);
+  std::string text = doc.dump();
+  if (kill.gpu_oom)
+    gpu_reports_[{kill.pid, t.info.identity.start_time, kill.gpu_device}] =
+        GpuReport{std::move(doc), r.file, r.process.target};
   if (!r.file.empty() && write_file(r, text).empty()) {
     ++state_.counters.oom_report_write_failures;
   }
@@ -226,8 +262,18 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
   }
   state_.oom_reports = std::move(reports);
   ++state_.counters.oom_kills[{r.process.target, kill_reason_name(r.reason)}];
-  state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
+  if (!kill.gpu_oom)  // the process was not killed
+    state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
 
+  if (kill.gpu_oom) {
+    LW_LOG_WARN("GPU OOM: pid %d (%s), target %s, %s() on device %d, %" PRIu64 " bytes asked; %s; report %s",
+                kill.pid, r.process.identity.comm.c_str(), r.process.target.c_str(),
+                cuda_alloc_function_name(kill.gpu_func), kill.gpu_device, kill.gpu_requested,
+                r.snapshot.sites.empty() ? "no site recorded"
+                                         : ("top site " + top_frame_name(r.snapshot.sites.front())).c_str(),
+                r.file.empty() ? "(no file)" : r.file.c_str());
+    return;
+  }
   std::string why = kill.sigkill ? "SIGKILL from pid " + std::to_string(kill.sender_pid) + " (" + kill.sender_comm + ")"
                     : kill.memcg ? "memory cgroup OOM, limit " + std::to_string(kill.limit_bytes >> 20) + " MiB"
                                  : std::string("global OOM");
@@ -242,13 +288,64 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
               top.c_str(), r.light ? " [light mode]" : "", r.file.empty() ? "(no file)" : r.file.c_str());
 }
 
+bool OomRecorder::gpu_suppressed(const ProcessKill& kill, const TrackedProcess& t) {
+  const GpuOomLimiter::Key key{kill.pid, t.info.identity.start_time, kill.gpu_device};
+  auto standing = gpu_reports_.find(key);
+  // The window is counted from the kernel event (monotonic seconds).
+  if (gpu_limiter_.admit(key, static_cast<double>(kill.event_ns) / 1e9) || standing == gpu_reports_.end())
+    return false;
+  const std::string old_text = standing->second.json.dump();
+  standing->second.json["suppressed"] = gpu_limiter_.suppressed(key);
+  // Failing again: not recovered (until the next successful allocation).
+  standing->second.json["recovered"] = false;
+  standing->second.json["recovered_timestamp"] = nullptr;
+  ++state_.counters.gpu_oom_suppressed[standing->second.target];
+  update_gpu_report(key, old_text);
+  return true;
+}
+
+void OomRecorder::gpu_recovered(const ProcessKill& kill) {
+  auto tracked = state_.tracked.find(kill.pid);
+  if (tracked == state_.tracked.end()) return;
+  const GpuOomLimiter::Key key{kill.pid, tracked->second.info.identity.start_time, kill.gpu_device};
+  auto standing = gpu_reports_.find(key);
+  if (standing == gpu_reports_.end() || standing->second.json.value("recovered", false)) return;
+  const std::string old_text = standing->second.json.dump();
+  const uint64_t now_ns = monotonic_ns();
+  const double age_s = now_ns > kill.event_ns ? static_cast<double>(now_ns - kill.event_ns) / 1e9 : 0;
+  standing->second.json["recovered"] = true;
+  standing->second.json["recovered_timestamp"] = unix_now() - age_s;
+  update_gpu_report(key, old_text);
+  LW_LOG_INFO("GPU OOM: pid %d recovered on device %d (an allocation there succeeded)", kill.pid, kill.gpu_device);
+}
+
+void OomRecorder::update_gpu_report(const GpuOomLimiter::Key& key, const std::string& old_text) {
+  GpuReport& g = gpu_reports_.at(key);
+  std::string text = g.json.dump();
+  // The file is rewritten in place, unless oom.max_reports pruned it.
+  if (!g.file.empty() && access(g.file.c_str(), F_OK) == 0 && write_text(g.file, text).empty())
+    ++state_.counters.oom_report_write_failures;
+  auto reports = std::make_shared<std::vector<StoredOomReport>>(*state_.oom_reports);
+  for (StoredOomReport& r : *reports)
+    if (r.json == old_text) {
+      r.json = text;
+      break;
+    }
+  state_.oom_reports = std::move(reports);
+  state_.dirty = true;
+}
+
 std::string OomRecorder::write_file(const OomReport& report, const std::string& text) {
+  return write_text(report.file, text);
+}
+
+std::string OomRecorder::write_text(const std::string& file, const std::string& text) {
   const std::string& dir = state_.config.oom.report_dir;
   if (!mkdirs(dir)) {
     log_once("oom_dir", "OOM reports: cannot create " + dir + ": " + std::strerror(errno));
     return {};
   }
-  const std::string tmp = report.file + ".tmp";
+  const std::string tmp = file + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
   if (fd < 0) {
     log_once("oom_write", "OOM reports: cannot write in " + dir + ": " + std::strerror(errno));
@@ -268,13 +365,13 @@ std::string OomRecorder::write_file(const OomReport& report, const std::string& 
   // No fsync: a report must survive a daemon restart, which the page cache
   // does; a storm of kills must not wait on the disk.
   ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), report.file.c_str()) != 0) {
-    log_once("oom_write", "OOM reports: cannot write " + report.file + ": " + std::strerror(errno));
+  if (!ok || rename(tmp.c_str(), file.c_str()) != 0) {
+    log_once("oom_write", "OOM reports: cannot write " + file + ": " + std::strerror(errno));
     unlink(tmp.c_str());
     return {};
   }
   prune_dir(dir);
-  return report.file;
+  return file;
 }
 
 void OomRecorder::prune_dir(const std::string& dir) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "service/daemon_state.h"
+#include "service/gpu_oom_limiter.h"
 #include "service/tracer_control.h"
 #include "view/oom_report.h"
 
@@ -46,7 +47,14 @@ class OomRecorder {
 
  private:
   void record(const ProcessKill& kill, const Counters& counters, const TracerStats& stats);
+  // GPU OOM (decision 38, "GPU OOM"): true when `kill` was rate-limited
+  // (counted against the standing report) rather than reported.
+  bool gpu_suppressed(const ProcessKill& kill, const TrackedProcess& t);
+  void gpu_recovered(const ProcessKill& kill);
+  // Replaces a GPU report's stored JSON (API and file) after a change.
+  void update_gpu_report(const GpuOomLimiter::Key& key, const std::string& old_text);
   std::string write_file(const OomReport& report, const std::string& text);
+  std::string write_text(const std::string& file, const std::string& text);
   void prune_dir(const std::string& dir);
   void sample_all();
 
@@ -61,6 +69,15 @@ class OomRecorder {
   // of its kill events comes first. Bounded (oldest dropped).
   std::set<std::pair<pid_t, uint64_t>> reported_;
   std::deque<std::pair<pid_t, uint64_t>> reported_order_;
+  // GPU OOM: the rate limit, and the standing report of each (process,
+  // device), which suppressed OOMs and a recovery update.
+  GpuOomLimiter gpu_limiter_;
+  struct GpuReport {
+    nlohmann::json json;
+    std::string file;
+    std::string target;
+  };
+  std::map<GpuOomLimiter::Key, GpuReport> gpu_reports_;
 };
 
 // The file name of a report: oom-<unix ms, 13 digits>-<pid>.json, so names

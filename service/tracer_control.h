@@ -61,6 +61,15 @@ struct ProcessKill {
   pid_t sender_pid = 0;       // sigkill
   std::string sender_comm;    // sigkill
   uint64_t event_ns = 0;      // CLOCK_MONOTONIC
+  // GPU OOM (the process lives on): see the engine's KillNotice.
+  bool gpu_oom = false;
+  bool gpu_recovered = false;
+  int gpu_device = -1;
+  uint32_t gpu_kind = 0;
+  uint64_t gpu_requested = 0;
+  uint32_t gpu_error = 0;
+  uint32_t gpu_func = 0;
+  bool gpu_driver = false;
 };
 
 class TracerControl {

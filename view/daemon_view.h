@@ -80,6 +80,9 @@ struct DaemonCounters {
   std::map<std::pair<std::string, std::string>, uint64_t> oom_kills;
   double oom_last_kill_timestamp = 0;
   uint64_t oom_report_write_failures = 0;
+  // GPU OOMs not reported (rate limit: one report per process and device
+  // per minute), by target; each is counted in its standing report.
+  std::map<std::string, uint64_t> gpu_oom_suppressed;
 };
 
 // An OOM kill report as the API serves it (view/oom_report.h): its JSON

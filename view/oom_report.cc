@@ -10,6 +10,23 @@ const char* kill_reason_name(KillReason r) {
     case KillReason::kGlobalOom: return "global";
     case KillReason::kMemcgOom: return "memory_cgroup";
     case KillReason::kSigkill: return "sigkill";
+    case KillReason::kGpuOom: return "gpu_oom";
+  }
+  return "unknown";
+}
+
+const char* cuda_alloc_function_name(uint32_t func) {
+  switch (func) {
+    case LW_FUNC_CUDART_MALLOC: return "cudaMalloc";
+    case LW_FUNC_CUDART_MALLOC_MANAGED: return "cudaMallocManaged";
+    case LW_FUNC_CUDART_MALLOC_HOST: return "cudaMallocHost";
+    case LW_FUNC_CUDART_MALLOC_PITCH: return "cudaMallocPitch";
+    case LW_FUNC_CUDART_MALLOC_3D: return "cudaMalloc3D";
+    case LW_FUNC_CU_MEM_ALLOC: return "cuMemAlloc";
+    case LW_FUNC_CU_MEM_ALLOC_MANAGED: return "cuMemAllocManaged";
+    case LW_FUNC_CU_MEM_ALLOC_HOST: return "cuMemAllocHost";
+    case LW_FUNC_CU_MEM_ALLOC_PITCH: return "cuMemAllocPitch";
+    case LW_FUNC_CU_MEM_CREATE: return "cuMemCreate";
   }
   return "unknown";
 }
@@ -32,7 +49,7 @@ nlohmann::json to_json(const OomReport& r) {
                   {"mode", r.light ? "light" : "full"},
                   {"configured_mode", mode_name(r.process.mode)}};
   json memcg = nullptr;
-  if (r.reason != KillReason::kSigkill)
+  if (r.reason != KillReason::kSigkill && r.reason != KillReason::kGpuOom)
     memcg = {{"limit_bytes", r.limit_bytes ? json(r.limit_bytes) : json(nullptr)},
              {"usage_bytes", r.memcg_usage_bytes},
              {"limit_hit", r.reason == KillReason::kMemcgOom}};
@@ -74,6 +91,22 @@ nlohmann::json to_json(const OomReport& r) {
               {"history", std::move(history)},
               {"report_latency_seconds", r.report_latency_s},
               {"file", r.file.empty() ? json(nullptr) : json(r.file)}};
+  if (r.reason == KillReason::kGpuOom) {
+    const GpuOomInfo& g = r.gpu;
+    json live = json::object();
+    for (uint32_t k : {LW_KIND_CUDA_DEVICE, LW_KIND_CUDA_HOST, LW_KIND_CUDA_MANAGED})
+      live[kind_name(k)] = r.snapshot.kinds[k].live_bytes;
+    out["gpu"] = {{"device", g.device < 0 ? json(nullptr) : json(g.device)},
+                  {"kind", kind_name(g.kind)},
+                  {"requested_bytes", g.requested_bytes ? json(g.requested_bytes) : json(nullptr)},
+                  {"api", g.driver ? "driver" : "runtime"},
+                  {"function", cuda_alloc_function_name(g.func)},
+                  {"error_code", g.error_code},
+                  {"live_bytes", std::move(live)}};
+    out["suppressed"] = g.suppressed;
+    out["recovered"] = g.recovered;
+    out["recovered_timestamp"] = g.recovered ? json(g.recovered_timestamp) : json(nullptr);
+  }
   if (r.light)
     out["note"] =
         "traced in light mode: only mmap/brk sites and the statm history are known, not heap (malloc) sites";

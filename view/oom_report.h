@@ -27,10 +27,27 @@ struct MemorySample {
 };
 
 // Why a process was killed (the `reason` label and field).
-enum class KillReason { kGlobalOom, kMemcgOom, kSigkill };
-const char* kill_reason_name(KillReason r);  // "global" | "memory_cgroup" | "sigkill"
+// kGpuOom: a CUDA allocation failed out of memory; the process was not
+// killed and lives on.
+enum class KillReason { kGlobalOom, kMemcgOom, kSigkill, kGpuOom };
+const char* kill_reason_name(KillReason r);  // "global" | "memory_cgroup" | "sigkill" | "gpu_oom"
 inline constexpr KillReason kAllKillReasons[] = {KillReason::kGlobalOom, KillReason::kMemcgOom,
-                                                 KillReason::kSigkill};
+                                                 KillReason::kSigkill, KillReason::kGpuOom};
+
+// A GPU OOM (reason gpu_oom): the failing CUDA call.
+struct GpuOomInfo {
+  int device = -1;             // -1: unknown
+  uint32_t kind = 0;           // enum lw_kind asked for
+  uint64_t requested_bytes = 0;  // 0: unknown (pitched and 3D calls)
+  uint32_t error_code = 0;     // cudaError_t / CUresult
+  uint32_t func = 0;           // enum lw_func
+  bool driver = false;         // driver API, else runtime
+  uint64_t suppressed = 0;     // later OOMs on this (process, device) within the rate-limit window
+  bool recovered = false;      // a later allocation on the device succeeded
+  double recovered_timestamp = 0;
+};
+// The function family of a CUDA allocation probe ("cudaMalloc", "cuMemAlloc", ...).
+const char* cuda_alloc_function_name(uint32_t func);
 
 struct OomReport {
   double timestamp = 0;             // unix seconds of the kill (the kernel event)
@@ -46,6 +63,7 @@ struct OomReport {
   std::vector<MemorySample> history;  // oldest first
   double report_latency_s = 0;      // from the kill event to the report built
   std::string file;                 // where it was written ("" when not)
+  GpuOomInfo gpu;                   // reason gpu_oom only
 };
 
 nlohmann::json to_json(const OomReport& r);

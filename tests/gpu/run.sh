@@ -16,7 +16,11 @@
 #     through the CUDA caching allocator, classified as a leak;
 #  2. control: the same program dropping its tensors is not flagged;
 #  3. overhead: seconds per training step without and with leakwatch, same
-#     machine, same run (ratio printed).
+#     machine, same run (ratio printed);
+#  4. GPU OOM: a PyTorch program asking for twice the device's memory (the
+#     caching allocator's cudaMalloc fails, is retried, fails again) gets one
+#     gpu_oom report naming the device and the size, the retry counted in
+#     `suppressed`, and `recovered` after its next successful cudaMalloc.
 # Artifacts (API documents, metrics, logs) go to $OUT or /tmp/lw-gpu.
 set -u
 cd "$(dirname "$0")/../.."
@@ -126,5 +130,45 @@ bench() {  # $1 = with|without
 }
 t0=$(bench without); t1=$(bench with)
 say "overhead: $t0 s/step without, $t1 s/step with leakwatch, ratio $(python3 -c "print(round($t1/$t0,3))")"
+# 4. GPU OOM (docs/architecture.md, 38, "GPU OOM").
+oom_case() {
+  local port=19933
+  start_target oom
+  [ -n "$PID" ] || { say "FAIL oom: target did not start: $(cat "$OUT/target.oom.err")"; fail=1; return; }
+  cat >"$OUT/config.oom.yaml" <<YAML
+listen: "127.0.0.1:$port"
+oom: {report_dir: "$OUT/oom-reports"}
+targets:
+  - name: torch
+    match: {pids: [$PID]}
+YAML
+  "$LW" run --config "$OUT/config.oom.yaml" >"$OUT/daemon.oom.log" 2>&1 &
+  local daemon=$!
+  sleep 5
+  echo go >&7
+  for _ in $(seq 120); do grep -q '^done' "$OUT/target.oom.out" && break; sleep 0.5; done
+  sleep 2
+  curl -s "http://127.0.0.1:$port/api/v1/oom_kills" >"$OUT/oom_kills.json"
+  curl -s "http://127.0.0.1:$port/metrics" >"$OUT/metrics.oom.txt"
+  kill $daemon; wait $daemon 2>/dev/null
+  exec 7>&-; wait
+  python3 - "$OUT/oom_kills.json" "$PID" <<'PY' | tee -a "$OUT/summary.txt" || fail=1
+import json, sys
+pid = int(sys.argv[2])
+try:
+    reports = [r for r in json.load(open(sys.argv[1]))["oom_kills"]
+               if r["reason"] == "gpu_oom" and r["process"]["pid"] == pid]
+except Exception as e:  # the daemon did not answer
+    reports = []
+    print("  no API document:", e)
+for r in reports:
+    print("  gpu:", json.dumps(r["gpu"]), "suppressed:", r["suppressed"], "recovered:", r["recovered"])
+ok = len(reports) == 1 and reports[0]["recovered"] and reports[0]["gpu"]["api"] == "runtime"
+print("== " + ("PASS" if ok else "FAIL") + f" gpu oom: {len(reports)} report(s), recovered, runtime API")
+sys.exit(0 if ok else 1)
+PY
+}
+oom_case
+
 [ $fail = 0 ] && say "ALL PASS" || say "SOME FAILED"
 exit $fail

@@ -57,6 +57,22 @@ def main():
     print(f"ready {os.getpid()}", flush=True)
     if sys.stdin.readline().strip() != "go":
         return
+    if mode == "oom":
+        # More than the device holds: cudaMalloc fails out of memory, the
+        # caching allocator frees its cache and retries (fails again), then
+        # raises. A fresh block after empty_cache() is a successful cudaMalloc.
+        total = torch.cuda.get_device_properties(dev).total_memory
+        failed = False
+        try:
+            torch.empty(2 * total, dtype=torch.uint8, device=dev)
+        except torch.cuda.OutOfMemoryError:
+            failed = True
+        torch.cuda.empty_cache()
+        kept = torch.empty(64 << 20, dtype=torch.uint8, device=dev)
+        torch.cuda.synchronize()
+        print(f"done {{\"oom_raised\": {str(failed).lower()}, \"requested\": {2 * total}}}", flush=True)
+        sys.stdin.readline()
+        return
     kept = []
     last = 0.0
     while True:

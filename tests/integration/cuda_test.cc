@@ -7,11 +7,13 @@
 // controls free everything and must show nothing. Where the real CUDA
 // runtime is installed, its probes must attach and, with no GPU here, count
 // nothing.
+#include <signal.h>
 #include <unistd.h>
 
 #include <zlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -241,6 +243,103 @@ TEST_F(LeakwatchCuda, RealCudartAttachesAndCountsNothingWithoutGpu) {
       << context;
 }
 
+// GPU OOM (docs/architecture.md, 38, "GPU OOM"): the stand-in driver with a
+// 64 MiB device capacity. The target fills device 0 through the runtime
+// API (OOM: a report), retries at once (OOM again within the minute: no
+// second report, suppressed 1), frees a block and allocates (recovered),
+// then fills device 1 through the driver API (a second report). The
+// process lives on and stays traced.
+TEST_F(LeakwatchCuda, GpuOomReportsRateLimitedAndRecovered) {
+  TempDir dir;
+  const std::string bin = private_target_copy(dir.path(), "cuda_leaker");
+  Process target({bin, "oom"}, {.env = {"LWFAKE_CUDA_DEVICE_CAPACITY=" + std::to_string(64 << 20)}});
+  const pid_t pid = read_ready(target);
+  DaemonProcess daemon({.config_body = "top_sites_per_process: 20\n"
+                                       "oom:\n"
+                                       "  report_dir: " + dir.path() + "/reports\n"
+                                       "targets:\n"
+                                       "  - name: gpu\n"
+                                       "    match: {pids: [" + std::to_string(pid) + "]}\n"});
+  daemon.wait_notify("READY=1", 20000ms);
+  daemon.wait_for_process(pid, 10000ms);
+  const std::string metrics0 = daemon.get("/metrics").body;
+  EXPECT_EQ(metric(metrics0, "leakwatch_oom_kills_total{target=\"gpu\",reason=\"gpu_oom\"}"), 0)
+      << "the counter must exist at 0 before any OOM";
+  const int64_t chunk = 4 << 20;  // cuda_leaker's OOM_CHUNK
+  auto gpu_reports = [&] {
+    std::map<int, Json> out;  // device -> report
+    const Json doc = daemon.get_json("/api/v1/oom_kills");
+    for (const Json &r : doc.at("oom_kills"))
+      if (r.at("process").at("pid").get<pid_t>() == pid && r.at("reason") == "gpu_oom")
+        out[r.at("gpu").at("device").is_null() ? -1 : r.at("gpu").at("device").get<int>()] = r;
+    return out;
+  };
+  // Device 0 (runtime API): reported, the retry suppressed, then recovered.
+  target.write_line("go");
+  std::map<int, Json> reports;
+  bool complete = wait_until(10000ms, [&] {
+    reports = gpu_reports();
+    return reports.count(0) && reports[0].at("recovered").get<bool>();
+  });
+  ASSERT_TRUE(complete) << daemon.get("/api/v1/oom_kills").body << daemon.diagnostics();
+  // Device 1 (driver API).
+  target.write_line("driver");
+  for (;;) {
+    auto line = target.read_line(10000ms);
+    ASSERT_TRUE(line) << target.stderr_text();
+    if (line->rfind("done ", 0) == 0) break;
+  }
+  complete = wait_until(10000ms, [&] {
+    reports = gpu_reports();
+    return reports.size() == 2 && reports.count(1);
+  });
+  std::string all;
+  for (const auto &[d, r] : reports) all += r.dump(1) + "\n";
+  ASSERT_TRUE(complete) << all << daemon.diagnostics();
+  auto top_site_has = [](const Json &report, const std::string &function) {
+    if (report.at("sites").empty()) return false;
+    for (const Json &f : report.at("sites").at(0).at("frames"))
+      if (f.at("function") == function) return true;
+    return false;
+  };
+  const Json &rt = reports[0];
+  EXPECT_EQ(rt.at("gpu").at("api"), "runtime") << all;
+  EXPECT_EQ(rt.at("gpu").at("function"), "cudaMalloc") << all;
+  EXPECT_EQ(rt.at("gpu").at("requested_bytes").get<int64_t>(), chunk) << all;
+  EXPECT_EQ(rt.at("gpu").at("error_code").get<int>(), 2) << all;
+  EXPECT_EQ(rt.at("suppressed").get<int>(), 1) << "the immediate retry is counted, not reported" << all;
+  EXPECT_TRUE(rt.at("recovered").get<bool>()) << all;
+  EXPECT_TRUE(top_site_has(rt, "oom_leak_runtime")) << all;
+  EXPECT_GE(rt.at("gpu").at("live_bytes").at("cuda_device").get<int64_t>(), (64 << 20) - 2 * chunk) << all;
+  EXPECT_TRUE(rt.at("memory_cgroup").is_null()) << all;
+
+  const Json &drv = reports[1];
+  EXPECT_EQ(drv.at("gpu").at("api"), "driver") << all;
+  EXPECT_EQ(drv.at("gpu").at("function"), "cuMemAlloc") << all;
+  EXPECT_EQ(drv.at("gpu").at("requested_bytes").get<int64_t>(), chunk) << all;
+  EXPECT_EQ(drv.at("suppressed").get<int>(), 0) << all;
+  EXPECT_FALSE(drv.at("recovered").get<bool>()) << all;
+  EXPECT_TRUE(top_site_has(drv, "oom_leak_driver")) << all;
+
+  // The stored file holds the updated report.
+  {
+    std::ifstream in(rt.at("file").get<std::string>());
+    const Json file = Json::parse(in);
+    EXPECT_TRUE(file.at("recovered").get<bool>()) << file.dump(1);
+    EXPECT_EQ(file.at("suppressed").get<int>(), 1) << file.dump(1);
+  }
+
+  const std::string metrics = daemon.get("/metrics").body;
+  EXPECT_EQ(metric(metrics, "leakwatch_oom_kills_total{target=\"gpu\",reason=\"gpu_oom\"}"), 2) << daemon.diagnostics();
+  EXPECT_EQ(metric(metrics, "leakwatch_gpu_oom_suppressed_total{target=\"gpu\"}"), 1);
+
+  // Not killed: still traced, its sites served.
+  EXPECT_EQ(kill(pid, 0), 0);
+  EXPECT_EQ(daemon.get("/api/v1/processes/" + std::to_string(pid) + "/sites").status, 200);
+  target.write_line("exit");
+}
+
+
 }  // namespace
 }  // namespace lw::itest
 
@@ -275,6 +374,7 @@ TEST(CudaLeakAnalysis, GrowingDeviceMemoryIsALeakChurnIsNot) {
   EXPECT_FALSE(analyzer.process_verdict(LW_KIND_CUDA_MANAGED).suspected_leak);
   EXPECT_FALSE(analyzer.process_verdict(LW_KIND_HEAP).suspected_leak);
 }
+
 
 }  // namespace
 }  // namespace lw

@@ -138,6 +138,93 @@ TEST(OomRecorder, AKillIsOneReportInTheApiTheDirectoryAndTheCounter) {
   fs::remove_all(dir);
 }
 
+// GPU OOM (decision 38, "GPU OOM"): one report per process and device per
+// minute (kernel time), the rest counted in it; a recovery updates the API
+// and the file; the process stays tracked; the counters start at 0.
+TEST(OomRecorder, GpuOomIsRateLimitedPerDeviceAndMarkedRecovered) {
+  const std::string dir = temp_dir();
+  OomParts p(dir, 10);
+  p.oom.load();
+  p.publisher.publish();
+  MetricsOptions opts;
+  std::string text = render_metrics(*p.publisher.latest(), opts);
+  EXPECT_NE(text.find("leakwatch_oom_kills_total{target=\"sleepers\",reason=\"gpu_oom\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_gpu_oom_suppressed_total{target=\"sleepers\"} 0"), std::string::npos);
+
+  SleepChild child;
+  p.discovery.consider(child.pid, 0);
+  ASSERT_EQ(p.state.tracked.count(child.pid), 1u);
+  ProcessKill k;
+  k.pid = child.pid;
+  k.gpu_oom = true;
+  k.gpu_device = 0;
+  k.gpu_kind = LW_KIND_CUDA_DEVICE;
+  k.gpu_requested = 1u << 30;
+  k.gpu_error = LW_CUDART_ERROR_MEMORY_ALLOCATION;
+  k.gpu_func = LW_FUNC_CUDART_MALLOC;
+  k.event_ns = monotonic_ns();
+  p.tracer.kills.push_back(k);
+  ProcessKill retry = k;
+  retry.event_ns += 1'000'000'000ull;  // 1 s later: suppressed
+  p.tracer.kills.push_back(retry);
+  ProcessKill other_device = k;
+  other_device.gpu_device = 1;
+  other_device.gpu_driver = true;
+  other_device.gpu_func = LW_FUNC_CU_MEM_ALLOC;
+  p.tracer.kills.push_back(other_device);
+  EXPECT_EQ(p.oom.handle_kills(), 3u);
+  ASSERT_EQ(p.state.oom_reports->size(), 2u);
+  nlohmann::json dev0, dev1;
+  for (const StoredOomReport& s : *p.state.oom_reports) {
+    nlohmann::json j = nlohmann::json::parse(s.json);
+    (j.at("gpu").at("device") == 0 ? dev0 : dev1) = j;
+  }
+  EXPECT_EQ(dev0.at("reason"), "gpu_oom");
+  EXPECT_EQ(dev0.at("gpu").at("api"), "runtime");
+  EXPECT_EQ(dev0.at("gpu").at("function"), "cudaMalloc");
+  EXPECT_EQ(dev0.at("gpu").at("requested_bytes"), 1u << 30);
+  EXPECT_EQ(dev0.at("gpu").at("error_code"), 2);
+  EXPECT_EQ(dev0.at("suppressed"), 1);
+  EXPECT_EQ(dev0.at("recovered"), false);
+  EXPECT_TRUE(dev0.at("memory_cgroup").is_null());
+  EXPECT_EQ(dev1.at("gpu").at("api"), "driver");
+  EXPECT_EQ(dev1.at("gpu").at("function"), "cuMemAlloc");
+  EXPECT_EQ(dev1.at("suppressed"), 0);
+  EXPECT_NE(dev0.at("file"), dev1.at("file"));
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dev0.at("file").get<std::string>())), dev0);
+  EXPECT_EQ(p.state.counters.oom_last_kill_timestamp, 0) << "a GPU OOM kills nothing";
+
+  ProcessKill recovered;
+  recovered.pid = child.pid;
+  recovered.gpu_recovered = true;
+  recovered.gpu_device = 0;
+  recovered.event_ns = monotonic_ns();
+  p.tracer.kills.push_back(recovered);
+  p.oom.handle_kills();
+  ASSERT_EQ(p.state.oom_reports->size(), 2u);
+  for (const StoredOomReport& s : *p.state.oom_reports) {
+    nlohmann::json j = nlohmann::json::parse(s.json);
+    EXPECT_EQ(j.at("recovered"), j.at("gpu").at("device") == 0) << j.dump();
+    if (j.at("gpu").at("device") == 0) {
+      EXPECT_EQ(nlohmann::json::parse(std::ifstream(j.at("file").get<std::string>())), j) << "the file is updated";
+      EXPECT_FALSE(j.at("recovered_timestamp").is_null());
+    }
+  }
+  // A minute later (kernel time): a new report.
+  ProcessKill later = k;
+  later.event_ns += 61'000'000'000ull;
+  p.tracer.kills.push_back(later);
+  p.oom.handle_kills();
+  EXPECT_EQ(p.state.oom_reports->size(), 3u);
+  EXPECT_EQ(p.state.tracked.count(child.pid), 1u) << "still tracked";
+
+  p.publisher.publish();
+  text = render_metrics(*p.publisher.latest(), opts);
+  EXPECT_NE(text.find("leakwatch_oom_kills_total{target=\"sleepers\",reason=\"gpu_oom\"} 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("leakwatch_gpu_oom_suppressed_total{target=\"sleepers\"} 1"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(OomRecorder, ReportsAreReadBackNewestFirstAndBounded) {
   const std::string dir = temp_dir();
   for (int i = 1; i <= 3; ++i)

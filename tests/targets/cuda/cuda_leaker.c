@@ -378,6 +378,54 @@ LW_SITE static void bench(long n) {
   lw_done();
 }
 
+/* ---- GPU OOM (run with LWFAKE_CUDA_DEVICE_CAPACITY set: see fake_libcuda.c) ---- */
+
+#define OOM_CHUNK ((size_t)4 << 20)
+#define OOM_MAX 256
+static void *oom_held[OOM_MAX];
+static CUdeviceptr oom_held_drv[OOM_MAX];
+
+/* Runtime API: allocates until the device is full; the last call failed. */
+LW_SITE static int oom_leak_runtime(void) {
+  int n = 0;
+  while (n < OOM_MAX && cudaMalloc(&oom_held[n], OOM_CHUNK) == cudaSuccess) n++;
+  return n;
+}
+
+/* Driver API, the same on the current device. */
+LW_SITE static int oom_leak_driver(void) {
+  int n = 0;
+  while (n < OOM_MAX && cuMemAlloc_v2(&oom_held_drv[n], OOM_CHUNK) == CUDA_SUCCESS) n++;
+  return n;
+}
+
+/* Device 0, runtime API: fill it (OOM, reported), retry at once as a
+ * caching allocator does (OOM again, within the minute: suppressed), free
+ * one block and retry (success: recovered). On "driver", device 1, driver API:
+ * fill it (OOM, reported, not recovered). */
+static void gpu_oom(void) {
+  int n = oom_leak_runtime();
+  if (n == OOM_MAX) lw_die("no OOM on device 0: is LWFAKE_CUDA_DEVICE_CAPACITY set?");
+  void *p;
+  if (cudaMalloc(&p, OOM_CHUNK) != cudaErrorMemoryAllocation) lw_die("the retry did not fail");
+  ok(cudaFree(oom_held[--n]), "cudaFree");
+  ok(cudaMalloc(&p, OOM_CHUNK), "cudaMalloc after a free");
+  oom_held[n++] = p;
+  /* The test reads the device 0 report first, then says "driver". */
+  char line[64];
+  do
+    if (lw_read_line(line, sizeof line) < 0) lw_die("stdin closed before 'driver'");
+  while (strcmp(line, "driver") != 0);
+  ok(cudaSetDevice(1), "cudaSetDevice");
+  int m = oom_leak_driver();
+  if (m == OOM_MAX) lw_die("no OOM on device 1");
+  lw_truth_fact("oom_chunk", (long long)OOM_CHUNK);
+  lw_truth_fact("device_0_chunks", n);
+  lw_truth_fact("device_1_chunks", m);
+  lw_truth_total((unsigned long long)(n + m) * OOM_CHUNK);
+  lw_done();
+}
+
 int main(int argc, char **argv) {
   control = argc > 1 && strcmp(argv[1], "control") == 0;
   int growing = argc > 2 && strcmp(argv[1], "grow") == 0;
@@ -394,6 +442,11 @@ int main(int argc, char **argv) {
    * not see it; programs select their device again as they go (PyTorch's
    * device guards do). From here on every record's device is known. */
   ok(cudaSetDevice(0), "cudaSetDevice");
+  if (argc > 1 && strcmp(argv[1], "oom") == 0) {
+    gpu_oom();
+    lw_wait_exit();
+    return 0;
+  }
   if (growing) {
     grow_cuda_leak(atol(argv[2]));
     return 0;

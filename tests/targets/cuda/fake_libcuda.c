@@ -9,11 +9,16 @@
  * stack; cuCtxDestroy releases what was allocated in the context; VMM
  * physical memory lives until it is released and no longer mapped.
  *
+ * Device memory is unbounded unless LWFAKE_CUDA_DEVICE_CAPACITY (bytes) is
+ * set: then a device or managed allocation that would take a device's live
+ * bytes above it fails with CUDA_ERROR_OUT_OF_MEMORY, as a full GPU does.
+ *
  * No malloc anywhere (static tables): the targets' heap must stay quiet.
  * Single-threaded use only.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "fake_cuda.h"
@@ -85,11 +90,21 @@ static void account(int kind, int device, size_t size, int sign) {
   }
 }
 
+/* LWFAKE_CUDA_DEVICE_CAPACITY, bytes per device; 0: unbounded. */
+static unsigned long long device_capacity(void) {
+  const char *v = getenv("LWFAKE_CUDA_DEVICE_CAPACITY");
+  return v ? strtoull(v, NULL, 0) : 0;
+}
+
 static CUresult alloc_kind(uintptr_t *out, size_t size, int kind) {
   if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (size == 0 || size > FAIL_ABOVE) return CUDA_ERROR_OUT_OF_MEMORY;
   CUcontext ctx = current();
   if (ctx == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  unsigned long long cap = device_capacity();
+  if (cap && kind != KIND_HOST && ctx->device >= 0 && ctx->device < MAX_CTXS &&
+      device_live[ctx->device] + size > cap)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   for (int i = 0; i < MAX_ALLOCS; i++) {
     if (allocs[i].addr) continue;
     void *p = map_pages(size);
