@@ -30,4 +30,12 @@ const char* stack_end_name(uint32_t end) {
   return "unknown";
 }
 
+std::vector<Frame> heap_regrown_frames() {
+  Frame f;
+  f.function = kHeapRegrownFunction;
+  f.module = "[heap]";
+  f.unwound = "none";
+  return {f};
+}
+
 }  // namespace lw

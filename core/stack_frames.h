@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "core/symbolizer.h"
 
 namespace lw {
 
@@ -20,5 +23,12 @@ const char* unwound_name(uint8_t how);
 // "table_pending", "memory_budget", "unmapped", "read_failed", "vma_busy",
 // "frame_pointers"; "unknown" for other values.
 const char* stack_end_name(uint32_t end);
+
+// The one frame of the site that holds heap re-grown below its highest
+// break, recorded without a stack walk (LW_STACK_HEAP_REGROWN, decision
+// 41); such a stack ends "not_walked".
+inline constexpr const char* kHeapRegrownFunction =
+    "[heap re-grown below its high-water mark: stack not walked]";
+std::vector<Frame> heap_regrown_frames();
 
 }  // namespace lw

@@ -652,14 +652,8 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     return cached;
   }
   ResolvedStack rs;
-  if (stack_hash == LW_STACK_HEAP_REGROWN) {
-    // Heap re-grown below the highest break seen, not walked (decision 41):
-    // one frame that says so, the same site in every process.
-    Frame f;
-    f.function = kHeapRegrownFunction;
-    f.module = "[heap]";
-    f.unwound = "none";
-    rs.frames.push_back(f);
+  if (stack_hash == LW_STACK_HEAP_REGROWN) {  // not walked (decision 41)
+    rs.frames = heap_regrown_frames();
     rs.stack_id = stable_stack_id(rs.frames);
     rs.end = "not_walked";
     return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;

@@ -51,10 +51,6 @@ struct StackAddress {
   std::string unwound;  // how the unwinder found it (Frame::unwound)
 };
 
-// The one frame of the site that holds heap re-grown below its highest
-// break, whose stack was not walked (LW_STACK_HEAP_REGROWN, decision 41).
-inline constexpr const char* kHeapRegrownFunction = "[heap re-grown below its high-water mark: stack not walked]";
-
 struct ResolvedStack {
   // stable_stack_id() of the physical frames, taken before symbolization:
   // it never changes when symbols or inline frames arrive.
