@@ -120,6 +120,7 @@ class RssSampler {
   // `now` in unix seconds. Invalid breakdown when unreadable and never read.
   RssBreakdown sample(pid_t pid, double now, const TrackedBytes& t);
   void forget(pid_t pid) { cache_.erase(pid); }
+  void set_min_interval(double s) { min_interval_s_ = s; }
   // Drops every pid not in `keep` (exited processes).
   void retain(const std::vector<pid_t>& keep);
   uint64_t reads() const { return reads_; }
