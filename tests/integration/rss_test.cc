@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include "daemon_harness.h"
 #include "harness.h"
 
 namespace lw::itest {
@@ -81,6 +84,51 @@ TEST_F(RssExplained, BeforeAttachShowsAsUntracked) {
   EXPECT_GE(part(b, "untracked"), pre) << b.at("rss").dump();
   EXPECT_LT(part(b, "live_heap"), pre / 10) << b.at("rss").dump();
   EXPECT_LT(part(b, "retained"), pre / 10) << b.at("rss").dump();
+}
+
+// The daemon: the API's process view and /metrics carry the breakdown
+// (rss_interval_seconds: 1). 50 MiB with every other block freed: the
+// freed 25 MiB show as retained in both.
+TEST_F(RssExplained, DaemonApiAndMetrics) {
+  TempDir bin;
+  const std::string target_bin = private_target_copy(bin.path(), "rss_parts");
+  const std::string comm = file_name_of(target_bin);
+  DaemonProcess daemon({.config_body = "rss_interval_seconds: 1\ntargets:\n  - name: rss\n    match: " +
+                                       comm_selector(comm) + "\n    mode: full\n"});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process target({target_bin, "half", "50"});
+  daemon.wait_for_process(target.pid(), kApiTimeout);
+  ASSERT_EQ(read_ready(target), target.pid());
+  go_and_read_truth(target);
+  const double done = unix_now();
+  Json entry;
+  ASSERT_TRUE(wait_until(milliseconds(15000), [&] {
+    std::optional<Json> e = daemon.find_process(target.pid());
+    if (!e || !e->contains("rss") || e->at("rss").is_null()) return false;
+    entry = *e;
+    return e->at("rss").at("read_at").get<double>() >= done &&
+           e->at("kinds").contains("heap") &&
+           e->at("kinds").at("heap").at("live_bytes").get<int64_t>() == (25ll << 20);
+  })) << entry.dump() << daemon.diagnostics();
+  const Json &rss = entry.at("rss");
+  const int64_t retained = rss.at("parts").at("retained").get<int64_t>();
+  printf("daemon, half of 50 MiB freed: rss %s\n", rss.dump().c_str());
+  EXPECT_GE(retained, (25ll << 20) * 9 / 10) << rss.dump();
+  EXPECT_LE(retained, (25ll << 20) * 12 / 10) << rss.dump();
+
+  const std::string text = daemon.get("/metrics").body;
+  const std::string prefix = "leakwatch_process_rss_bytes{pid=\"" + std::to_string(target.pid()) + "\"";
+  std::istringstream in(text);
+  int parts = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    ++parts;
+    if (line.find("part=\"retained\"") != std::string::npos) {
+      EXPECT_GE(std::stod(line.substr(line.rfind(' ') + 1)), (25ll << 20) * 9 / 10) << line;
+    }
+  }
+  EXPECT_EQ(parts, 6) << text;
+  target.write_line("exit");
 }
 
 }  // namespace
