@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 
 namespace lw {
 namespace {
@@ -193,6 +194,26 @@ TEST(RssBreakdown, SamplerReadsItselfAndBoundsTheRate) {
   s.sample(getpid(), 1017, t);
   EXPECT_EQ(s.reads(), 3u);  // forgotten: read again
   EXPECT_FALSE(s.sample(-5, 1017, t).valid);
+}
+
+// Threads other than main have no [stack] label: their stacks are found
+// by the stack pointer in task/TID/syscall (a thread blocked in read()).
+TEST(RssBreakdown, FindsAnotherThreadsStack) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::thread blocked([&] {
+    char c;
+    (void)!read(fds[0], &c, 1);
+  });
+  usleep(100000);
+  std::optional<RssRegions> r = read_rss_regions(getpid());
+  (void)!write(fds[1], "x", 1);
+  blocked.join();
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_TRUE(r);
+  EXPECT_GE(r->threads, 2u);
+  EXPECT_GE(r->stacks_located, 2u);  // [stack] and the blocked thread's
 }
 
 }  // namespace
