@@ -57,6 +57,7 @@ struct TopOptions {
   double analysis_window_s = 0;    // 0: the default analysis
   std::optional<LogLevel> log_level;
   std::string config_path;         // --config: only its `symbols` section is used
+  double rss_interval_s = 15;      // --rss-interval: smaps read at most this often; 0: off
   BpfOptions bpf;
 };
 
@@ -86,6 +87,8 @@ void top_usage(FILE* out) {
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
           "      --no-python-frames      native frames only in CPython processes\n"
+          "      --rss-interval SECONDS  read /proc/PID/smaps for the rss: line at most this\n"
+          "                              often (1..3600, default 15; 0: off)\n"
           "      --analysis-window SECONDS\n"
           "                              for demos and tests: a shorter leak analysis\n"
           "                              window (30..86400, default 600): quicker, less\n"
@@ -146,6 +149,7 @@ enum LongOnly {
   kOptUnwind,
   kOptConfig,
   kOptNoPythonFrames,
+  kOptRssInterval,
 };
 
 // Returns an exit code on error or --help, or -1 when parsing succeeded.
@@ -174,6 +178,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"unwind", required_argument, nullptr, kOptUnwind},
       {"config", required_argument, nullptr, kOptConfig},
       {"no-python-frames", no_argument, nullptr, kOptNoPythonFrames},
+      {"rss-interval", required_argument, nullptr, kOptRssInterval},
       {nullptr, 0, nullptr, 0},
   };
   bool have_pid = false;
@@ -266,6 +271,11 @@ int parse(int argc, char** argv, TopOptions& o) {
       case kOptMaxSize:
         if (!parse_u64(optarg, n)) return usage_error("--max-size must be a number of bytes (got '%s')", optarg);
         o.filter.max_size = n;
+        break;
+      case kOptRssInterval:  // docs/cli.md, "rss:"; decision 43
+        if (!parse_number(optarg, 0, 3600, d) || (d > 0 && d < 1))
+          return usage_error("--rss-interval must be 0 (off) or between 1 and 3600 seconds (got '%s')", optarg);
+        o.rss_interval_s = d;
         break;
       case kOptWindow:
         if (!parse_number(optarg, 30, 86400, d))
@@ -448,6 +458,7 @@ int run_top(int argc, char** argv) {
     return exit_code::kUsage;
   }
   ProcessAnalyzer analyzer(params);
+  RssSampler rss(opt.rss_interval_s);
   using clock = std::chrono::steady_clock;
   const clock::time_point started = clock::now();
   const double t0 = std::chrono::duration<double>(started.time_since_epoch()).count();
@@ -456,7 +467,12 @@ int run_top(int argc, char** argv) {
     double now = std::chrono::duration<double>(
                      std::chrono::steady_clock::now().time_since_epoch()).count();
     analyzer.sample(proc.heap, now - t0, monotonic_ns());
-    return take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer, filter);
+    ProcessSnapshot snap = take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer, filter);
+    // RSS explained (decision 43): the smaps read is rate-bounded; an
+    // active filter narrows the live figures, so no breakdown then.
+    if (opt.rss_interval_s > 0 && !filter && !snap.final)
+      snap.rss = rss.sample(snap.pid, snap.timestamp, rss_tracked_bytes(snap));
+    return snap;
   };
   // Returns false when the output is gone or broken; `failed` then says
   // whether that is an error (not a reader that went away).

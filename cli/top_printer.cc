@@ -202,6 +202,17 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                                                                                 (a.reason.empty() ? "" : ":")};
   for (std::string& w : words(a.reason)) alloc.push_back(std::move(w));
   add_lines(out, pack(alloc, width, " ", 2));
+  if (s.rss.valid) {  // RSS explained (docs/cli.md, "rss:")
+    const RssBreakdown& r = s.rss;
+    add_lines(out, pack({"rss: anon " + human_bytes(r.anon_total) + " =",
+                         "live heap " + human_bytes(r.live_heap) + ",",
+                         "retained " + human_bytes(r.retained) + ",",
+                         "tracked mmap " + human_bytes(r.tracked_mmap) + ",",
+                         "stacks " + human_bytes(r.stacks) + ",",
+                         "untracked " + human_bytes(r.untracked) + ";",
+                         "file " + human_bytes(r.file_rss)},
+                        width, " ", 2));
+  }
   if (s.python.present) {  // the process's CPython (docs/cli.md, `python`)
     std::vector<std::string> py = {"python:", s.python.version, "[" + s.python.support + "]",
                                    s.python.frames ? "frames read" : ""};

@@ -526,6 +526,8 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
         [&](const Node& v, const Path& p) {
           read_uint(errors, v, p, 1, 100000, c.top_sites_per_process);
         }},
+       {"rss_interval_seconds",
+        [&](const Node& v, const Path& p) { read_seconds(errors, v, p, 0, 3600, c.rss_interval_seconds); }},
        {"reconcile_interval_seconds",
         [&](const Node& v, const Path& p) {
           read_seconds(errors, v, p, 1, 3600, c.reconcile_interval_seconds);

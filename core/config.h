@@ -163,6 +163,9 @@ struct Config {
   uint32_t ringbuf_bytes = 8u << 20;  // power of two in [4096, 1 GiB]
   uint32_t top_sites_per_process = 20;
   uint32_t reconcile_interval_seconds = 10;
+  // RSS explained (decision 43): /proc/PID/smaps read at most this often
+  // per process, at publish; 0: off.
+  uint32_t rss_interval_seconds = 15;
   AnalysisConfig analysis;
   SamplingConfig sampling;
   EscalationConfig escalation;

@@ -172,6 +172,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
     p["lifecycle"] = to_json(e.snapshot.lifecycle);
     p["allocator"] = to_json(e.snapshot.allocator);
     p["python"] = to_json(e.snapshot.python);
+    p["rss"] = rss_to_json(e.snapshot.rss);  // RSS explained (docs/api.md)
     procs.push_back(std::move(p));
   }
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});

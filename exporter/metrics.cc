@@ -493,6 +493,10 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
       "leakwatch_process_allocator_info",
       "1 per process: the allocator probed (family), the object whose malloc wins, and how "
       "well it is supported (full, partial, unsupported, pending).", G);
+  MetricFamily& p_rss = fam.family(
+      "leakwatch_process_rss_bytes",
+      "Resident bytes by part (docs/analysis.md, RSS explained): the anonymous parts live_heap, retained, "
+      "tracked_mmap, stacks, untracked add up to anonymous RSS; file is file-backed RSS.", G);
   // Per-site series share what the cap leaves fairly: every process gets
   // the same number of site rows (its suspected leaks first, then by live
   // bytes), the rest of its bytes going to its "other" row, instead of the
@@ -514,6 +518,13 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     fam.add(p_stale, base, ps.heap_stale_since);
     fam.add(p_stale_old, base, ps.heap_stale_since);
     fam.add(p_start, base, start_time_unix_seconds(e.process.identity.start_time));
+    if (const RssBreakdown& r = ps.rss; r.valid) {  // decision 43
+      const std::pair<const char*, uint64_t> parts[] = {
+          {"live_heap", r.live_heap}, {"retained", r.retained}, {"tracked_mmap", r.tracked_mmap},
+          {"stacks", r.stacks},       {"untracked", r.untracked}, {"file", r.file_rss}};
+      for (const auto& [name, bytes] : parts)
+        fam.add(p_rss, with(base, {{"part", name}}), static_cast<double>(bytes));
+    }
     fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
     fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
     fam.add(p_suspended, base, e.process.tracing_suspended ? 1 : 0);

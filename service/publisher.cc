@@ -30,6 +30,7 @@ void Publisher::publish() {
   snap->processes.reserve(state_.tracked.size());
   uint64_t memory = 0;
   const auto t_snapshots = std::chrono::steady_clock::now();
+  std::vector<pid_t> rss_pids;
   for (auto& [pid, t] : state_.tracked) {
     auto an = state_.analyzers.find(pid);
     const ProcessAnalyzer* analyzer = an == state_.analyzers.end() ? nullptr : &an->second;
@@ -39,12 +40,18 @@ void Publisher::publish() {
     ProcessEntry e;
     e.process = process_info(t);
     e.snapshot = std::move(*view);
+    if (config.rss_interval_seconds > 0 && !e.snapshot.final) {
+      rss_.set_min_interval(config.rss_interval_seconds);
+      e.snapshot.rss = rss_.sample(pid, e.snapshot.timestamp, rss_tracked_bytes(e.snapshot));
+      rss_pids.push_back(pid);
+    }
     if (analyzer) memory += analyzer->memory_bytes();
     snap->live_map_entries += e.snapshot.live_allocations;
     if (const HeapTracker* heap = tracer_.heap(pid)) memory += heap->memory_bytes();
     tracer_.append_probe_reports(pid, &snap->probes);
     snap->processes.push_back(std::move(e));
   }
+  rss_.retain(rss_pids);
   const double snapshots_ms = ms_since(t_snapshots);
   state_.tracked_memory = memory;
   if (memory > config.limits.max_daemon_memory_bytes) {

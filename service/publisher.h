@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/rss_breakdown.h"
 #include "service/daemon_state.h"
 #include "service/tracer_control.h"
 #include "view/daemon_view.h"
@@ -53,6 +54,7 @@ class Publisher {
   DaemonState& state_;
   TracerControl& tracer_;
   PublishTiming last_timing_;
+  RssSampler rss_{15};  // RSS explained: rate-bounded smaps reads (decision 43)
   mutable std::mutex mu_;
   std::shared_ptr<const DaemonSnapshot> latest_;
 };

@@ -98,6 +98,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   }
   out["unwind"] = to_json(snap.tracer_stats.unwind);
   out["python"] = to_json(snap.python);
+  out["rss"] = rss_to_json(snap.rss);
   return out;
 }
 

@@ -21,5 +21,7 @@ nlohmann::json to_json(const UnwindStats& u);
 nlohmann::json to_json(const LifecycleStats& l);
 // Totals per kind over every site, kinds with no allocation left out (API, top).
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
+// The RSS breakdown (docs/api.md, "rss"); null when not read.
+nlohmann::json rss_to_json(const RssBreakdown& b);
 
 }  // namespace lw

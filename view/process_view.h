@@ -19,6 +19,7 @@
 #include "core/heap_tracker.h"
 #include "core/leak_analysis.h"
 #include "core/pprof.h"
+#include "core/rss_breakdown.h"
 #include "core/symbol_counters.h"
 #include "core/symbolizer.h"
 #include "leakwatch_abi.h"
@@ -222,7 +223,14 @@ struct ProcessSnapshot {
   // The span of samples a site needs before its first verdict.
   double analysis_min_span_s = 0;
   PythonInfo python;                // present = false for a process without CPython
+  // "RSS explained" (docs/analysis.md): anonymous RSS broken down; valid =
+  // false where it was not read (rate-bounded smaps reads, decision 43).
+  RssBreakdown rss;
 };
+
+// What the snapshot's accounting gives the RSS breakdown (heap and mmap
+// live bytes; glibc's chunk overhead applies when its family is glibc).
+TrackedBytes rss_tracked_bytes(const ProcessSnapshot& snap);
 
 const char* kind_name(uint32_t kind);
 

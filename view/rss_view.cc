@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RSS breakdown's view side (docs/analysis.md, "RSS explained").
+#include <nlohmann/json.hpp>
+
+#include "view/json.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+TrackedBytes rss_tracked_bytes(const ProcessSnapshot& snap) {
+  TrackedBytes t;
+  t.live_heap_requested = snap.kinds[LW_KIND_HEAP].live_bytes;
+  t.live_heap_allocations = snap.kinds[LW_KIND_HEAP].live_allocations;
+  t.glibc = snap.allocator.family == "glibc";
+  t.live_mmap = snap.kinds[LW_KIND_MMAP].live_bytes;
+  return t;
+}
+
+nlohmann::json rss_to_json(const RssBreakdown& b) {
+  if (!b.valid) return nullptr;
+  return {{"read_at", b.read_at},
+          {"anon_bytes", b.anon_total},
+          {"file_bytes", b.file_rss},
+          {"parts",
+           {{"live_heap", b.live_heap},
+            {"retained", b.retained},
+            {"tracked_mmap", b.tracked_mmap},
+            {"stacks", b.stacks},
+            {"untracked", b.untracked}}},
+          {"threads", b.threads},
+          {"stacks_located", b.stacks_located},
+          {"unattributed_tracked_bytes", b.unattributed_tracked}};
+}
+
+}  // namespace lw
