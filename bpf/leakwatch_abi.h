@@ -331,6 +331,12 @@ struct lw_target {
    * per-CPU frame cache is keyed by it. The daemon starts it at a random
    * value, so a process on a reused pid never matches an old entry. */
   __u64 maps_gen;
+  /* Unrecorded issue (decision 41): allocations of this process that were
+   * not recorded, by reason, added by the BPF side with atomic adds on the
+   * pointer the hot path holds. The daemon keeps them across set_target. */
+  __u64 unrec_map_full;        /* live map insert failed: not tracked at all */
+  __u64 unrec_map_full_bytes;  /* their bytes */
+  __u64 unrec_stack_full;      /* recorded, but the stack map was full: stack unknown */
 };
 
 enum lw_event_type {
@@ -438,7 +444,7 @@ static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
+static_assert(sizeof(struct lw_target) == 72, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -451,7 +457,7 @@ _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-_Static_assert(sizeof(struct lw_target) == 48, "lw_target ABI");
+_Static_assert(sizeof(struct lw_target) == 72, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 
