@@ -21,5 +21,7 @@ nlohmann::json to_json(const UnwindStats& u);
 nlohmann::json to_json(const LifecycleStats& l);
 // Totals per kind over every site, kinds with no allocation left out (API, top).
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
+// Allocations not recorded, by reason, and the coverage (decision 41).
+nlohmann::json unrecorded_json(const ProcessSnapshot& snap);
 
 }  // namespace lw
