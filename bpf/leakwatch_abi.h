@@ -144,9 +144,10 @@ struct lw_live_val {
   __u64 stack_hash; /* key into the stacks map; 0 = unknown stack */
 };
 
-/* Reserved stack hashes (lw_store_stack never returns them): 0, the stack
- * is unknown; LW_STACK_HEAP_REGROWN, a brk growth at or below the highest
- * break seen, recorded without a stack walk (decision 41). */
+/* Reserved stack hashes (no real stack hashes to them): 0, the stack is
+ * unknown; LW_STACK_HEAP_REGROWN, a brk growth at or below the highest
+ * break seen, recorded without a stack walk (decision 41); 2, internal to
+ * bpf/lw_stack.bpf.h (LW_STACK_HASH_MAP_FULL, never stored in a record). */
 #define LW_STACK_HEAP_REGROWN 1ull
 
 /* How a frame of a stored stack was found (lw_stack.how[i]). */
@@ -351,6 +352,12 @@ struct lw_target {
   /* ...unless the last such walk was LW_BRK_REGROWN_WALK_NS ago or more
    * (its bpf_ktime_get_ns). */
   __u64 brk_walk_ns;
+  /* Unrecorded issue (decision 44): allocations of this process that were
+   * not recorded, by reason, added by the BPF side with atomic adds on the
+   * pointer the hot path holds. The daemon keeps them across set_target. */
+  __u64 unrec_map_full;        /* live map insert failed: not tracked at all */
+  __u64 unrec_map_full_bytes;  /* their bytes */
+  __u64 unrec_stack_full;      /* recorded, but the stack map was full: stack unknown */
 };
 
 /* At most one stack walk of re-grown heap per process per 100 ms. */
@@ -475,7 +482,7 @@ static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-static_assert(sizeof(struct lw_target) == 72, "lw_target ABI");
+static_assert(sizeof(struct lw_target) == 96, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -488,7 +495,7 @@ _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-_Static_assert(sizeof(struct lw_target) == 72, "lw_target ABI");
+_Static_assert(sizeof(struct lw_target) == 96, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

@@ -38,6 +38,8 @@ static __always_inline int live_insert(struct lw_target *t, __u32 tgid, __u32 ki
   }
   if (err) {
     count(LW_CNT_LIVE_INSERT_FAILED);
+    __sync_fetch_and_add(&t->unrec_map_full, 1);
+    __sync_fetch_and_add(&t->unrec_map_full_bytes, val->size);
     if (*replaced) {
       bpf_map_delete_elem(&live, &key);
       emit(t, LW_EV_FREE, tgid, kind, addr, 0, 0, 0, LW_EVF_REPLACED);
@@ -151,8 +153,11 @@ static __always_inline void unmap_range(struct lw_target *t, __u32 tgid, __u64 a
         struct lw_live_key tail_key = {.tgid = tgid, .kind = LW_KIND_MMAP, .addr = addr + cut};
         struct lw_live_val tail_val = {
             .size = tail, .alloc_ns = v.alloc_ns, .stack_hash = v.stack_hash};
-        if (bpf_map_update_elem(&live, &tail_key, &tail_val, BPF_ANY))
+        if (bpf_map_update_elem(&live, &tail_key, &tail_val, BPF_ANY)) {
           count(LW_CNT_LIVE_INSERT_FAILED);
+          __sync_fetch_and_add(&t->unrec_map_full, 1);
+          __sync_fetch_and_add(&t->unrec_map_full_bytes, tail);
+        }
       }
       if (off)
         p->size = off; /* the head stays under its key */

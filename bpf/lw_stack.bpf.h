@@ -58,6 +58,9 @@ static __always_inline void lw_fp_stack(void *ctx, __u64 hint, struct lw_stack *
 /* Stores the per-CPU scratch stack in `stacks` (once per distinct stack)
  * and returns its hash, or 0 when it is unknown (counted). Global: verified
  * once for every caller. */
+/* lw_store_stack()'s answer when the stack map is full (no hash maps to it). */
+#define LW_STACK_HASH_MAP_FULL 2ULL
+
 __noinline __u64 lw_store_stack(void)
 {
   __u32 zero = 0;
@@ -91,13 +94,15 @@ __noinline __u64 lw_store_stack(void)
                      s->py[i].flags));
     }
   }
-  if (h <= LW_STACK_HEAP_REGROWN)
-    h = LW_STACK_HEAP_REGROWN + 1; /* 0 and 1 are reserved (leakwatch_abi.h) */
+  /* 0, 1 (LW_STACK_HEAP_REGROWN, leakwatch_abi.h) and 2 (this function's
+   * "stack map full") are reserved: a real stack never hashes to them. */
+  if (h <= LW_STACK_HASH_MAP_FULL)
+    h = LW_STACK_HASH_MAP_FULL + 1;
   if (!bpf_map_lookup_elem(&stacks, &h)) {
     long err = bpf_map_update_elem(&stacks, &h, s, BPF_NOEXIST);
     if (err && err != -17 /* EEXIST: another CPU stored it */) {
       count(LW_CNT_STACK_MAP_FULL);
-      return 0;
+      return LW_STACK_HASH_MAP_FULL; /* the caller counts it on its target */
     }
   }
   return h;
@@ -132,7 +137,13 @@ static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
     lw_fp_stack(ctx, hint, s);
   }
   lw_python_stack();
-  return lw_store_stack();
+  __u64 h = lw_store_stack();
+  if (h == LW_STACK_HASH_MAP_FULL) {
+    /* Per process too (decision 44): the map value is writable. */
+    __sync_fetch_and_add(&((struct lw_target *)t)->unrec_stack_full, 1);
+    return 0;
+  }
+  return h;
 }
 
 /* The registers of a uprobe's context. */

@@ -240,6 +240,23 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                               " stacks not stored (kernel stack map full: --stack-max, "
                               "limits.stack_map_entries): their bytes show under an unknown stack"),
                         width, " ", 2));
+  // This process's own losses (decision 44): lost, apart from sampled
+  // (estimates) and suspended (frozen).
+  if (s.unrecorded.map_full > 0) {
+    char cov[32];
+    snprintf(cov, sizeof(cov), "%.1f%%", s.coverage * 100.0);
+    add_lines(out, pack(words("WARNING: " + std::to_string(s.unrecorded.map_full) + " allocations (" +
+                              human_bytes(s.unrecorded.map_full_bytes) +
+                              ") of this process not recorded: live map full (--live-max, "
+                              "limits.live_map_entries); coverage " + cov +
+                              "; live bytes are a lower bound"),
+                        width, " ", 2));
+  }
+  if (s.unrecorded.stack_map_full > 0)
+    add_lines(out, pack(words("WARNING: " + std::to_string(s.unrecorded.stack_map_full) +
+                              " allocations of this process recorded without a stack: stack map "
+                              "full (--stack-max, limits.stack_map_entries)"),
+                        width, " ", 2));
   if (s.sample_mean_bytes > 0)
     add_lines(out, pack(words("heap figures are estimates: allocations sampled every " +
                               human_bytes(s.sample_mean_bytes) + " on average"),

@@ -40,6 +40,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   snap.heap_counters = proc.heap.counters();
   snap.cuda_devices = proc.cuda_devices.totals();
   snap.tracer_stats = tracer_stats;
+  snap.unrecorded = tracer.unrecorded(proc.pid);
   if (read_kernel_live) {
     if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
   }
@@ -87,6 +88,11 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
     if (live_allocations > 0)
       live.push_back({&s, analyzer ? analyzer->site(s.stack_hash, s.kind) : nullptr, live_bytes,
                       live_allocations});
+  }
+  {
+    uint64_t recorded = 0;
+    for (const KindTotals& k : snap.kinds) recorded += k.allocations;
+    snap.coverage = unrecorded_coverage(recorded, snap.unrecorded);
   }
   auto rate = [](const Ranked& r) { return r.analysis ? r.analysis->verdict.rate_bytes_per_s : 0.0; };
   std::vector<Ranked> chosen;

@@ -551,6 +551,16 @@ void Tracer::update_raw_syscalls() {
   if (Status st = session_->set_syscall_tracing(needed); !st) ++stats_.attach_errors;
 }
 
+Unrecorded Tracer::unrecorded(pid_t pid) const {
+  Unrecorded u;
+  if (auto t = session_->get_target(pid)) {
+    u.map_full = t->unrec_map_full;
+    u.map_full_bytes = t->unrec_map_full_bytes;
+    u.stack_map_full = t->unrec_stack_full;
+  }
+  return u;
+}
+
 Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {
   auto records = session_->read_live(pid);
   if (!records) return records.error();

@@ -247,6 +247,9 @@ class Tracer {
 
   // Sum of the kernel live map's records for `pid`, for consistency checks.
   Result<uint64_t> kernel_live_bytes(pid_t pid) const;
+  // The kernel's per-target counts of allocations not recorded (decision 44);
+  // zeros for a pid that is not a target.
+  Unrecorded unrecorded(pid_t pid) const;
 
   // Every raw record is also handed to `tap` before decoding (recording).
   void set_record_tap(std::function<void(const void*, size_t)> tap) { tap_ = std::move(tap); }

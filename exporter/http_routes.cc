@@ -169,6 +169,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
                       e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
     p["heap_stale_since"] =
         e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
+    p["unrecorded"] = unrecorded_json(e.snapshot);
     p["lifecycle"] = to_json(e.snapshot.lifecycle);
     p["allocator"] = to_json(e.snapshot.allocator);
     p["python"] = to_json(e.snapshot.python);

@@ -478,6 +478,17 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   MetricFamily& p_stale_old = fam.family(
       "leakwatch_process_heap_stale_since_seconds",
       "Deprecated: leakwatch_process_heap_stale_since_timestamp_seconds, under its old name for one release.", G);
+  // Unrecorded (decision 44): lost, apart from sampled and suspended.
+  MetricFamily& p_unrec = fam.family(
+      "leakwatch_process_unrecorded_allocations_total",
+      "Allocations of the process not recorded, by reason: map_full (live map full, not tracked), "
+      "stack_map_full (recorded, stack unknown).", C);
+  MetricFamily& p_unrec_bytes = fam.family(
+      "leakwatch_process_unrecorded_bytes_total",
+      "Bytes of the allocations not recorded because the live map was full (reason map_full).", C);
+  MetricFamily& p_coverage = fam.family(
+      "leakwatch_process_recorded_coverage_ratio",
+      "Recorded allocations / (recorded + not recorded): 1 when nothing was lost.", G);
   MetricFamily& p_start = fam.family(
       "leakwatch_process_start_time_seconds",
       "When the process started (unix seconds); the start_time label holds the same in clock ticks since boot.",
@@ -505,7 +516,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   const size_t processes = snap.processes.size();
   size_t sites_per_process = SIZE_MAX;
   if (processes > 0) {
-    constexpr size_t kSeriesPerSite = 8, kProcessSeries = 36;
+    constexpr size_t kSeriesPerSite = 8, kProcessSeries = 40;
     const size_t used = stats->series + processes * kProcessSeries + 1;
     const size_t left = options.max_series > used ? options.max_series - used : 0;
     sites_per_process = std::max<size_t>(1, left / (processes * kSeriesPerSite));
@@ -528,6 +539,12 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
     fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
     fam.add(p_suspended, base, e.process.tracing_suspended ? 1 : 0);
+    fam.add(p_unrec, with(base, {{"reason", "map_full"}}), static_cast<double>(ps.unrecorded.map_full));
+    fam.add(p_unrec, with(base, {{"reason", "stack_map_full"}}),
+            static_cast<double>(ps.unrecorded.stack_map_full));
+    fam.add(p_unrec_bytes, with(base, {{"reason", "map_full"}}),
+            static_cast<double>(ps.unrecorded.map_full_bytes));
+    fam.add(p_coverage, base, ps.coverage);
     fam.add(p_allocator,
             with(base, {{"allocator", ps.allocator.family},
                         {"object", sanitize_label_value(ps.allocator.object)},

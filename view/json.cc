@@ -5,6 +5,16 @@
 
 namespace lw {
 
+nlohmann::json unrecorded_json(const ProcessSnapshot& snap) {
+  const Unrecorded& u = snap.unrecorded;
+  return {{"allocations", {{"map_full", u.map_full}, {"stack_map_full", u.stack_map_full}}},
+          {"bytes", {{"map_full", u.map_full_bytes}}},
+          {"coverage", snap.coverage},
+          // The leak verdicts were made on incomplete data: live bytes (and
+          // so growth) are a lower bound.
+          {"verdicts_incomplete", u.map_full > 0}};
+}
+
 nlohmann::json to_json(const ProcessSnapshot& snap) {
   using nlohmann::json;
   json sites = json::array();
@@ -80,6 +90,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["sampling"] = {{"mean_bytes", snap.sample_mean_bytes},
                      {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
   out["heap_stale_since"] = snap.heap_stale_since > 0 ? json(snap.heap_stale_since) : json(nullptr);
+  out["unrecorded"] = unrecorded_json(snap);
   out["lifecycle"] = to_json(snap.lifecycle);
   json cuda_devices = json::array();
   for (const CudaDeviceTotal& t : snap.cuda_devices)

@@ -23,5 +23,7 @@ nlohmann::json to_json(const LifecycleStats& l);
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 // The RSS breakdown (docs/api.md, "rss"); null when not read.
 nlohmann::json rss_to_json(const RssBreakdown& b);
+// Allocations not recorded, by reason, and the coverage (decision 44).
+nlohmann::json unrecorded_json(const ProcessSnapshot& snap);
 
 }  // namespace lw

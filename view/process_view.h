@@ -184,6 +184,26 @@ struct PythonInfo {
 
 // A point-in-time view of one traced process: its sites merged by stable
 // stack id and symbolized.
+
+// Allocations of the process that were not recorded (docs/architecture.md,
+// decision 44, "Unrecorded allocations"), apart from sampling (estimates)
+// and suspension (nothing observed): the kernel's per-target counters.
+struct Unrecorded {
+  uint64_t map_full = 0;        // live map insert failed: not tracked at all
+  uint64_t map_full_bytes = 0;  // their bytes
+  uint64_t stack_map_full = 0;  // recorded, stack unknown
+  bool any() const { return map_full > 0 || stack_map_full > 0; }
+};
+
+// recorded / (recorded + not recorded) allocations, in [0, 1]; 1 when
+// nothing was seen at all. Only `map_full` loses an allocation (a
+// stack_map_full one is recorded, under an unknown stack).
+inline double unrecorded_coverage(uint64_t recorded, const Unrecorded& u) {
+  const double total = static_cast<double>(recorded) + static_cast<double>(u.map_full);
+  if (total <= 0) return 1.0;
+  return static_cast<double>(recorded) / total;
+}
+
 struct ProcessSnapshot {
   pid_t pid = 0;
   std::string comm;
@@ -226,6 +246,9 @@ struct ProcessSnapshot {
   // "RSS explained" (docs/analysis.md): anonymous RSS broken down; valid =
   // false where it was not read (rate-bounded smaps reads, decision 43).
   RssBreakdown rss;
+  // Not recorded (decision 44), and the coverage of the recorded allocations.
+  Unrecorded unrecorded;
+  double coverage = 1.0;
 };
 
 // What the snapshot's accounting gives the RSS breakdown (heap and mmap

@@ -470,8 +470,17 @@ TEST_F(LeakwatchCli, FullLiveMapIsSaidInTheTextView) {
       << small;
   // 1,000 blocks, at most 64 entries (less what ld.so and libc held).
   EXPECT_GE(std::stoll(m[1].str()), 1000 - 64) << small;
+  // The process's own line (decision 44): its count, bytes and coverage.
+  ASSERT_TRUE(std::regex_search(small, m, std::regex("WARNING: ([0-9]+) allocations \\([^)]+\\) of this process not "
+                                                    "recorded: live map full \\(--live-max, "
+                                                    "limits.live_map_entries\\); coverage ([0-9.]+)%; live bytes "
+                                                    "are a lower bound")))
+      << small;
+  EXPECT_GE(std::stoll(m[1].str()), 1000 - 64) << small;
+  EXPECT_LT(std::stod(m[2].str()), 100.0) << small;
   const std::string normal = holder_text("");
   EXPECT_EQ(normal.find("not recorded"), std::string::npos) << normal;
+  EXPECT_EQ(normal.find("WARNING"), std::string::npos) << normal;
   EXPECT_NE(normal.find("LIVE"), std::string::npos) << normal;
 }
 

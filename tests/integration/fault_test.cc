@@ -227,6 +227,51 @@ TEST(LeakwatchMapsFull, LiveMapFullCountsEveryUntrackedAllocationExactly) {
   ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
 }
 
+// Per process (decision 44): holder's 1,000 blocks against a live map of
+// 64 entries. Its JSON says how many allocations and bytes were not
+// recorded, the coverage is below 1 and the verdicts are marked incomplete;
+// the live bytes never exceed the truth (no phantom bytes), and recorded +
+// not recorded bytes cover it.
+TEST(LeakwatchMapsFull, LiveMapFullIsCountedPerProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  TraceSession session({.target = "holder", .target_args = {"1000"}, .leakwatch_args = {"--live-max", "64"}});
+  const Json &snapshot = session.snapshot();
+  const Json &u = snapshot.at("unrecorded");
+  const int64_t truth = session.truth().at("total_live").get<int64_t>();
+  const int64_t lost = u.at("allocations").at("map_full").get<int64_t>();
+  const int64_t lost_bytes = u.at("bytes").at("map_full").get<int64_t>();
+  const int64_t live = snapshot.at("live_bytes").get<int64_t>();
+  const double coverage = u.at("coverage").get<double>();
+  std::printf("[ metric   ] live map 64, holder 1000: %lld allocations (%lld B) not recorded, coverage %.4f, "
+              "live %lld B of %lld B\n",
+              static_cast<long long>(lost), static_cast<long long>(lost_bytes), coverage,
+              static_cast<long long>(live), static_cast<long long>(truth));
+  EXPECT_GE(lost, 1000 - 64) << u.dump();
+  EXPECT_GT(lost_bytes, 0) << u.dump();
+  EXPECT_LE(lost_bytes, truth) << u.dump();
+  EXPECT_LT(coverage, 1.0) << u.dump();
+  EXPECT_GT(coverage, 0.0) << u.dump();
+  EXPECT_TRUE(u.at("verdicts_incomplete").get<bool>()) << u.dump();
+  EXPECT_LE(live, truth) << u.dump();
+  EXPECT_GE(live + lost_bytes, truth) << u.dump();
+  session.target().write_line("exit");
+}
+
+// The control: the default live map holds the 1,000 blocks; nothing is
+// unrecorded and the coverage is 1.
+TEST(LeakwatchMapsFull, BigLiveMapHasFullCoverage) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  TraceSession session({.target = "holder", .target_args = {"1000"}});
+  const Json &u = session.snapshot().at("unrecorded");
+  EXPECT_EQ(u.at("allocations").at("map_full").get<int64_t>(), 0) << u.dump();
+  EXPECT_EQ(u.at("allocations").at("stack_map_full").get<int64_t>(), 0) << u.dump();
+  EXPECT_EQ(u.at("bytes").at("map_full").get<int64_t>(), 0) << u.dump();
+  EXPECT_EQ(u.at("coverage").get<double>(), 1.0) << u.dump();
+  EXPECT_FALSE(u.at("verdicts_incomplete").get<bool>()) << u.dump();
+  EXPECT_EQ(session.snapshot().at("live_bytes").get<int64_t>(), session.truth().at("total_live").get<int64_t>());
+  session.target().write_line("exit");
+}
+
 // A stack map of 4 entries under a target with 20-odd sites: stacks beyond
 // it are `unknown` (stack_map_full counted) but their bytes still count,
 // so the total stays exact.
@@ -242,6 +287,12 @@ TEST(LeakwatchMapsFull, TinyStackMapStillTracksEveryByteAsUnknown) {
               static_cast<long long>(full), static_cast<long long>(unknown_bytes));
   EXPECT_GT(full, 0);
   EXPECT_GT(unknown_bytes, 0);
+  // Per process (decision 44): recorded, so not lost; the coverage stays 1.
+  const Json &u = snapshot.at("unrecorded");
+  EXPECT_GT(u.at("allocations").at("stack_map_full").get<int64_t>(), 0) << u.dump();
+  EXPECT_LE(u.at("allocations").at("stack_map_full").get<int64_t>(), full) << u.dump();
+  EXPECT_EQ(u.at("allocations").at("map_full").get<int64_t>(), 0) << u.dump();
+  EXPECT_EQ(u.at("coverage").get<double>(), 1.0) << u.dump();
   EXPECT_EQ(snapshot.at("live_bytes").get<int64_t>(), session.truth().at("total_live").get<int64_t>())
       << snapshot.dump(1);
 }
