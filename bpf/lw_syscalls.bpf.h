@@ -163,9 +163,9 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
         stack = capture_stack(ctx, t, regs, false, 0);
       }
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, now, stack);
-    }
-    else if (new_brk < old_brk)
+    } else if (new_brk < old_brk) {
       unmap_range(t, tgid, new_brk, old_brk - new_brk);
+    }
     return;
   }
   }
