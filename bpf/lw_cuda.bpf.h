@@ -452,6 +452,21 @@ static __always_inline int cuda_enter(struct pt_regs *ctx, __u32 func)
 
 /* An allocation returned out-of-memory: one LW_EV_GPU_OOM (the daemon
  * rate-limits the reports; decision 38, "GPU OOM"). */
+/* The kind of memory a CUDA allocation function returns. */
+static __always_inline __u32 cuda_alloc_kind(__u32 func)
+{
+  switch (func) {
+  case LW_FUNC_CUDART_MALLOC_MANAGED:
+  case LW_FUNC_CU_MEM_ALLOC_MANAGED:
+    return LW_KIND_CUDA_MANAGED;
+  case LW_FUNC_CUDART_MALLOC_HOST:
+  case LW_FUNC_CU_MEM_ALLOC_HOST:
+    return LW_KIND_CUDA_HOST;
+  default:
+    return LW_KIND_CUDA_DEVICE;
+  }
+}
+
 static __always_inline void cuda_oom(struct lw_target *t, __u32 tgid, __u32 tid, __u32 func,
                                      const struct lw_ctx_val *v, __u32 err)
 {
@@ -459,23 +474,11 @@ static __always_inline void cuda_oom(struct lw_target *t, __u32 tgid, __u32 tid,
   struct lw_cuda_thread *th = bpf_map_lookup_elem(&cuda_threads, &tid);
   if (th)
     device = th->device;
-  __u32 kind = LW_KIND_CUDA_DEVICE;
+  __u32 kind = cuda_alloc_kind(func);
   __u64 size = v->arg1;
-  switch (func) {
-  case LW_FUNC_CUDART_MALLOC_MANAGED:
-  case LW_FUNC_CU_MEM_ALLOC_MANAGED:
-    kind = LW_KIND_CUDA_MANAGED;
-    break;
-  case LW_FUNC_CUDART_MALLOC_HOST:
-  case LW_FUNC_CU_MEM_ALLOC_HOST:
-    kind = LW_KIND_CUDA_HOST;
-    break;
-  case LW_FUNC_CUDART_MALLOC_PITCH:
-  case LW_FUNC_CU_MEM_ALLOC_PITCH:
-  case LW_FUNC_CUDART_MALLOC_3D:
+  if (func == LW_FUNC_CUDART_MALLOC_PITCH || func == LW_FUNC_CU_MEM_ALLOC_PITCH ||
+      func == LW_FUNC_CUDART_MALLOC_3D)
     size = 0; /* arg1 holds rows: the row pitch is the driver's choice */
-    break;
-  }
   emit(t, LW_EV_GPU_OOM, tgid, kind, err, size, func, 0,
        cuda_device_flags(device) | (cuda_is_runtime(func) ? 0 : LW_EVF_GPU_DRIVER));
 }
@@ -524,17 +527,9 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u32 func, __u64 re
   }
   }
 
-  __u32 kind = LW_KIND_CUDA_DEVICE;
+  __u32 kind = cuda_alloc_kind(func);
   __u64 size = v.arg1;
   switch (func) {
-  case LW_FUNC_CUDART_MALLOC_MANAGED:
-  case LW_FUNC_CU_MEM_ALLOC_MANAGED:
-    kind = LW_KIND_CUDA_MANAGED;
-    break;
-  case LW_FUNC_CUDART_MALLOC_HOST:
-  case LW_FUNC_CU_MEM_ALLOC_HOST:
-    kind = LW_KIND_CUDA_HOST;
-    break;
   case LW_FUNC_CUDART_MALLOC_PITCH:
   case LW_FUNC_CU_MEM_ALLOC_PITCH: {
     __u64 pitch = 0;
