@@ -305,7 +305,7 @@ void Tracer::on_record(const void* data, size_t len) {
         if (e->type == EventType::kAlloc && !p.gpu_oom_devices.empty() &&
             (e->kind == LW_KIND_CUDA_DEVICE || e->kind == LW_KIND_CUDA_MANAGED)) {
           const int dev = static_cast<int>((e->flags & LW_EVF_DEVICE_MASK) >> LW_EVF_DEVICE_SHIFT) - 1;
-          if (p.gpu_oom_devices.erase(dev) && kills_.size() < 4096) {
+          if (p.gpu_oom_devices.erase(dev) && kills_.size() < kMaxPendingKills) {
             KillNotice k;
             k.pid = p.pid;
             k.gpu_recovered = true;
@@ -333,7 +333,6 @@ void Tracer::on_record(const void* data, size_t len) {
       break;
     case EventType::kOomKill:
     case EventType::kSigkill: {
-      constexpr size_t kMaxPendingKills = 4096;
       if (kills_.size() >= kMaxPendingKills) break;
       KillNotice k;
       k.pid = p.pid;
@@ -355,7 +354,7 @@ void Tracer::on_record(const void* data, size_t len) {
       break;
     }
     case EventType::kGpuOom: {
-      if (kills_.size() >= 4096) break;
+      if (kills_.size() >= kMaxPendingKills) break;
       KillNotice k;
       k.pid = p.pid;
       k.gpu_oom = true;

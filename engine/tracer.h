@@ -311,7 +311,8 @@ class Tracer {
   TracerStats stats_;
   uint64_t drops_seen_ = 0;
   std::vector<Discovery> discoveries_;
-  std::vector<KillNotice> kills_;  // bounded: `top` never takes them
+  static constexpr size_t kMaxPendingKills = 4096;
+  std::vector<KillNotice> kills_;  // bounded (kMaxPendingKills): `top` never takes them
   // (dev major, dev minor, inode) -> build-id ("" when the file has none).
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::string> build_ids_;
   std::function<void(const void*, size_t)> tap_;
