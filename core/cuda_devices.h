@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,20 @@ inline int event_device(const Event& e) {
 inline bool is_cuda_kind(uint32_t kind) {
   return kind == LW_KIND_CUDA_DEVICE || kind == LW_KIND_CUDA_HOST || kind == LW_KIND_CUDA_MANAGED;
 }
+
+// The most CUDA devices a process can see, or -1 when that is not known.
+// `environ` is /proc/PID/environ (NUL-separated, untrusted): a
+// CUDA_VISIBLE_DEVICES there limits the process to its comma-separated
+// entries (an upper bound: CUDA stops at the first invalid one; empty: none).
+// `device_nodes` counts the /dev/nvidiaN nodes in the process's root, one
+// per GPU it may open; 0 or less means not known (a process using CUDA has
+// at least one: none found means we cannot see them).
+int max_visible_cuda_devices(std::string_view environ, int device_nodes);
+
+// The device of a process's CUDA records whose thread's current device was
+// not seen (made current before leakwatch attached): a process that can see
+// at most one device and uses CUDA has only ordinal 0. -1 otherwise.
+inline int sole_cuda_device(int max_visible) { return max_visible == 1 ? 0 : -1; }
 
 struct CudaDeviceTotal {
   int device = -1;  // -1: unknown

@@ -45,6 +45,12 @@ struct AttachedObject {
 // How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
 enum class SyscallTracing { kPending, kWrappers, kTracepoints, kOff };
 
+// The device of the process's CUDA records made on a thread whose current
+// device was never seen (set before leakwatch attached): 0 when the process
+// can see only one device (CUDA_VISIBLE_DEVICES, /dev/nvidiaN in its root;
+// core/cuda_devices.h), else -1.
+int sole_cuda_device_of(pid_t pid);
+
 class ProcessAttacher {
  public:
   ProcessAttacher(BpfSession& session, pid_t pid) : session_(session), pid_(pid) {}

@@ -295,6 +295,15 @@ void Tracer::on_record(const void* data, size_t len) {
     return;
   }
   TracedProcess& p = *it->second;
+  if ((e->type == EventType::kGpuOom || (is_cuda_kind(e->kind) && (e->type == EventType::kAlloc ||
+                                                                    e->type == EventType::kFree))) &&
+      (e->flags & LW_EVF_DEVICE_MASK) == 0) {
+    // Made current before we attached (PyTorch selects device 0 once, at
+    // its start): a process that sees one device has only ordinal 0.
+    if (p.sole_cuda_device == -2) p.sole_cuda_device = sole_cuda_device_of(p.pid);
+    if (p.sole_cuda_device >= 0)
+      e->flags |= static_cast<uint16_t>(((p.sole_cuda_device + 1) << LW_EVF_DEVICE_SHIFT) & LW_EVF_DEVICE_MASK);
+  }
   switch (e->type) {
     case EventType::kAlloc:
     case EventType::kFree:
@@ -326,6 +335,7 @@ void Tracer::on_record(const void* data, size_t len) {
       break;
     case EventType::kExec:
       p.exec_pending = true;
+      p.sole_cuda_device = -2;
       discoveries_.push_back({p.pid, 0, true, e->ts_ns});
       break;
     case EventType::kFork:

@@ -134,6 +134,9 @@ struct TracedProcess {
   // Devices with a GPU OOM not yet followed by a successful allocation there
   // (a KillNotice with gpu_recovered when one comes).
   std::set<int> gpu_oom_devices;
+  // The device of CUDA events that carry none (sole_cuda_device_of()); -2
+  // until the first such event of this exec.
+  int sole_cuda_device = -2;
   std::unique_ptr<ProcessAttacher> attacher;
   AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization

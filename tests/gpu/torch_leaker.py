@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""PyTorch program for the GPU check (tests/gpu/run.sh). UNRUN: no GPU
-machine was available when this was written.
+"""PyTorch program for the GPU check (tests/gpu/run.sh). Ran on an H100 on
+2026-11-27 (run.sh's header).
 
   torch_leaker.py leak     keeps a reference to a new 16 MiB CUDA tensor
                            every `--interval` seconds, next to a small

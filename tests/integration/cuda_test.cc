@@ -122,6 +122,32 @@ TEST_F(LeakwatchCuda, EveryRuntimeAndDriverApiExactPerSiteKindAndDevice) {
   }
 }
 
+// A device made current before leakwatch attached is not seen (PyTorch
+// selects device 0 once, at its start: the real GPU run of tests/gpu/run.sh
+// showed device -1). A process that can see only one device has only
+// ordinal 0 (CUDA_VISIBLE_DEVICES with one entry, or one /dev/nvidiaN); one
+// that may see more keeps -1: unknown, never a guess.
+TEST_F(LeakwatchCuda, DeviceMadeCurrentBeforeAttachIsTheSoleVisibleOne) {
+  for (const char *visible : {"GPU-5e1f0c3a-standin", "0,1"}) {
+    SCOPED_TRACE(std::string("CUDA_VISIBLE_DEVICES=") + visible);
+    TraceSession session({.target = "cuda_leaker",
+                          .target_env = {"CUDA_LEAKER_NO_RESELECT=1", std::string("CUDA_VISIBLE_DEVICES=") + visible},
+                          .leakwatch_args = kAllSites});
+    const Json &snap = session.snapshot();
+    const int64_t device0 = session.truth().at("facts").at("device_0").get<int64_t>();
+    auto devices = gpu_bytes_by_device(snap);
+    const std::string context = snap.at("cuda_devices").dump();
+    EXPECT_EQ(devices[1], session.truth().at("facts").at("device_1").get<int64_t>()) << "set while traced" << context;
+    if (std::string(visible) == "0,1") {
+      EXPECT_GT(devices[-1], 0) << "the main thread's device was never seen" << context;
+      EXPECT_EQ(devices[-1] + devices[0], device0) << context;
+    } else {
+      EXPECT_EQ(devices.count(-1), 0u) << context;
+      EXPECT_EQ(devices[0], device0) << context;
+    }
+  }
+}
+
 TEST_F(LeakwatchCuda, ControlThatFreesEverythingShowsZero) {
   TraceSession session({.target = "cuda_leaker", .target_args = {"control"}, .leakwatch_args = kAllSites});
   expect_matches_truth(session, {"cuda_leaker"});

@@ -70,5 +70,32 @@ TEST(CudaDeviceLedger, ResyncKeepsKnownDevicesAndMarksNewOnesUnknown) {
   EXPECT_EQ(l.size(), 2u);
 }
 
+using namespace std::string_view_literals;
+
+TEST(VisibleCudaDevices, EnvironmentAndDeviceNodes) {
+  // Neither known: -1, never a guess.
+  EXPECT_EQ(max_visible_cuda_devices("", 0), -1);
+  EXPECT_EQ(max_visible_cuda_devices("PATH=/bin\0HOME=/root"sv, -1), -1);
+  // One GPU node, no variable: one device.
+  EXPECT_EQ(max_visible_cuda_devices("PATH=/bin"sv, 1), 1);
+  EXPECT_EQ(max_visible_cuda_devices("PATH=/bin"sv, 8), 8);
+  // The variable bounds it: one entry of eight nodes, UUIDs too.
+  EXPECT_EQ(max_visible_cuda_devices("A=1\0CUDA_VISIBLE_DEVICES=3\0B=2"sv, 8), 1);
+  EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES=GPU-8a1f-22"sv, 0), 1);
+  EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES=0,1"sv, 8), 2);
+  EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES=0,1,2"sv, 1), 1);
+  EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES=,1,"sv, 4), 1);
+  EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES="sv, 4), 0);
+  // The first one counts (getenv), and a prefix is not the variable.
+  EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES=1\0CUDA_VISIBLE_DEVICES=1,2"sv, 4), 1);
+  EXPECT_EQ(max_visible_cuda_devices("XCUDA_VISIBLE_DEVICES=1"sv, 4), 4);
+  // No NUL at the end (a truncated read).
+  EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES=0,1"sv, -1), 2);
+  EXPECT_EQ(sole_cuda_device(1), 0);
+  EXPECT_EQ(sole_cuda_device(2), -1);
+  EXPECT_EQ(sole_cuda_device(-1), -1);
+  EXPECT_EQ(sole_cuda_device(0), -1);
+}
+
 }  // namespace
 }  // namespace lw
