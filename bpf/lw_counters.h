@@ -104,7 +104,10 @@
     "allocation in a CPython process on a thread without a Python thread state")              \
   /* 42: the brk wrapper's probe (decision 41). */                                              \
   X(BRK_UNKNOWN, 42, "brk_unknown", LW_FAM_FAILURES, "brk_unknown",                             \
-    "brk call whose previous break was unknown: its growth or trim not recorded")
+    "brk call whose previous break was unknown: its growth or trim not recorded")              \
+  /* 43: walk reuse (decision 46). */                                                           \
+  X(WALKS_REUSED, 43, "walks_reused", "leakwatch_stack_walks_reused_total", 0,                   \
+    "native stacks taken from an earlier walk from the same start whose reads all still hold")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
@@ -147,6 +150,7 @@ LW_CNT_PIN(CTX_ORPHANED, 29);
 LW_CNT_PIN(RET_PROBE_OMITTED, 30);
 LW_CNT_PIN(UNWIND_TRAMPOLINE_LOST, 31);
 LW_CNT_PIN(BRK_UNKNOWN, 42);
+LW_CNT_PIN(WALKS_REUSED, 43);
 LW_CNT_PIN(STACK_END_NO_CFI, 32);
 LW_CNT_PIN(STACK_END_DEPTH, 33);
 LW_CNT_PIN(STACK_END_TABLE_PENDING, 34);

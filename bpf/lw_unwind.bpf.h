@@ -134,8 +134,14 @@ struct lw_unwind {
   __u32 pad2;
   __u8 how;               /* how the current pc was found (enum lw_unwound) */
   __u8 pc_is_return;      /* pc is a return address: look up pc - 1 */
-  __u8 pad[6];
+  __u8 bp_initial;        /* bp is still the start's rbp */
+  __u8 bp_used;           /* a step used the start's rbp */
+  __u8 recording;         /* the reads go to walk_reads */
+  __u8 bp_src;            /* the read whose v[0] bp is (walk reuse), 0xff: none */
+  __u8 pad[2];
 };
+
+#include "lw_walk_memo.bpf.h"
 
 /* What bpf_find_vma()'s callback reports (its context must live on the
  * stack). */
@@ -249,6 +255,7 @@ static __always_inline __u64 lw_untrampoline(struct lw_unwind *u, __u64 slot, __
 {
   if (!u->tramp || ra != u->tramp)
     return ra;
+  lw_memo_forgo(u);  /* the real address comes from the kernel, not the stack */
   struct return_instance *ri = u->ri;
   for (int i = 0; i < LW_UNWIND_MAX_RI; i++) {
     if (!ri)
@@ -345,6 +352,8 @@ static __always_inline __u32 lw_step_leaf_slot(struct lw_unwind *u, __u32 why_no
 static __always_inline __u32 lw_step_cfi(struct lw_unwind *u, struct lw_unwind_row *r)
 {
   __u64 cfa;
+  if (r->cfa_type == LW_CFA_RBP || r->cfa_type == LW_CFA_DEREF_RBP)
+    lw_memo_bp_used(u);
   switch (r->cfa_type) {
   case LW_CFA_RSP:
     cfa = u->sp + (__s64)r->cfa_offset;
@@ -360,10 +369,12 @@ static __always_inline __u32 lw_step_cfi(struct lw_unwind *u, struct lw_unwind_r
     __u64 v = 0;
     if (bpf_probe_read_user(&v, sizeof(v), (void *)(u->bp + (__s64)r->cfa_offset)))
       return LW_END_READ_FAILED;
+    lw_memo_note(u, u->bp + (__s64)r->cfa_offset, &v, false, LW_MEMO_USE0, false);
     cfa = v;
     break;
   }
   case LW_CFA_SIGNAL: {
+    lw_memo_forgo(u);
     __u64 regs[3] = {};  /* rbp, (rbx, rdx, rax, rcx skipped), rsp, rip */
     if (bpf_probe_read_user(&regs[0], 8, (void *)(u->sp + LW_SC_RBP)) ||
         bpf_probe_read_user(&regs[1], 8, (void *)(u->sp + LW_SC_RSP)) ||
@@ -389,19 +400,27 @@ static __always_inline __u32 lw_step_cfi(struct lw_unwind *u, struct lw_unwind_r
   if (rbp_below) {
     if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa - 16)))
       return LW_END_READ_FAILED;
+    lw_memo_note(u, cfa - 16, pair, true, LW_MEMO_USE1, true);
   } else if (bpf_probe_read_user(&pair[1], sizeof(pair[1]), (void *)(cfa - 8))) {
     return LW_END_READ_FAILED;
+  } else {
+    lw_memo_note(u, cfa - 8, &pair[1], false, LW_MEMO_USE0, false);
   }
   __u64 ra = lw_untrampoline(u, cfa - 8, pair[1]);
   if (rbp_below) {
     u->bp = pair[0];
+    u->bp_initial = 0;
   } else if (r->rbp_type == LW_RBP_AT_CFA) {
     __u64 bp = 0;
     if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + (__s64)r->rbp_offset)))
       return LW_END_READ_FAILED;
+    lw_memo_note(u, cfa + (__s64)r->rbp_offset, &bp, false, 0, true);
     u->bp = bp;
+    u->bp_initial = 0;
   } else if (r->rbp_type != LW_RBP_SAME) {
     u->bp = 0;  /* unknown in the caller: no frame-pointer fallback above */
+    u->bp_initial = 0;
+    u->bp_src = 0xff;
   }
   u->sp = cfa;
   u->pc = ra;
@@ -596,12 +615,50 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, _
   struct uprobe_task *ut = task->utask;
   if (ut)
     u.ri = ut->return_instances;
+  u.bp_initial = 1;
+  u.bp_src = 0xff;
+  /* Walk reuse (decision 46): the frame cache's generation validates it too. */
+  struct lw_walk_memo *m = 0;
+  struct lw_memo_rec *rec = 0;
+  struct lw_memo_key key = {.pc = ip, .sp = sp, .bp = bp, .hint = hint_flags, .gen = gen, .tgid = u.tgid};
+  if (walk_memo_on && gen) {
+    __u32 base = lw_memo_slot(&key), victim = LW_MEMO_WAYS;
+    for (__u32 w = 0; w < LW_MEMO_WAYS; w++) {
+      __u32 slot = base + w;
+      struct lw_walk_memo *way = bpf_map_lookup_elem(&walk_memo, &slot);
+      int got = lw_memo_take(way, s, &key);
+      if (got == 1) {
+        count(LW_CNT_WALKS_REUSED);
+        if ((s->flags & LW_STACK_END_MASK) == LW_END_DEPTH)
+          count(LW_CNT_STACK_END_DEPTH);
+        return 0;
+      }
+      if (got == 0 && victim == LW_MEMO_WAYS)
+        victim = w;  /* another start's, or empty: replaced first */
+    }
+    if (victim == LW_MEMO_WAYS)
+      victim = bpf_get_prandom_u32() & (LW_MEMO_WAYS - 1);
+    __u32 vslot = base + victim;
+    m = bpf_map_lookup_elem(&walk_memo, &vslot);
+    rec = bpf_map_lookup_elem(&walk_reads, &zero);
+    if (rec) {
+      rec->n = 0;
+      rec->ok = 1;
+      u.recording = 1;
+    }
+  }
   s->nr = 0;
   u.end = LW_END_DEPTH;
   bpf_loop(LW_UNWIND_LOOPS + 1, lw_unwind_step, &u, 0);
   s->flags = u.end | (u.uses_fp ? LW_STACK_USES_FP : 0);
   if (u.end >= LW_END_NO_CFI && u.end <= LW_END_VMA_BUSY)
     count(LW_CNT_STACK_END_NO_CFI - LW_END_NO_CFI + u.end);
+  /* Only walks that end for good are kept: a table that is pending now
+   * gives a longer stack later. */
+  if (m && rec && rec->ok && !u.uses_fp && (u.end == LW_END_COMPLETE || u.end == LW_END_DEPTH)) {
+    key.bp_used = u.bp_used;
+    lw_memo_keep(m, s, rec, &key);
+  }
   return 0;
 }
 

@@ -367,6 +367,7 @@ int run_top(int argc, char** argv) {
   }
   // Benchmarks only (bench/unwind_depth.sh): every frame unwound as if new.
   if (getenv("LW_BENCH_NO_FRAME_CACHE") != nullptr) opt.bpf.frame_cache = false;
+  if (getenv("LW_BENCH_NO_WALK_REUSE") != nullptr) opt.bpf.walk_reuse = false;
   // BPF first: a program started by -c must not run untraced because
   // leakwatch lacks a capability.
   UnwindTableOptions unwind_opts = default_unwind_options();

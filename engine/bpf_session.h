@@ -48,6 +48,7 @@ struct BpfOptions {
   // frame pointers as the fallback; false: the kernel's frame-pointer walk.
   bool unwind_cfi = true;
   bool frame_cache = true;               // the unwinder's per-CPU frame cache (benchmarks turn it off)
+  bool walk_reuse = true;                // reuse of earlier walks (decision 46; benchmarks turn it off)
   uint32_t max_unwind_tables = 4096;    // objects with a table loaded at once
   uint32_t max_unwind_objects = 16384;  // objects registered (inode, device)
   // Read CPython frames at each allocation of a process registered with

@@ -218,6 +218,8 @@ const char* counter_family_help(std::string_view family) {
        "Frees in sampled processes of blocks not in the live map (unsampled blocks)."},
       {"leakwatch_python_native_thread_allocations_total",
        "Allocations in CPython processes made on threads without a Python thread state (native frames only)."},
+      {"leakwatch_stack_walks_reused_total",
+       "Native stacks taken from an earlier walk from the same start whose stack reads all still hold."},
   };
   for (const auto& [name, help] : kFamilies)
     if (name == family) return help;

@@ -392,6 +392,18 @@ TEST_F(NativeStacks, LightModeBrkGrowthAfterAttachIsExact) {
   EXPECT_EQ(session.snapshot().at("counters").at("brk_unknown").get<int64_t>(), 0) << ctx;
 }
 
+// Walk reuse (decision 46) never hands one call chain's frames to another:
+// via_a and via_b call common() with the same frame layout, so every walk
+// from its malloc starts at the same pc and stack pointer; only the return
+// address in common()'s frame differs. Each chain keeps its own bytes, and
+// the walks were reused (else this tests nothing).
+TEST_F(NativeStacks, WalkReuseKeepsTwoChainsFromOneStartApart) {
+  TraceSession session({.target = "walk_chains"});
+  const std::string ctx = context(session);
+  expect_exact_bytes(session.snapshot(), session.truth(), {"via_a", "via_b"}, {"walk_chains"}, ctx);
+  EXPECT_GT(session.snapshot().at("counters").at("walks_reused").get<int64_t>(), 100) << ctx;
+}
+
 // A heap that moves up and down (glibc trims its top on every iteration of
 // a loop that allocates and frees a large block, as PyTorch's inference
 // loop does): the re-growth below the highest break is recorded without a
