@@ -6,7 +6,9 @@
 #   bash tests/gpu/run.sh            # builds if needed, ~6 minutes
 #
 # Environment: LW=path (a leakwatch built elsewhere; default build/leakwatch),
-# LW_GPU_SECONDS (longest leak/control run, default 240), OUT (artifacts).
+# LW_GPU_SECONDS (longest leak/control run, default 240), LW_GPU_STEPS
+# (which of "leak bench oom" to run, default all), LW_GPU_BENCH_REPS
+# (interleaved overhead repetitions, default 1), OUT (artifacts).
 #
 # Ran on a lent NVIDIA H100 (driver 580.159.04, PyTorch 2.11.0+cu130,
 # Python 3.12, kernel 6.18.44 under Firecracker) on 2026-11-27, with a
@@ -35,6 +37,9 @@ OUT=${OUT:-/tmp/lw-gpu}
 mkdir -p "$OUT"
 LW=${LW:-build/leakwatch}
 LW_GPU_SECONDS=${LW_GPU_SECONDS:-240}
+LW_GPU_STEPS=${LW_GPU_STEPS:-leak bench oom}
+LW_GPU_BENCH_REPS=${LW_GPU_BENCH_REPS:-1}
+step() { [[ " $LW_GPU_STEPS " == *" $1 "* ]]; }
 fail=0
 say() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 get() {  # url [file]: curl where the machine has it, else Python
@@ -144,6 +149,7 @@ YAML
   exec 7>&- 8>&-; wait
 }
 
+if step leak; then
 leak_and_control
 python3 "$OUT/check_leak.py" "$OUT/sites.leak.json" | tee -a "$OUT/summary.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
@@ -157,13 +163,16 @@ print("== " + ("PASS" if not flagged else "FAIL") + f" control: {len(flagged)} c
 sys.exit(0 if not flagged else 1)
 PY
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+fi
 
 # 3. Overhead: the same training steps without and with `leakwatch top`.
-bench() {  # $1 = without | light | full (leakwatch top's --mode)
+bench() {  # $1 = without | light | full (leakwatch top's --mode) | full-noreuse (decision 46 off)
   start_target bench 3000
-  local top=
+  local top= mode=${1%-noreuse}
   if [ "$1" != without ]; then
-    "$LW" top -p "$PID" --mode "$1" --json --interval 5 >"$OUT/top.bench.$1.json" 2>"$OUT/top.bench.$1.err" & top=$!
+    if [ "$1" = full-noreuse ]; then export LW_BENCH_NO_WALK_REUSE=1; fi
+    "$LW" top -p "$PID" --mode "$mode" --json --interval 5 >"$OUT/top.bench.$1.json" 2>"$OUT/top.bench.$1.err" & top=$!
+    unset LW_BENCH_NO_WALK_REUSE
     sleep 5
   fi
   echo go >&7
@@ -171,8 +180,12 @@ bench() {  # $1 = without | light | full (leakwatch top's --mode)
   grep '^done' "$OUT/target.bench.out" | sed 's/^done //' | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds_per_step"])'
   exec 7>&-; [ -n "$top" ] && kill $top; wait
 }
-t0=$(bench without); t1=$(bench light); t2=$(bench full)
-say "overhead: $t0 s/step without, $t1 with leakwatch top --mode light, $t2 with --mode full; ratios $(python3 -c "print(round($t1/$t0,3), round($t2/$t0,3))" 2>&1)"
+if step bench; then
+  for _ in $(seq "$LW_GPU_BENCH_REPS"); do
+    t0=$(bench without); t1=$(bench light); t2=$(bench full); t3=$(bench full-noreuse)
+    say "overhead: $t0 s/step without, $t1 with leakwatch top --mode light, $t2 with --mode full, $t3 full without walk reuse; ratios $(python3 -c "print(round($t1/$t0,3), round($t2/$t0,3), round($t3/$t0,3))" 2>&1)"
+  done
+fi
 # 4. GPU OOM (docs/architecture.md, 38, "GPU OOM").
 oom_case() {
   local port=19933
@@ -214,7 +227,7 @@ print("== " + ("PASS" if ok else "FAIL") + f" gpu oom: {len(reports)} report(s),
 sys.exit(0 if ok else 1)
 PY
 }
-oom_case
+step oom && oom_case
 
 [ $fail = 0 ] && say "ALL PASS" || say "SOME FAILED"
 exit $fail
