@@ -65,7 +65,7 @@ namespace {
 // Larger functions are not decoded (the fallback is the symbol): every
 // function this is for is a few hundred bytes.
 constexpr size_t kMaxReturnProbedFunction = 64 * 1024;
-constexpr int kMaxSkipped = 4;
+constexpr int kMaxSkipped = 10;
 
 struct Disassembly {
   csh handle = 0;
@@ -85,27 +85,35 @@ bool is_stack_reg(unsigned reg) {
 // pointer (a uretprobe hijacks [sp]) and the argument registers the entry
 // programs read (rdi, rsi, rdx: bpf/leakwatch.bpf.c, lw_entry), in every
 // width.
-bool protected_reg(unsigned r) {
+// `args`: how many argument registers the probe's program reads (1: free
+// reads only %rdi; 3: every other function).
+bool protected_reg(unsigned r, int args) {
   switch (r) {
     case X86_REG_RSP: case X86_REG_ESP: case X86_REG_SP: case X86_REG_SPL:
     case X86_REG_RDI: case X86_REG_EDI: case X86_REG_DI: case X86_REG_DIL:
-    case X86_REG_RSI: case X86_REG_ESI: case X86_REG_SI: case X86_REG_SIL:
-    case X86_REG_RDX: case X86_REG_EDX: case X86_REG_DX: case X86_REG_DL: case X86_REG_DH:
       return true;
+    case X86_REG_RSI: case X86_REG_ESI: case X86_REG_SI: case X86_REG_SIL:
+      return args >= 2;
+    case X86_REG_RDX: case X86_REG_EDX: case X86_REG_DX: case X86_REG_DL: case X86_REG_DH:
+      return args >= 3;
     default:
       return false;
   }
 }
 
-// endbr64; or a cmp, test, mov, movzx, movsx(d) or lea that has no %rsp in
-// its operands, writes no memory and no protected register (flags and
+// endbr64; or a cmp, test, mov, movzx, movsx(d), lea or integer ALU
+// instruction (add, sub, and, or, xor, shifts, not, neg) that has no %rsp
+// in its operands, writes no memory and no protected register (flags and
 // other registers only): glibc's `cmpb $0,global(%rip)`, tcmalloc's
-// `mov global(%rip),%rax; mov %rdi,%r8; test %rax,%rax`.
-bool skippable(csh handle, const cs_insn& in) {
+// `mov global(%rip),%rax; mov %rdi,%r8; test %rax,%rax`, jemalloc's free
+// (nine such instructions computing its thread cache's slot, then jne).
+bool skippable(csh handle, const cs_insn& in, int args) {
   if (in.id == X86_INS_ENDBR64) return true;
   switch (in.id) {
     case X86_INS_CMP: case X86_INS_TEST: case X86_INS_MOV: case X86_INS_MOVZX:
-    case X86_INS_MOVSX: case X86_INS_MOVSXD: case X86_INS_LEA:
+    case X86_INS_MOVSX: case X86_INS_MOVSXD: case X86_INS_LEA: case X86_INS_MOVABS:
+    case X86_INS_ADD: case X86_INS_SUB: case X86_INS_AND: case X86_INS_OR: case X86_INS_XOR:
+    case X86_INS_SHR: case X86_INS_SHL: case X86_INS_SAR: case X86_INS_NOT: case X86_INS_NEG:
       break;
     default:
       return false;
@@ -122,7 +130,7 @@ bool skippable(csh handle, const cs_insn& in) {
   uint8_t n_read = 0, n_written = 0;
   if (cs_regs_access(handle, &in, read, &n_read, written, &n_written) != CS_ERR_OK) return false;
   for (uint8_t i = 0; i < n_written; ++i)
-    if (protected_reg(written[i])) return false;
+    if (protected_reg(written[i], args)) return false;
   return true;
 }
 
@@ -165,7 +173,7 @@ std::optional<std::vector<uint64_t>> direct_branch_targets(const Disassembly& d)
 
 }  // namespace
 
-ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr) {
+ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr, int args) {
   ProbePlacement at_entry{vaddr, 0, kernel_emulates(code, len), "entry"};
   if (at_entry.emulated || len == 0) return at_entry;
   if (len > kMaxReturnProbedFunction) {
@@ -179,7 +187,7 @@ ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_
   }
   size_t land = 0;
   while (land < d.count && land < static_cast<size_t>(kMaxSkipped) &&
-         skippable(d.handle, d.insns[land]))
+         skippable(d.handle, d.insns[land], args))
     ++land;
   if (land == 0 || land == d.count) {
     at_entry.reason = "entry: prologue not recognized";
@@ -205,13 +213,13 @@ ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_
                             " (%rsp, [sp] and the argument registers unchanged)"};
 }
 
-ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym) {
+ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym, int args) {
   if (sym.size == 0) return ProbePlacement{sym.vaddr, 0, false, "entry: function size unknown"};
   if (sym.size > kMaxReturnProbedFunction)
     return ProbePlacement{sym.vaddr, 0, false, "entry: function too large to decode"};
   std::vector<uint8_t> code = elf.read_at_vaddr(sym.vaddr, sym.size);
   if (code.size() != sym.size) return ProbePlacement{sym.vaddr, 0, false, "entry: code not readable"};
-  return place_return_probe_bytes(code.data(), code.size(), sym.vaddr);
+  return place_return_probe_bytes(code.data(), code.size(), sym.vaddr, args);
 }
 
 std::vector<SyscallSite> find_syscall_sites_bytes(const uint8_t* code, size_t len, uint64_t vaddr,
@@ -316,7 +324,7 @@ ProbePlacement place_entry_only_probe_bytes(const uint8_t* code, size_t len, uin
   return ProbePlacement{vaddr + pos, pos, true, "after NULL check"};
 }
 
-ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym) {
+ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym, int args) {
   std::vector<uint8_t> code = elf.read_at_vaddr(sym.vaddr, 16);
   if (sym.size != 0 && code.size() > sym.size) code.resize(sym.size);
   if (code.empty()) return ProbePlacement{sym.vaddr, 0, false, "entry: code not readable"};
@@ -324,7 +332,7 @@ ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym) 
   if (special.emulated) return special;
   // No NULL check to skip: the return probes' rule, which keeps the
   // argument registers as well (tcmalloc's free: mov, test, jne).
-  ProbePlacement general = place_return_probe(elf, sym);
+  ProbePlacement general = place_return_probe(elf, sym, args);
   return general.vaddr != sym.vaddr ? general : special;
 }
 

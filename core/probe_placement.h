@@ -21,12 +21,16 @@
 // instruction reached on every call before %rsp or [sp] changes
 // (architecture decision 19). The rule, checked with a full decode of the
 // function (capstone):
-//  - at most four instructions may be skipped, each endbr64, or a cmp,
-//    test, mov, movzx, movsx(d) or lea with no %rsp in its operands that
-//    writes no memory and none of %rsp, %rdi, %rsi, %rdx (in any width):
+//  - at most ten instructions may be skipped, each endbr64, or a cmp,
+//    test, mov, movzx, movsx(d), lea or integer ALU instruction (add, sub,
+//    and, or, xor, shifts, not, neg) with no %rsp in its operands that
+//    writes no memory and none of %rsp, %rdi, %rsi, %rdx (in any width;
+//    %rdi alone for free, whose program reads nothing else):
 //    %rsp, [sp] and the argument registers the programs read are then as
 //    at entry (glibc's `cmpb $0,global(%rip)`; tcmalloc's
-//    `mov global(%rip),%rax; mov %rdi,%r8; test %rax,%rax`);
+//    `mov global(%rip),%rax; mov %rdi,%r8; test %rax,%rax`; jemalloc's
+//    free: nine loads and ALU steps on %rax/%rcx/%rdx... up to a jne,
+//    measured single-stepped at 51% of redis-server's CPU under full);
 //  - the landing instruction is one the kernel emulates (push r64, jcc, jmp);
 //  - the whole function decodes, has no indirect jump (a jump table could
 //    land anywhere), and no direct branch or call inside it targets the
@@ -52,17 +56,20 @@ struct ProbePlacement {
 };
 
 // Decides the probe address for an entry-only probe on `sym` in `elf`.
-ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym);
+// `args`: how many argument registers its program reads (%rdi, %rsi, %rdx
+// in that order): those, and %rsp, must be as at entry where it lands
+// (free reads only %rdi: 1).
+ProbePlacement place_entry_only_probe(const ElfFile& elf, const ElfSymbol& sym, int args = 3);
 
 // Same decision from raw code bytes at `vaddr` (exposed for unit tests).
 ProbePlacement place_entry_only_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr);
 
 // Decides where a function with a return probe is probed (both its entry
 // and its return probe go there).
-ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym);
+ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym, int args = 3);
 
 // Same decision from the whole function's code at `vaddr` (unit tests).
-ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr);
+ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr, int args = 3);
 
 // Probes on a system-call wrapper (mmap, munmap, mremap, brk; architecture
 // decision 29): one probe just after the `syscall` instruction sees the

@@ -574,7 +574,8 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     } else if (!spec.movable) {
       report.placement = "entry (reads the return address)";
     } else {
-      ProbePlacement pl = place_entry_only_probe(elf, planned->symbol);
+      // free's program reads only the pointer (lw_entry, LW_FUNC_FREE).
+      ProbePlacement pl = place_entry_only_probe(elf, planned->symbol, spec.func == LW_FUNC_FREE ? 1 : 3);
       probe_vaddr = pl.vaddr;
       report.placement = pl.reason;
     }
