@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include "core/live_map_size.h"
+#include "core/config.h"
+#include "daemon_harness.h"
 #include "harness.h"
 
 namespace lw::itest {
@@ -97,6 +99,35 @@ TEST(LiveMapAutoSize, MillionLiveBlocksWithDefaults) {
     EXPECT_GE(memlock, kBlocks * 88);
   }
   session.target().write_line("exit");
+}
+
+// The daemon with the defaults sizes its map from this host as
+// core/live_map_size.h says, and says so in /api/v1/status and /metrics; a
+// configured size wins and is not called automatic.
+TEST(LiveMapAutoSize, DaemonExportsTheChoice) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  const LiveMapSizing expected = live_map_sizing(Config{});
+  for (const uint32_t configured : {0u, 4096u}) {
+    const std::string limits =
+        configured ? "limits:\n  live_map_entries: " + std::to_string(configured) + "\n" : std::string();
+    DaemonProcess daemon({.config_body = limits + "targets:\n  - name: none\n    match: {comm: \"^none-such$\"}\n"});
+    daemon.wait_notify("READY=1", kReadyTimeout);
+    const Json status = daemon.get_json("/api/v1/status");
+    const Json& lm = status.at("live_map");
+    const uint64_t entries = configured ? configured : expected.entries;
+    EXPECT_EQ(lm.at("entries").get<uint64_t>(), entries) << lm.dump();
+    EXPECT_EQ(lm.at("automatic").get<bool>(), configured == 0) << lm.dump();
+    EXPECT_EQ(lm.at("worst_bytes").get<uint64_t>(), live_map_worst_bytes(entries)) << lm.dump();
+    EXPECT_EQ(lm.at("ram_bytes").get<uint64_t>(), expected.ram_bytes) << lm.dump();
+    EXPECT_FALSE(lm.at("preallocated").get<bool>()) << lm.dump();
+    const std::string metrics = daemon.get("/metrics").body;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(metrics, m, std::regex("leakwatch_kernel_map_capacity\\{map=\"live\"\\} ([0-9.e+]+)")));
+    EXPECT_EQ(static_cast<uint64_t>(std::stod(m[1].str())), entries);
+    ASSERT_TRUE(std::regex_search(metrics, m, std::regex("leakwatch_live_map_worst_bytes ([0-9.e+]+)")));
+    EXPECT_EQ(static_cast<uint64_t>(std::stod(m[1].str())), live_map_worst_bytes(entries));
+    std::printf("[ metric   ] daemon, live_map_entries %u: %s\n", configured, lm.dump().c_str());
+  }
 }
 
 }  // namespace
