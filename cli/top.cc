@@ -377,12 +377,12 @@ int run_top(int argc, char** argv) {
   const LiveMapSizing live_map = top_live_map_sizing(opt.live_max);
   opt.bpf.live_max_entries = live_map.entries;
   opt.bpf.live_prealloc = live_map.preallocated;
-  log_live_map(live_map);
   auto tracer = Tracer::create(opt.bpf, unwind_opts);
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
   }
+  log_live_map(live_map);  // once it exists: a refusal is the first thing said
   if (!opt.config_path.empty()) {
     std::vector<ConfigError> errors;
     auto config = load_config_file(opt.config_path, &errors);

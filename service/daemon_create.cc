@@ -37,9 +37,9 @@ UnwindTableOptions unwind_options(const Config& c) {
 
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
   options.live_map = live_map_sizing(config);
-  log_live_map(options.live_map);
   auto tracer = EngineTracer::create(bpf_options(config, options.live_map), unwind_options(config));
   if (!tracer) return tracer.error();
+  log_live_map(options.live_map);
   (*tracer)->configure_symbols(config.symbols);
   return std::make_unique<Daemon>(std::move(options), std::move(config), std::move(*tracer));
 }
