@@ -135,10 +135,23 @@ LiveMapHost read_live_map_host() {
   h.ram_bytes = parse_meminfo_total(read_all("/proc/meminfo")).value_or(0);
   const auto cg = parse_memory_cgroup(read_all("/proc/self/cgroup"));
   if (!cg) return h;
-  const std::string file = cg->second ? "/sys/fs/cgroup" + cg->first + "/memory.max"
-                                      : "/sys/fs/cgroup/memory" + cg->first + "/memory.limit_in_bytes";
-  h.cgroup_limit_bytes = parse_cgroup_limit(read_all(file)).value_or(0);
+  h.cgroup_limit_bytes =
+      cgroup_memory_limit(cg->second ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", cg->first, cg->second);
   return h;
+}
+
+uint64_t cgroup_memory_limit(const std::string& mount, const std::string& cgroup, bool v2) {
+  const char* file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+  uint64_t tightest = 0;
+  std::string path = cgroup;
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  for (;;) {
+    const uint64_t limit = parse_cgroup_limit(read_all(mount + path + file)).value_or(0);
+    if (limit != 0 && (tightest == 0 || limit < tightest)) tightest = limit;
+    if (path.empty()) break;
+    path.erase(path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
+  }
+  return tightest;
 }
 
 LiveMapSizing live_map_sizing(const Config& config) {

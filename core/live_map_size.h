@@ -77,6 +77,11 @@ std::optional<uint64_t> parse_cgroup_limit(const std::string& text);
 // (the v1 "memory" line, else the v2 "0::" line), and which version.
 std::optional<std::pair<std::string, bool>> parse_memory_cgroup(const std::string& proc_cgroup);
 
+// The tightest memory limit on the way from `cgroup` (a path from
+// /proc/self/cgroup) up to the root under `mount` (v2: memory.max; v1:
+// memory.limit_in_bytes): a unit's limit may sit on its slice. 0 = none.
+uint64_t cgroup_memory_limit(const std::string& mount, const std::string& cgroup, bool v2);
+
 // This host: MemTotal and this process's memory cgroup limit.
 LiveMapHost read_live_map_host();
 

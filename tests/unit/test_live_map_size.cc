@@ -2,6 +2,9 @@
 // The live map's automatic size (core/live_map_size.h, architecture.md 45).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/config.h"
 #include "core/live_map_size.h"
 
@@ -89,6 +92,25 @@ TEST(LiveMapSize, FindsTheMemoryCgroup) {
   EXPECT_EQ(v1->first, "/box/a");
   EXPECT_FALSE(v1->second);
   EXPECT_EQ(parse_memory_cgroup("garbage"), std::nullopt);
+}
+
+TEST(LiveMapSize, TightestLimitOnTheWayToTheRoot) {
+  char tmpl[] = "/tmp/lw_cgroup_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  const auto write = [&](const std::string& dir, const std::string& value) {
+    std::filesystem::create_directories(root + dir);
+    std::ofstream(root + dir + "/memory.max") << value;
+  };
+  write("", "max\n");
+  write("/system.slice", "1073741824\n");
+  write("/system.slice/leakwatch.service", "max\n");
+  EXPECT_EQ(cgroup_memory_limit(root, "/system.slice/leakwatch.service", true), 1073741824u);
+  write("/system.slice/leakwatch.service", "805306368\n");
+  EXPECT_EQ(cgroup_memory_limit(root, "/system.slice/leakwatch.service", true), 805306368u);
+  EXPECT_EQ(cgroup_memory_limit(root, "/", true), 0u);
+  EXPECT_EQ(cgroup_memory_limit(root, "/user.slice", true), 0u);  // no file there: no limit
+  std::filesystem::remove_all(root);
 }
 
 TEST(LiveMapSize, DescribesTheChoice) {
