@@ -15,7 +15,9 @@
 
 #include "leakwatch_abi.h"
 
-/* Sizes are set by the daemon between open and load. */
+/* Sizes are set by the daemon between open and load; so is the live map's
+ * BPF_F_NO_PREALLOC (docs/architecture.md, 45: sized from the host, an
+ * entry costs memory only while it holds an allocation). */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 262144);

@@ -27,6 +27,7 @@
 #include "cli/options.h"
 #include "cli/top_printer.h"
 #include "core/analyzer.h"
+#include "core/live_map_size.h"
 #include "core/log.h"
 #include "core/config.h"
 #include "engine/snapshot.h"
@@ -59,6 +60,7 @@ struct TopOptions {
   std::string config_path;         // --config: only its `symbols` section is used
   double rss_interval_s = 15;      // --rss-interval: smaps read at most this often; 0: off
   BpfOptions bpf;
+  uint32_t live_max = 0;  // --live-max; 0: automatic (architecture.md, 45)
 };
 
 void top_usage(FILE* out) {
@@ -77,7 +79,8 @@ void top_usage(FILE* out) {
           "      --min-size BYTES        show only allocations of at least BYTES\n"
           "      --max-size BYTES        show only allocations of at most BYTES\n"
           "      --ringbuf-bytes N       ring buffer size, power of two >= 4096 (8 MiB)\n"
-          "      --live-max N            kernel live-allocation map entries (262144)\n"
+          "      --live-max N            kernel live-allocation map entries (automatic:\n"
+          "                              2%% of RAM at worst, half the cgroup limit)\n"
           "      --stack-max N           kernel stack map entries (16384)\n"
           "      --mode full|light       full (default): heap probes and mmap tracing;\n"
           "                              light: only anonymous mmap/munmap/brk tracing\n"
@@ -228,7 +231,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       case kOptLiveMax:
         if (!parse_u64(optarg, n) || n < 16 || n > (1u << 26))
           return usage_error("--live-max must be between 16 and 67108864 (got '%s')", optarg);
-        o.bpf.live_max_entries = static_cast<uint32_t>(n);
+        o.live_max = static_cast<uint32_t>(n);
         break;
       case kOptStackMax:
         if (!parse_u64(optarg, n) || n < 1 || n > (1u << 22))
@@ -372,11 +375,15 @@ int run_top(int argc, char** argv) {
   // leakwatch lacks a capability.
   UnwindTableOptions unwind_opts = default_unwind_options();
   unwind_opts.debug_job_delay_ms = static_cast<uint32_t>(opt.slow_tables_ms);
+  const LiveMapSizing live_map = top_live_map_sizing(opt.live_max);
+  opt.bpf.live_max_entries = live_map.entries;
+  opt.bpf.live_prealloc = live_map.preallocated;
   auto tracer = Tracer::create(opt.bpf, unwind_opts);
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());
   }
+  log_live_map(live_map);  // once it exists: a refusal is the first thing said
   if (!opt.config_path.empty()) {
     std::vector<ConfigError> errors;
     auto config = load_config_file(opt.config_path, &errors);

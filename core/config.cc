@@ -490,7 +490,16 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           }},
                          {"live_map_entries",
                           [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 16, 1u << 26, l.live_map_entries);
+                            read_uint(errors, x, q, 0, 1u << 26, l.live_map_entries);
+                            if (l.live_map_entries != 0 && l.live_map_entries < 16)
+                              errors.add(x.Mark(),
+                                         quoted(q) + " must be 0 (automatic) or between 16 and 67108864, not " +
+                                             std::to_string(l.live_map_entries),
+                                         "");
+                          }},
+                         {"live_map_memory_percent",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 50, l.live_map_memory_percent);
                           }},
                          {"max_rescans_per_second",
                           [&](const Node& x, const Path& q) {

@@ -79,7 +79,10 @@ struct ExcludeConfig {
 
 struct LimitsConfig {
   uint32_t max_processes = 256;
-  uint32_t live_map_entries = 262144;
+  // 0: automatic, sized at start from RAM and the memory cgroup
+  // (core/live_map_size.h, architecture.md 45).
+  uint32_t live_map_entries = 0;
+  uint32_t live_map_memory_percent = 2;
   uint32_t stack_map_entries = 16384;
   uint64_t max_daemon_memory_bytes = 536870912;
   uint32_t max_series = 50000;

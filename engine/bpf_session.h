@@ -36,6 +36,11 @@ namespace lw {
 struct BpfOptions {
   uint32_t ringbuf_bytes = 8u << 20;  // power of two, >= 4096
   uint32_t live_max_entries = 262144;
+  // The live map preallocated (every entry's memory at creation) instead of
+  // BPF_F_NO_PREALLOC (memory per entry in use; architecture.md, 45). The
+  // benchmark compares both with LW_BENCH_LIVE_PREALLOC=1|0 in the
+  // environment, which overrides this.
+  bool live_prealloc = false;
   uint32_t stack_max_entries = 16384;
   uint32_t max_targets = 4096;
   bool collect_stacks = true;

@@ -217,6 +217,14 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"memory_budget", {{"suspensions", c.memory_budget_suspensions},
                                   {"live_records", snap.tracer_stats.live_records},
                                   {"live_records_limit", snap.tracer_stats.live_record_cap}}},
+               {"live_map", {{"entries", snap.live_map.entries},
+                             {"automatic", snap.live_map.automatic},
+                             {"worst_bytes", snap.live_map.worst_bytes},
+                             {"ram_bytes", snap.live_map.ram_bytes},
+                             {"cgroup_limit_bytes", snap.live_map.cgroup_limit_bytes != 0
+                                                        ? json(snap.live_map.cgroup_limit_bytes)
+                                                        : json(nullptr)},
+                             {"preallocated", snap.live_map.preallocated}}},
                {"resyncs", snap.tracer_stats.resyncs},
                {"lifecycle", {{"events", snap.tracer_stats.lifecycle_events},
                               {"rescans", snap.tracer_stats.rescans},

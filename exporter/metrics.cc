@@ -334,6 +334,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   MetricFamily& map_cap = fam.family("leakwatch_kernel_map_capacity", "Capacity of a kernel map.", G);
   fam.add(map_cap, {{"map", "live"}}, snap.live_map_capacity);
   fam.add(map_cap, {{"map", "stacks"}}, snap.stack_map_capacity);
+  fam.add(fam.family("leakwatch_live_map_worst_bytes",
+                     "Kernel memory of the live map when full (entries and buckets).", G),
+          {}, static_cast<double>(snap.live_map.worst_bytes));
   fam.add(fam.family("leakwatch_tracked_processes", "Processes attached now.", G), {},
           static_cast<double>(snap.processes.size()));
   fam.add(fam.family("leakwatch_max_processes", "limits.max_processes.", G), {}, snap.max_processes);

@@ -65,6 +65,7 @@ std::optional<ConfigReload> ConfigWatcher::reload(DaemonState& state) const {
   const LimitsConfig& now = state.config.limits;
   const LimitsConfig& next = r.next.limits;
   if (next.live_map_entries != now.live_map_entries ||
+      next.live_map_memory_percent != now.live_map_memory_percent ||
       next.stack_map_entries != now.stack_map_entries ||
       r.next.ringbuf_bytes != state.config.ringbuf_bytes || r.next.listen != state.config.listen)
     LW_LOG_WARN("config reload: listen, ringbuf_bytes and kernel map sizes take effect at the "

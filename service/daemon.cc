@@ -34,6 +34,7 @@ Daemon::Daemon(DaemonOptions options, Config config, std::unique_ptr<TracerContr
       publisher_(state_, *tracer_),
       oom_(state_, *tracer_) {
   state_.counters.last_reload_success_timestamp = unix_now();
+  state_.live_map = options_.live_map.entries != 0 ? options_.live_map : live_map_sizing(state_.config);
   baseline_rss_ = own_rss_bytes();
   overhead_.apply_memory_budget(baseline_rss_);
 }

@@ -46,6 +46,9 @@ struct DaemonOptions {
   std::string config_path;
   std::optional<LogLevel> log_level_override;
   PodDirectoryOptions pods;
+  // The live map's size as the engine created it (Daemon::create); left
+  // empty, the constructor derives it from the config and this host.
+  LiveMapSizing live_map;
 };
 
 class Daemon {

@@ -12,10 +12,11 @@ namespace lw {
 
 namespace {
 
-BpfOptions bpf_options(const Config& c) {
+BpfOptions bpf_options(const Config& c, const LiveMapSizing& live) {
   BpfOptions o;
   o.ringbuf_bytes = c.ringbuf_bytes;
-  o.live_max_entries = c.limits.live_map_entries;
+  o.live_max_entries = live.entries;
+  o.live_prealloc = live.preallocated;
   o.stack_max_entries = c.limits.stack_map_entries;
   o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
   o.report_all_execs = true;
@@ -35,8 +36,10 @@ UnwindTableOptions unwind_options(const Config& c) {
 }  // namespace
 
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
-  auto tracer = EngineTracer::create(bpf_options(config), unwind_options(config));
+  options.live_map = live_map_sizing(config);
+  auto tracer = EngineTracer::create(bpf_options(config, options.live_map), unwind_options(config));
   if (!tracer) return tracer.error();
+  log_live_map(options.live_map);
   (*tracer)->configure_symbols(config.symbols);
   return std::make_unique<Daemon>(std::move(options), std::move(config), std::move(*tracer));
 }

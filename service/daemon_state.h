@@ -19,6 +19,7 @@
 #include "core/analyzer.h"
 #include "core/config.h"
 #include "core/escalation.h"
+#include "core/live_map_size.h"
 #include "core/overhead_policy.h"
 #include "core/process_identity.h"
 #include "view/daemon_view.h"
@@ -47,6 +48,8 @@ struct DaemonState {
   std::map<pid_t, TrackedProcess> tracked;
   std::map<pid_t, ProcessAnalyzer> analyzers;
   DaemonCounters counters;
+  // The kernel live map's size, chosen at start (architecture.md, 45).
+  LiveMapSizing live_map;
   // The tracked set or a process's probes changed: publish now, not at the
   // next tick.
   bool dirty = false;

@@ -62,11 +62,11 @@ void OverheadController::apply_memory_budget(uint64_t baseline_rss) {
               static_cast<unsigned long long>(budget), static_cast<unsigned long long>(baseline_rss),
               static_cast<unsigned long long>(cap),
               static_cast<unsigned long long>(kBytesPerLiveRecord));
-  if (!live_map_fits(state_.config.limits.live_map_entries, cap))
+  if (!live_map_fits(state_.live_map.entries, cap))
     LW_LOG_WARN("limits.live_map_entries (%u) holds more records than limits.max_daemon_memory_bytes "
                 "(%llu) lets the daemon keep (%llu): when tracked allocations reach that, the "
                 "process with the most is suspended (leakwatch_memory_budget_suspensions_total)",
-                state_.config.limits.live_map_entries, static_cast<unsigned long long>(budget),
+                state_.live_map.entries, static_cast<unsigned long long>(budget),
                 static_cast<unsigned long long>(cap));
 }
 

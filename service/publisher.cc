@@ -22,7 +22,8 @@ void Publisher::publish() {
   snap->kernel_counters = tracer_.counters();
   snap->tracer_stats = tracer_.stats();
   snap->max_processes = config.limits.max_processes;
-  snap->live_map_capacity = config.limits.live_map_entries;
+  snap->live_map_capacity = state_.live_map.entries;
+  snap->live_map = state_.live_map;
   snap->stack_map_capacity = config.limits.stack_map_entries;
   snap->config_path = state_.config_path;
   for (const TargetConfig& t : config.targets) snap->targets.push_back(t.name);

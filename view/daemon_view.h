@@ -19,6 +19,7 @@
 
 #include "core/config.h"
 #include "core/latency_histogram.h"
+#include "core/live_map_size.h"
 #include "core/process_identity.h"
 #include "view/process_view.h"
 
@@ -103,6 +104,7 @@ struct DaemonSnapshot {
   std::vector<std::pair<std::string, ProbeReport>> probes;  // (object path, probe), all processes
   uint32_t max_processes = 0;
   uint32_t live_map_capacity = 0;
+  LiveMapSizing live_map;  // how live_map_capacity was chosen (architecture.md, 45)
   uint32_t stack_map_capacity = 0;
   uint64_t live_map_entries = 0;          // records of tracked processes
   std::string config_path;

@@ -101,6 +101,7 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(c.log_level, d.log_level);
   EXPECT_EQ(c.limits.max_processes, d.limits.max_processes);
   EXPECT_EQ(c.limits.live_map_entries, d.limits.live_map_entries);
+  EXPECT_EQ(c.limits.live_map_memory_percent, d.limits.live_map_memory_percent);
   EXPECT_EQ(c.limits.stack_map_entries, d.limits.stack_map_entries);
   EXPECT_EQ(c.limits.max_daemon_memory_bytes, d.limits.max_daemon_memory_bytes);
   EXPECT_EQ(c.limits.max_series, d.limits.max_series);
@@ -118,7 +119,8 @@ TEST(Config, DocumentedDefaults) {
   const Config d;
   EXPECT_EQ(d.listen, "127.0.0.1:9478");
   EXPECT_EQ(d.limits.max_processes, 256u);
-  EXPECT_EQ(d.limits.live_map_entries, 262144u);
+  EXPECT_EQ(d.limits.live_map_entries, 0u);
+  EXPECT_EQ(d.limits.live_map_memory_percent, 2u);
   EXPECT_EQ(d.limits.stack_map_entries, 16384u);
   EXPECT_EQ(d.limits.max_daemon_memory_bytes, 536870912u);
   EXPECT_EQ(d.limits.max_series, 50000u);
