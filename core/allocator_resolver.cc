@@ -5,6 +5,8 @@
 #include <deque>
 #include <set>
 
+#include "core/procfs.h"
+
 namespace lw {
 
 namespace {
@@ -57,19 +59,9 @@ const char* support_name(Support s) {
 
 std::vector<std::string> parse_ld_preload_environ(std::string_view environ, size_t max_entries) {
   std::vector<std::string> out;
-  constexpr std::string_view kKey = "LD_PRELOAD=";
-  size_t pos = 0;
   // The loader reads the first LD_PRELOAD (getenv semantics).
-  while (pos < environ.size()) {
-    size_t end = environ.find('\0', pos);
-    if (end == std::string_view::npos) end = environ.size();
-    std::string_view var = environ.substr(pos, end - pos);
-    if (var.substr(0, kKey.size()) == kKey) {
-      split_into(var.substr(kKey.size()), " :", max_entries, out);
-      break;
-    }
-    pos = end + 1;
-  }
+  if (std::optional<std::string_view> v = environ_value(environ, "LD_PRELOAD"))
+    split_into(*v, " :", max_entries, out);
   return out;
 }
 

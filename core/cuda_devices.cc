@@ -2,28 +2,22 @@
 #include "core/cuda_devices.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "core/procfs.h"
 
 namespace lw {
 
 int max_visible_cuda_devices(std::string_view environ, int device_nodes) {
-  constexpr std::string_view kKey = "CUDA_VISIBLE_DEVICES=";
   int listed = -1;  // not set
-  for (size_t pos = 0; pos < environ.size();) {
-    size_t end = environ.find('\0', pos);
-    if (end == std::string_view::npos) end = environ.size();
-    std::string_view var = environ.substr(pos, end - pos);
-    if (var.substr(0, kKey.size()) == kKey) {  // the first one wins (getenv)
-      std::string_view list = var.substr(kKey.size());
-      listed = 0;
-      for (size_t i = 0; i <= list.size();) {
-        size_t comma = list.find(',', i);
-        if (comma == std::string_view::npos) comma = list.size();
-        if (comma > i) ++listed;
-        i = comma + 1;
-      }
-      break;
+  if (std::optional<std::string_view> list = environ_value(environ, "CUDA_VISIBLE_DEVICES")) {
+    listed = 0;
+    for (size_t i = 0; i <= list->size();) {
+      size_t comma = list->find(',', i);
+      if (comma == std::string_view::npos) comma = list->size();
+      if (comma > i) ++listed;
+      i = comma + 1;
     }
-    pos = end + 1;
   }
   const int nodes = device_nodes > 0 ? device_nodes : -1;
   if (listed < 0) return nodes;

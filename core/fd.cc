@@ -67,11 +67,15 @@ Result<int> keep_if_regular(int fd) {
 
 }  // namespace
 
-Result<int> open_in_root(const std::string& root_dir, const std::string& path) {
+namespace {
+
+// `path` opened for reading as a process whose root is `root_dir` sees it
+// (RESOLVE_IN_ROOT, no magic links), with `extra` open flags.
+Result<int> openat2_in_root(const std::string& root_dir, const std::string& path, uint64_t extra) {
   Fd root(open(root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return errno_error("open root " + root_dir);
   struct open_how how {};
-  how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   long fd;
   do {
@@ -81,7 +85,19 @@ Result<int> open_in_root(const std::string& root_dir, const std::string& path) {
     if (errno == ENOSYS) return Error{ENOSYS, "openat2 not supported (kernel < 5.6)"};
     return errno_error("open " + path + " in root " + root_dir);
   }
-  return keep_if_regular(static_cast<int>(fd));
+  return static_cast<int>(fd);
+}
+
+}  // namespace
+
+Result<int> open_in_root(const std::string& root_dir, const std::string& path) {
+  Result<int> fd = openat2_in_root(root_dir, path, 0);
+  if (!fd) return fd.error();
+  return keep_if_regular(*fd);
+}
+
+Result<int> open_dir_in_root(const std::string& root_dir, const std::string& path) {
+  return openat2_in_root(root_dir, path, O_DIRECTORY);
 }
 
 Result<int> open_untrusted_file(const std::string& path) {

@@ -57,6 +57,8 @@ Result<std::string> read_regular_file(const std::string& path, size_t max_bytes)
 // caller, and refused unless it is a regular file. Kernels without openat2
 // (< 5.6) get ENOSYS: there is no safe fallback. Returns an owned fd.
 Result<int> open_in_root(const std::string& root_dir, const std::string& path);
+// The same for a directory (a listing, e.g. with fdopendir).
+Result<int> open_dir_in_root(const std::string& root_dir, const std::string& path);
 
 // Opens a file that a target process controls, for reading, regular files
 // only, O_NONBLOCK. "/proc/PID/root/REST" goes through open_in_root

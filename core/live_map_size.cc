@@ -5,9 +5,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
+#include <utility>
 
+#include "core/fd.h"
 #include "core/log.h"
 
 namespace lw {
@@ -20,12 +21,10 @@ uint64_t pow2_at_or_above(uint64_t n) {
   return p;
 }
 
+// /proc/meminfo, /proc/self/cgroup and cgroupfs files: small, bounded.
 std::string read_all(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return {};
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  Result<std::string> text = read_regular_file(path, 64 << 10);
+  return text ? std::move(*text) : std::string();
 }
 
 std::string mib(uint64_t bytes) {

@@ -19,6 +19,18 @@
 
 namespace lw {
 
+std::optional<std::string_view> environ_value(std::string_view environ, std::string_view name) {
+  for (size_t pos = 0; pos < environ.size();) {
+    size_t end = environ.find('\0', pos);
+    if (end == std::string_view::npos) end = environ.size();
+    const std::string_view var = environ.substr(pos, end - pos);
+    if (var.size() > name.size() && var.substr(0, name.size()) == name && var[name.size()] == '=')
+      return var.substr(name.size() + 1);
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // At most `max` bytes of a small /proc file; "" when it cannot be read.

@@ -18,6 +18,11 @@
 
 namespace lw {
 
+// The value of the first `name`=... in /proc/PID/environ bytes
+// (NUL-separated, untrusted, possibly cut short): getenv's answer. nullopt
+// when the variable is not set.
+std::optional<std::string_view> environ_value(std::string_view environ, std::string_view name);
+
 // /proc/PID/statm, in pages: "size resident shared text lib data dt".
 struct StatmPages {
   uint64_t size = 0, resident = 0, shared = 0, text = 0, lib = 0, data = 0;

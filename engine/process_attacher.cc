@@ -5,8 +5,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -124,30 +122,24 @@ int sole_cuda_device_of(pid_t pid) {
   // kMaxDevEntries entries are read.
   constexpr int kMaxDevEntries = 65536;
   int nodes = -1;
-  Fd root(open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (root.valid()) {
-    struct open_how how {};
-    how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK;
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    const long fd = syscall(SYS_openat2, root.get(), "dev", &how, sizeof how);
-    if (DIR* d = fd >= 0 ? fdopendir(static_cast<int>(fd)) : nullptr) {
-      nodes = 0;
-      int seen = 0;
-      while (dirent* de = readdir(d)) {
-        if (++seen > kMaxDevEntries) {
-          nodes = -1;
-          break;
-        }
-        const char* n = de->d_name;
-        if (std::strncmp(n, "nvidia", 6) != 0 || n[6] == '\0') continue;
-        bool digits = true;
-        for (const char* c = n + 6; *c; ++c) digits = digits && *c >= '0' && *c <= '9';
-        nodes += digits;
+  Result<int> fd = open_dir_in_root(proc + "/root", "/dev");
+  if (DIR* d = fd ? fdopendir(*fd) : nullptr) {
+    nodes = 0;
+    int seen = 0;
+    while (dirent* de = readdir(d)) {
+      if (++seen > kMaxDevEntries) {
+        nodes = -1;
+        break;
       }
-      closedir(d);
-    } else if (fd >= 0) {
-      close(static_cast<int>(fd));
+      const char* n = de->d_name;
+      if (std::strncmp(n, "nvidia", 6) != 0 || n[6] == '\0') continue;
+      bool digits = true;
+      for (const char* c = n + 6; *c; ++c) digits = digits && *c >= '0' && *c <= '9';
+      nodes += digits;
     }
+    closedir(d);
+  } else if (fd) {
+    close(*fd);
   }
   return sole_cuda_device(
       max_visible_cuda_devices(read_bounded(proc + "/environ", kMaxEnvironBytes), nodes));

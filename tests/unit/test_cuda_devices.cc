@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/cuda_devices.h"
+#include "core/procfs.h"
 
 #include <gtest/gtest.h>
 
@@ -91,6 +92,9 @@ TEST(VisibleCudaDevices, EnvironmentAndDeviceNodes) {
   EXPECT_EQ(max_visible_cuda_devices("XCUDA_VISIBLE_DEVICES=1"sv, 4), 4);
   // No NUL at the end (a truncated read).
   EXPECT_EQ(max_visible_cuda_devices("CUDA_VISIBLE_DEVICES=0,1"sv, -1), 2);
+  // A value that contains '=' and a name that is a prefix of another.
+  EXPECT_EQ(environ_value("CUDA_VISIBLE=9\0CUDA_VISIBLE_DEVICES=a=b"sv, "CUDA_VISIBLE_DEVICES"), "a=b");
+  EXPECT_EQ(environ_value("CUDA_VISIBLE_DEVICES"sv, "CUDA_VISIBLE_DEVICES"), std::nullopt);
   EXPECT_EQ(sole_cuda_device(1), 0);
   EXPECT_EQ(sole_cuda_device(2), -1);
   EXPECT_EQ(sole_cuda_device(-1), -1);

@@ -54,6 +54,24 @@ TEST_F(OpenInRoot, OpensARegularFileInsideTheRoot) {
   EXPECT_EQ(read_fd(*fd), "inside the root");
 }
 
+// A directory (sole_cuda_device_of lists /dev): opened inside the root; a
+// link to a host directory resolves inside it too; a file is not one.
+TEST_F(OpenInRoot, DirectoryInsideTheRootAndALinkOutOfItNot) {
+  Result<int> fd = open_dir_in_root(root_, "/lib");
+  ASSERT_TRUE(fd.ok()) << fd.error().message;
+  struct stat st;
+  ASSERT_EQ(fstat(*fd, &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  close(*fd);
+  ASSERT_EQ(symlink("/tmp", (root_ + "/dev").c_str()), 0);  // ROOT/tmp does not exist
+  Result<int> out = open_dir_in_root(root_, "/dev");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().code, ENOENT);
+  Result<int> file = open_dir_in_root(root_, "/lib/real.so");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().code, ENOTDIR);
+}
+
 TEST_F(OpenInRoot, AbsoluteSymlinkToAHostFileResolvesInsideTheRoot) {
   // In the container, /lib/libc.so.6 -> /abs/path/of/the/host/secret.
   ASSERT_EQ(symlink(secret_.c_str(), (root_ + "/lib/libc.so.6").c_str()), 0);
