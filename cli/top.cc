@@ -53,6 +53,7 @@ struct TopOptions {
   long slow_tables_ms = 0;  // fault testing: each unwind-table job waits this long
   std::string record_path;  // raw ring-buffer records, for bench/ replay
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
+  bool no_auto_sampling = false;   // --no-auto-sampling (decision 47)
   bool light = false;              // --mode light: no heap probes
   LiveFilter filter;               // --older, --min-size, --max-size
   double analysis_window_s = 0;    // 0: the default analysis
@@ -89,6 +90,9 @@ void top_usage(FILE* out) {
           "                              (default) or the kernel's frame-pointer walk\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
+          "      --no-auto-sampling      never switch the heap to sampling when its records\n"
+          "                              outgrow their share of the live map: lose\n"
+          "                              allocations instead (counted as map_full)\n"
           "      --no-python-frames      native frames only in CPython processes\n"
           "      --rss-interval SECONDS  read /proc/PID/smaps for the rss: line at most this\n"
           "                              often (1..3600, default 15; 0: off)\n"
@@ -141,6 +145,7 @@ enum LongOnly {
   kOptStackMax,
   kOptMode,
   kOptSampleMean,
+  kOptNoAutoSampling,
   kOptRecord,
   kOptStall,
   kOptSlowTables,
@@ -170,6 +175,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"stack-max", required_argument, nullptr, kOptStackMax},
       {"mode", required_argument, nullptr, kOptMode},
       {"sample-mean", required_argument, nullptr, kOptSampleMean},
+      {"no-auto-sampling", no_argument, nullptr, kOptNoAutoSampling},
       {"record-events", required_argument, nullptr, kOptRecord},
       {"debug-stall-consumer-ms", required_argument, nullptr, kOptStall},
       {"debug-slow-tables-ms", required_argument, nullptr, kOptSlowTables},
@@ -247,6 +253,9 @@ int parse(int argc, char** argv, TopOptions& o) {
         if (!parse_u64(optarg, n) || n < 1 || n > LW_SAMPLE_MAX_MEAN)
           return usage_error("--sample-mean must be between 1 and 1073741824 (got '%s')", optarg);
         o.sample_mean_bytes = n;
+        break;
+      case kOptNoAutoSampling:
+        o.no_auto_sampling = true;
         break;
       case kOptRecord:
         if (!*optarg) return usage_error("--record-events needs a file name");
@@ -406,6 +415,7 @@ int run_top(int argc, char** argv) {
   }
   AttachOptions attach_opts;
   attach_opts.sample_mean_bytes = opt.sample_mean_bytes;
+  attach_opts.auto_sampling = !opt.no_auto_sampling;
   attach_opts.heap = !opt.light;
   // Benchmarks only (bench/README.md, "operator new"): also place the probes
   // that only lend a hint to the unwinder, to measure what dropping them saves.

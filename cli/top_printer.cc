@@ -257,10 +257,18 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                               " allocations of this process recorded without a stack: stack map "
                               "full (--stack-max, limits.stack_map_entries)"),
                         width, " ", 2));
-  if (s.sample_mean_bytes > 0)
+  if (s.sample_mean_bytes > 0) {
+    std::string why;
+    if (s.sampling_automatic)
+      why = s.sampling_reason == "memory_budget"
+                ? " (automatic: its records outgrew its share of the daemon's memory budget)"
+            : s.sampling_reason == "live_map_full"
+                ? " (automatic: the live map was nearly full)"
+                : " (automatic: its records outgrew its share of the live map, --live-max)";
     add_lines(out, pack(words("heap figures are estimates: allocations sampled every " +
-                              human_bytes(s.sample_mean_bytes) + " on average"),
+                              human_bytes(s.sample_mean_bytes) + " on average" + why),
                         width, " ", 2));
+  }
   if (s.heap_stale_since > 0) {
     char when[64];
     snprintf(when, sizeof(when), "%.0f", s.heap_stale_since);

@@ -341,6 +341,14 @@ void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string&
             uint64_t n = UINT64_MAX;
             read_uint(errors, v, p, 0, LW_SAMPLE_MAX_MEAN, n);
             if (n != UINT64_MAX) t.sampling_mean_bytes = n;
+          }},
+         {"automatic_sampling", [&](const YAML::Node& v, const std::string& p) {
+            // Unset until read: a bad value leaves the global deciding
+            // (and the error stops the load).
+            const size_t before = errors.size();
+            bool b = true;
+            read_bool(errors, v, p, b);
+            if (errors.size() == before) t.automatic_sampling = b;
           }}});
     if (!item.IsMap()) continue;  // parse_mapping reported it
     if (!contains(seen, "name")) errors.add(item.Mark(), quoted(item_path) + " needs a 'name'");
@@ -573,8 +581,12 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           [&](const Node& x, const Path& q) {
                             read_bool(errors, x, q, c.sampling.enabled);
                           }},
-                         {"mean_bytes", [&](const Node& x, const Path& q) {
+                         {"mean_bytes",
+                          [&](const Node& x, const Path& q) {
                             read_uint(errors, x, q, 1, LW_SAMPLE_MAX_MEAN, c.sampling.mean_bytes);
+                          }},
+                         {"automatic", [&](const Node& x, const Path& q) {
+                            read_bool(errors, x, q, c.sampling.automatic);
                           }}});
         },
         true},

@@ -71,6 +71,9 @@ struct TargetConfig {
   // Byte-sampling mean for this target's heap; unset: the global
   // `sampling` section decides; 0: record every allocation.
   std::optional<uint64_t> sampling_mean_bytes;
+  // Automatic sampling for this target (docs/config.md, "Automatic
+  // sampling"); unset: `sampling.automatic` decides.
+  std::optional<bool> automatic_sampling;
 };
 
 struct ExcludeConfig {
@@ -105,6 +108,10 @@ struct AnalysisConfig {
 struct SamplingConfig {
   bool enabled = false;
   uint64_t mean_bytes = 524288;  // 1..2^30 (bpf/lw_sampling.h)
+  // A process whose heap records outgrow its share of the live map or of
+  // the daemon's budget is sampled instead of losing allocations
+  // (decision 47).
+  bool automatic = true;
 };
 
 // `auto` targets: light, escalated to full while their memory keeps growing.

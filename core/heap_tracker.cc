@@ -97,6 +97,11 @@ void HeapTracker::apply(const Event& e) {
       drop_live(key, gone, gone.size);
     }
     LiveRecord r{e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
+    if (!keeps_at_current_mean(e.addr, r)) {
+      ++counters_.thinned_late;
+      thinned_pending_.push_back(e.addr);
+      return;
+    }
     SiteStats& s = sites_[r.site];
     s.allocated_bytes += counted_bytes(r);
     s.allocations += counted_allocations(r);
@@ -153,6 +158,13 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
       r = *known;
     } else {
       r = LiveRecord{k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
+      if (!keeps_at_current_mean(k.addr, r)) {
+        ++counters_.thinned_late;
+        thinned_pending_.push_back(k.addr);
+        site_live.resize(sites_.size(), 0);
+        site_count.resize(sites_.size(), 0);
+        continue;
+      }
       SiteStats& s = sites_[r.site];
       s.allocated_bytes += counted_bytes(r);
       s.allocations += counted_allocations(r);
@@ -194,6 +206,9 @@ void HeapTracker::clear() {
   live_bytes_ = {};
   records_ = {};
   frozen_ = {};
+  // A new image starts at the mean the caller sets (set_sample_mean()).
+  epochs_.assign(1, SampleEpoch{0, sample_mean_});
+  thinned_pending_.clear();
 }
 
 void HeapTracker::shed_kind(uint32_t kind) {
@@ -230,9 +245,76 @@ void HeapTracker::clear_kind(uint32_t kind) {
 }
 
 void HeapTracker::set_sample_mean(uint64_t mean_bytes) {
-  if (mean_bytes == sample_mean_) return;
+  if (mean_bytes == sample_mean_ && epochs_.size() == 1) return;
   clear_kind(LW_KIND_HEAP);
   sample_mean_ = mean_bytes;
+  epochs_.assign(1, SampleEpoch{0, mean_bytes});
+  thinned_pending_.clear();
+}
+
+uint64_t HeapTracker::mean_at(uint64_t alloc_ns) const {
+  for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it)
+    if (it->from_ns <= alloc_ns) return it->mean;
+  return epochs_.front().mean;
+}
+
+bool HeapTracker::keeps_at_current_mean(uint64_t addr, const LiveRecord& r) const {
+  if (r.kind != LW_KIND_HEAP || epochs_.size() == 1 || r.alloc_ns >= epochs_.back().from_ns) return true;
+  return thin_keeps(addr, r.alloc_ns, r.size, mean_at(r.alloc_ns), sample_mean_);
+}
+
+void HeapTracker::thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<uint64_t>* dropped) {
+  if (mean_bytes <= sample_mean_ || frozen_[LW_KIND_HEAP]) return;
+  ++counters_.thinnings;
+  const uint64_t old_mean = sample_mean_;
+  epochs_.push_back(SampleEpoch{switch_ns, mean_bytes});
+  sample_mean_ = mean_bytes;
+  // Every record here is a sample at old_mean: one it was allocated under
+  // a smaller mean has passed that mean's test already (the tests of one
+  // record are against one draw, so passing the new one implies the old).
+  std::vector<uint64_t> gone;
+  uint64_t heap_live = 0;
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    if (r.kind != LW_KIND_HEAP) return;
+    const uint64_t addr = key ^ (static_cast<uint64_t>(r.kind) << 58);
+    SiteStats& s = sites_[r.site];
+    const uint64_t old_bytes = old_mean ? sample_weight_bytes(r.size, old_mean) : r.size;
+    const uint64_t old_count = old_mean ? sample_weight_count(r.size, old_mean, r.alloc_ns) : 1;
+    // The record leaves the cumulative figures with its old weight, and a
+    // kept one comes back with its new one: allocated - freed stays live.
+    auto sub = [](uint64_t& v, uint64_t d) { v = v > d ? v - d : 0; };
+    sub(s.live_bytes, old_bytes);
+    sub(s.live_allocations, old_count);
+    sub(s.allocated_bytes, old_bytes);
+    sub(s.allocations, old_count);
+    if (!thin_keeps(addr, r.alloc_ns, r.size, mean_at(r.alloc_ns), mean_bytes)) {
+      gone.push_back(key);
+      if (dropped) dropped->push_back(addr);
+      return;
+    }
+    const uint64_t bytes = counted_bytes(r);
+    const uint64_t count = counted_allocations(r);
+    s.live_bytes += bytes;
+    s.live_allocations += count;
+    s.allocated_bytes += bytes;
+    s.allocations += count;
+    heap_live += bytes;
+  });
+  if (gone.size() * 2 > live_.size()) {
+    // Most go: a new map of the rest (erasing one by one would rehash
+    // down step by step), as shed_kind() does.
+    std::sort(gone.begin(), gone.end());
+    FlatMap<LiveRecord> kept;
+    live_.for_each([&](uint64_t key, const LiveRecord& r) {
+      if (!std::binary_search(gone.begin(), gone.end(), key)) kept.insert(key, r);
+    });
+    live_ = std::move(kept);
+  } else {
+    for (uint64_t key : gone) live_.erase(key);
+  }
+  records_[LW_KIND_HEAP] -= gone.size();
+  counters_.thinned_records += gone.size();
+  live_bytes_[LW_KIND_HEAP] = heap_live;
 }
 
 uint64_t HeapTracker::live_allocations_total() const {

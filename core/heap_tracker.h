@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/event.h"
@@ -82,6 +83,12 @@ struct HeapCounters {
   uint64_t resync_removed = 0;    // records found only here
   uint64_t shed_records = 0;      // records dropped by shed_kind() (memory budget)
   uint64_t frozen_events = 0;     // events of a shed kind, ignored while it is frozen
+  // Automatic sampling (thin_to()): records dropped by a thinning pass, and
+  // records that arrived after it (allocated before the switch: an event
+  // still queued, a resync) and were thinned on arrival.
+  uint64_t thinned_records = 0;
+  uint64_t thinned_late = 0;
+  uint64_t thinnings = 0;         // thinning passes
 };
 
 class HeapTracker {
@@ -119,6 +126,24 @@ class HeapTracker {
   // mean clears the heap records, which were weighted at the old one.
   void set_sample_mean(uint64_t mean_bytes);
   uint64_t sample_mean() const { return sample_mean_; }
+
+  // Automatic sampling (docs/config.md, "Automatic sampling"; decision 47):
+  // switches the heap to sampling at `mean_bytes` (larger than the current
+  // mean) from `switch_ns` (CLOCK_MONOTONIC, the kernel's alloc_ns clock,
+  // read after the kernel target was switched). The heap records are
+  // thinned, not cleared: each is kept with the probability that makes it
+  // a sample at the new mean (core/sampling.h, thin_keeps()), the kept ones
+  // re-weighted, so the old bytes (the leak) and their ages survive as
+  // unbiased estimates. The addresses of dropped records are appended to
+  // `dropped`: the caller deletes them from the kernel map. A heap record
+  // allocated before the switch that arrives later (a queued event, a
+  // resync) is tested on arrival the same way; the addresses of those
+  // dropped wait in take_thinned().
+  void thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<uint64_t>* dropped);
+  std::vector<uint64_t> take_thinned() { return std::exchange(thinned_pending_, {}); }
+  bool thinned_pending() const { return !thinned_pending_.empty(); }
+  // The mean the kernel sampled an allocation made at `alloc_ns` with.
+  uint64_t mean_at(uint64_t alloc_ns) const;
   // What a live record counts for in the figures (its size, or its
   // estimated weight when sampled).
   uint64_t counted_bytes(const LiveRecord& r) const;
@@ -164,8 +189,20 @@ class HeapTracker {
   std::array<uint64_t, LW_KIND_MAX> live_bytes_{};
   std::array<uint64_t, LW_KIND_MAX> records_{};  // live_ entries by kind
   std::array<bool, LW_KIND_MAX> frozen_{};
+  // Whether a heap record allocated at alloc_ns is kept at the current
+  // mean (true when no switch happened after it was allocated).
+  bool keeps_at_current_mean(uint64_t addr, const LiveRecord& r) const;
+
   HeapCounters counters_;
   uint64_t sample_mean_ = 0;
+  // The means the kernel sampled the heap with, from when (CLOCK_MONOTONIC
+  // ns), oldest first: the first from 0, one more per thin_to().
+  struct SampleEpoch {
+    uint64_t from_ns = 0;
+    uint64_t mean = 0;
+  };
+  std::vector<SampleEpoch> epochs_{SampleEpoch{}};
+  std::vector<uint64_t> thinned_pending_;  // dropped on arrival, for the kernel map
 };
 
 }  // namespace lw

@@ -216,6 +216,7 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   s->max_unwind_tables_ = std::max<uint32_t>(options.max_unwind_tables, 1);
   bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
   bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
+  s->live_capacity_ = options.live_max_entries;
   bool live_prealloc = options.live_prealloc;
   if (const char* b = getenv("LW_BENCH_LIVE_PREALLOC"); b && *b) live_prealloc = *b == '1';
   bpf_map__set_map_flags(sk->maps.live, (bpf_map__map_flags(sk->maps.live) & ~BPF_F_NO_PREALLOC) |
@@ -493,6 +494,41 @@ Status BpfSession::purge_live(pid_t tgid, int kind) {
   if (!st) return st;
   for (const lw_live_key& k : doomed) bpf_map_delete_elem(fd, &k);  // ENOENT: freed meanwhile
   return ok_status();
+}
+
+uint64_t BpfSession::delete_live(pid_t tgid, uint32_t kind, const std::vector<uint64_t>& addrs) {
+  const int fd = bpf_map__fd(skel_->maps.live);
+  uint64_t deleted = 0;
+  std::vector<lw_live_key> keys;
+  constexpr size_t kBatch = 4096;
+  keys.reserve(std::min(addrs.size(), kBatch));
+  auto flush = [&] {
+    // The batch stops at the first key that is gone (ENOENT: freed
+    // meanwhile) and says how far it got; the rest go again after it.
+    size_t at = 0;
+    while (at < keys.size()) {
+      __u32 count = static_cast<__u32>(keys.size() - at);
+      LIBBPF_OPTS(bpf_map_batch_opts, opts);
+      int err = bpf_map_delete_batch(fd, keys.data() + at, &count, &opts);
+      deleted += count;
+      at += count;
+      if (err == 0) break;
+      if (errno == ENOENT) {
+        ++at;  // the key it stopped at
+        continue;
+      }
+      // No batch operation (an older kernel): one at a time.
+      for (; at < keys.size(); ++at)
+        if (bpf_map_delete_elem(fd, &keys[at]) == 0) ++deleted;
+    }
+    keys.clear();
+  };
+  for (uint64_t addr : addrs) {
+    keys.push_back(lw_live_key{static_cast<__u32>(tgid), kind, addr});
+    if (keys.size() == kBatch) flush();
+  }
+  flush();
+  return deleted;
 }
 
 StoredStack BpfSession::read_stack(uint64_t stack_hash) const {

@@ -188,6 +188,11 @@ class BpfSession {
   // Deletes every live record of `tgid` (exit, exec, re-attach), or only
   // those of one kind (enum lw_kind) when `kind` >= 0 (re-baselining).
   Status purge_live(pid_t tgid, int kind = -1);
+  // Deletes the records of `tgid` of `kind` at `addrs` (automatic
+  // sampling's thinning, decision 47), in batches. One already gone (freed
+  // meanwhile) is not an error. Returns how many were deleted.
+  uint64_t delete_live(pid_t tgid, uint32_t kind, const std::vector<uint64_t>& addrs);
+  uint32_t live_capacity() const { return live_capacity_; }
 
   // Attaches (true) or detaches (false) the host-wide raw syscall
   // tracepoints; off after open(). The Tracer decides (decision 29).
@@ -240,6 +245,7 @@ class BpfSession {
   bool uprobe_multi_ = false;
   bool oom_events_ = false;
   uint32_t max_unwind_tables_ = 0;
+  uint32_t live_capacity_ = 0;
 };
 
 }  // namespace lw

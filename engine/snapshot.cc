@@ -33,6 +33,11 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
                        std::chrono::system_clock::now().time_since_epoch()).count();
   snap.live_bytes = proc.heap.live_bytes_total();
   snap.sample_mean_bytes = proc.heap.sample_mean();
+  snap.sampling_automatic = proc.auto_sample_mean > 0 && proc.auto_sample_mean == proc.heap.sample_mean();
+  if (snap.sampling_automatic) {
+    snap.sampling_reason = proc.auto_sample_reason;
+    snap.sampling_since = proc.auto_sample_since;
+  }
   snap.heap_stale_since = proc.heap_stale_since;
   snap.lifecycle = proc.lifecycle;
   snap.live_allocations = proc.heap.live_allocations_total();

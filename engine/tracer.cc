@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/tracer.h"
+#include "engine/tracer_internal.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -17,6 +19,8 @@
 #include "core/event.h"
 #include "core/memory_budget.h"
 #include "core/python_frames.h"
+#include "core/log.h"
+#include "core/sampling.h"
 #include "core/stack_frames.h"
 #include "core/fd.h"
 #include "core/stack_id.h"
@@ -42,33 +46,11 @@ void Tracer::refresh_maps(TracedProcess& proc) {
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
   configure_symbols(SymbolsConfig{});
+  update_auto_sampling();
   session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
 }
 
-namespace {
-uint32_t target_flags(const AttachOptions& o) {
-  uint32_t flags = 0;
-  if (o.heap) flags |= LW_TARGET_HEAP;
-  if (o.mmap) flags |= LW_TARGET_MMAP;
-  if (o.follow_forks) flags |= LW_TARGET_FOLLOW_FORKS;
-  if (o.cuda) flags |= LW_TARGET_CUDA;
-  return flags;
-}
-
-// What the kernel side may account for `p` now: nothing but fork reports
-// while the kill switch holds it.
-uint32_t current_flags(const TracedProcess& p) {
-  uint32_t flags = target_flags(p.options);
-  if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
-  if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
-  return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
-}
-
-double unix_seconds_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
+using namespace tracer_internal;
 
 // ---- overhead ----
 Status Tracer::set_heap_tracing(pid_t pid, bool on) {
@@ -85,12 +67,12 @@ Status Tracer::set_heap_tracing(pid_t pid, bool on) {
   p->heap_shed = false;
   recount_records();
   p->options.heap = true;
-  if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
+  if (Status st = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !st)
     return st;
   Status st = attach_objects(*p, true);
   if (!st) {
     p->options.heap = false;
-    (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+    (void)session_->set_target(pid, current_flags(*p), 0, heap_mean(*p));
     return st;
   }
   p->heap_stale_since = 0;
@@ -105,7 +87,7 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     if (!p || !p->options.heap) continue;
     // Flags first: the probes may still fire while their links close.
     p->options.heap = false;
-    (void)session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes);
+    (void)session_->set_target(pid, current_flags(*p), 0, heap_mean(*p));
     // The heap probes only: CUDA's stay (governor, step-down).
     for (Link& l : p->attacher->take_links(true, false)) links.push_back(std::move(l));
     if (p->heap_stale_since == 0) p->heap_stale_since = now;  // a budget shed stamped it first
@@ -128,7 +110,7 @@ Status Tracer::set_accounting(pid_t pid, bool on) {
   TracedProcess* p = process(pid);
   if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
   p->accounting = on;
-  if (Status st = session_->set_target(pid, current_flags(*p), 0, p->options.sample_mean_bytes); !st)
+  if (Status st = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !st)
     return st;
   // Back on: the CUDA probes the kill switch took are placed again.
   if (on && p->options.cuda) {
@@ -141,43 +123,6 @@ Status Tracer::set_accounting(pid_t pid, bool on) {
     return st;
   }
   return ok_status();
-}
-
-void Tracer::set_live_record_cap(uint64_t cap) {
-  stats_.live_record_cap = cap;
-  shed_blocked_at_ = 0;
-}
-
-void Tracer::recount_records() {
-  uint64_t total = 0;
-  for (const auto& [pid, proc] : procs_) total += proc->heap.record_count();
-  stats_.live_records = total;
-}
-
-void Tracer::shed_largest() {
-  if (shed_blocked_at_ && stats_.live_records < shed_blocked_at_ + 4096) return;
-  std::vector<std::pair<pid_t, uint64_t>> candidates;
-  candidates.reserve(procs_.size());
-  for (const auto& [pid, proc] : procs_)
-    if (!proc->heap_shed && !proc->heap.frozen(LW_KIND_HEAP))
-      candidates.emplace_back(pid, proc->heap.record_count(LW_KIND_HEAP));
-  std::optional<pid_t> victim = pick_shed_victim(candidates);
-  if (!victim) {
-    // Only mmap/CUDA records left, each bounded by its process's mappings.
-    shed_blocked_at_ = stats_.live_records;
-    return;
-  }
-  shed_blocked_at_ = 0;
-  TracedProcess& p = *procs_.at(*victim);
-  p.heap_shed = true;
-  // Heap accounting off in the kernel first, so no more heap events come;
-  // those already queued are ignored by the frozen tracker.
-  (void)session_->set_target(p.pid, current_flags(p), 0, p.options.sample_mean_bytes);
-  p.heap.shed_kind(LW_KIND_HEAP);
-  p.heap_stale_since = unix_seconds_now();
-  budget_sheds_.push_back(p.pid);
-  ++stats_.memory_budget_sheds;
-  recount_records();
 }
 
 std::optional<uint64_t> Tracer::probe_hits(pid_t pid) const {
@@ -324,6 +269,14 @@ void Tracer::on_record(const void* data, size_t len) {
           }
         }
         stats_.live_records = stats_.live_records + p.heap.record_count() - before;
+        if (p.heap.thinned_pending()) delete_thinned(p);
+        if (e->type == EventType::kAlloc && e->kind == LW_KIND_HEAP && auto_sampling_.share) {
+          if (p.heap.record_count(LW_KIND_HEAP) > auto_sampling_.share)
+            sample_automatically(p, stats_.live_record_cap && stats_.live_record_cap < session_->live_capacity()
+                                        ? "memory_budget" : "live_map_share");
+          else if (stats_.live_records > auto_sampling_.total)
+            sample_largest();
+        }
         if (stats_.live_record_cap && stats_.live_records > stats_.live_record_cap &&
             e->type == EventType::kAlloc)
           shed_largest();
@@ -489,6 +442,7 @@ void Tracer::resync(TracedProcess& proc) {
   Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid, skip);
   if (!records) return;  // retried on the next loss; counted by the caller's metrics
   proc.heap.resync(*records);
+  delete_thinned(proc);  // allocated before an automatic-sampling switch, thinned on arrival
   proc.cuda_devices.resync(*records);
   ++stats_.resyncs;
 }
@@ -504,6 +458,12 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   // image's first return probe; see test FollowsPidThroughExec.)
   if (!session_->purge_live(proc.pid)) ++stats_.attach_errors;
   proc.heap.clear();
+  // A new image, a new heap: exact again (or the configured mean) until it
+  // outgrows its share in turn.
+  proc.auto_sample_mean = 0;
+  proc.auto_sample_reason = "";
+  proc.auto_sample_since = 0;
+  proc.heap.set_sample_mean(proc.options.sample_mean_bytes);
   proc.cuda_devices.clear();
   proc.stacks.clear();
   if (proc.python) proc.python->reset(*session_);
@@ -515,7 +475,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   // decided again below: until then the raw tracepoints (if attached) must
   // not skip this process.
   proc.syscall_sites = false;
-  if (!session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes))
+  if (!session_->set_target(proc.pid, current_flags(proc), 0, heap_mean(proc)))
     return;
   if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
       !attach_objects(proc, proc.options.heap))
@@ -539,7 +499,7 @@ void Tracer::sync_syscall_sites(TracedProcess& proc) {
   const bool sites = proc.attacher->syscall_tracing() == SyscallTracing::kWrappers;
   if (sites == proc.syscall_sites) return;
   proc.syscall_sites = sites;
-  (void)session_->set_target(proc.pid, current_flags(proc), 0, proc.options.sample_mean_bytes);
+  (void)session_->set_target(proc.pid, current_flags(proc), 0, heap_mean(proc));
 }
 
 void Tracer::set_raw_syscalls_allowed(bool allowed) {

@@ -80,6 +80,12 @@ struct AttachOptions {
   // Byte sampling of the heap (bpf/lw_sampling.h): mean bytes between
   // samples, 0 = record every allocation. Heap figures are then estimates.
   uint64_t sample_mean_bytes = 0;
+  // Automatic sampling (docs/config.md, "Automatic sampling"; decision
+  // 47): when the process's heap records outgrow its share of the live
+  // map or of the daemon's record cap, its heap is switched to sampling
+  // (the records it holds thinned, not dropped) instead of losing
+  // allocations. false: exact until the map fills (losses counted).
+  bool auto_sampling = true;
   bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (architecture.md 20)
   // Place the probes that only lend a hint to the unwinder (libstdc++'s
   // plain operator new) even when stacks come from call-frame information
@@ -158,6 +164,12 @@ struct TracedProcess {
   // 28): its kernel flags leave heap accounting off at once, before the
   // daemon detaches the heap probes; cleared when heap tracing resumes.
   bool heap_shed = false;
+  // Automatic sampling (decision 47): the mean the heap was switched to
+  // (0: not switched; it then samples at options.sample_mean_bytes), why,
+  // and since when (unix seconds). Reset at exec: a new image starts exact.
+  uint64_t auto_sample_mean = 0;
+  const char* auto_sample_reason = "";
+  double auto_sample_since = 0;
   // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
   // see this process's mmap-family calls (decision 29).
   bool syscall_sites = false;
@@ -207,6 +219,16 @@ class Tracer {
   // figures frozen) and reported by take_budget_sheds(); the caller then
   // detaches its heap probes (set_heap_tracing(pid, false)).
   void set_live_record_cap(uint64_t cap);
+  // Automatic sampling's thresholds (decision 47), from the live map's
+  // capacity and the record cap: a process is switched when its heap
+  // records pass `share`, and the process with the most when all records
+  // pass `total`; it then keeps about `records` heap records.
+  struct AutoSampling {
+    uint64_t share = 0;
+    uint64_t total = 0;
+    uint64_t records = 0;
+  };
+  const AutoSampling& auto_sampling() const { return auto_sampling_; }
   std::vector<pid_t> take_budget_sheds() { return std::exchange(budget_sheds_, {}); }
   // Allocator probe hits of `pid` counted by the kernel side so far.
   std::optional<uint64_t> probe_hits(pid_t pid) const;
@@ -299,6 +321,12 @@ class Tracer {
   bool raw_syscalls_allowed_ = true;
   void recount_records();
   void shed_largest();
+  void update_auto_sampling();
+  // Switches `p`'s heap to sampling at a larger mean, thinning its records
+  // (decision 47). False when it cannot (not allowed, nothing to thin).
+  bool sample_automatically(TracedProcess& p, const char* reason);
+  void sample_largest();
+  void delete_thinned(TracedProcess& p);
   const std::string& build_id_of(const MapEntry& m, const std::string& open_path);
   static constexpr size_t kMaxBuildIdCache = 4096;
 
@@ -323,6 +351,8 @@ class Tracer {
   // Above the cap with nothing left to shed: look again only once this many
   // more records were added (not one scan per event).
   uint64_t shed_blocked_at_ = 0;
+  AutoSampling auto_sampling_;
+  uint64_t sample_blocked_at_ = 0;  // as shed_blocked_at_, for sample_largest()
 };
 
 

@@ -276,6 +276,13 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                      "Records the daemon may hold before it suspends the process holding the most "
                      "(from limits.max_daemon_memory_bytes).", G),
           {}, static_cast<double>(snap.tracer_stats.live_record_cap));
+  fam.add(fam.family("leakwatch_automatic_sampling_switches_total",
+                     "Times a process's heap was switched to byte sampling, or to a larger mean, "
+                     "because its records outgrew its share of the live map or of the daemon's budget.", C),
+          {}, static_cast<double>(snap.tracer_stats.auto_sampling_switches));
+  fam.add(fam.family("leakwatch_automatic_sampling_thinned_records_total",
+                     "Heap records dropped by those switches (each kept one stands for more).", C),
+          {}, static_cast<double>(snap.tracer_stats.auto_sampling_thinned));
   fam.add(fam.family("leakwatch_kill_switch_engaged", "1 while the kill switch has every probe detached.", G),
           {}, dc.kill_switch_engaged ? 1 : 0);
   fam.add(fam.family("leakwatch_syscall_tracepoints_attached",

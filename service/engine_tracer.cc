@@ -23,6 +23,7 @@ Status EngineTracer::attach(pid_t pid, const TraceOptions& options) {
   o.mmap = options.mmap;
   o.follow_forks = options.follow_forks;
   o.sample_mean_bytes = options.sample_mean_bytes;
+  o.auto_sampling = options.auto_sampling;
   o.max_rescans_per_second = options.max_rescans_per_second;
   return tracer_->attach(pid, o);
 }

@@ -38,6 +38,7 @@ struct TraceOptions {
   bool mmap = true;           // anonymous mmap/munmap/mremap/brk
   bool follow_forks = false;  // report forked children as process events
   uint64_t sample_mean_bytes = 0;  // byte sampling of the heap; 0 = every allocation
+  bool auto_sampling = true;       // automatic sampling (decision 47)
   uint32_t max_rescans_per_second = 5;  // limits.max_rescans_per_second
 };
 

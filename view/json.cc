@@ -88,7 +88,10 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   if (snap.kernel_live_bytes >= 0) out["kernel_live_bytes"] = snap.kernel_live_bytes;
   // Which figures are estimates, and at what rate (docs/api.md).
   out["sampling"] = {{"mean_bytes", snap.sample_mean_bytes},
-                     {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
+                     {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()},
+                     {"automatic", snap.sampling_automatic},
+                     {"reason", snap.sampling_automatic ? json(snap.sampling_reason) : json(nullptr)},
+                     {"since", snap.sampling_automatic ? json(snap.sampling_since) : json(nullptr)}};
   out["heap_stale_since"] = snap.heap_stale_since > 0 ? json(snap.heap_stale_since) : json(nullptr);
   out["unrecorded"] = unrecorded_json(snap);
   out["lifecycle"] = to_json(snap.lifecycle);

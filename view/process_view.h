@@ -168,6 +168,10 @@ struct TracerStats {
   uint64_t live_records = 0;         // per-address records held, all processes
   uint64_t live_record_cap = 0;      // 0: no cap
   uint64_t memory_budget_sheds = 0;  // processes whose heap records were shed
+  // Automatic sampling (decision 47): switches of a process's heap to
+  // sampling (or to a larger mean), and the records those thinned.
+  uint64_t auto_sampling_switches = 0;
+  uint64_t auto_sampling_thinned = 0;
   UnwindStats unwind;
 };
 
@@ -223,6 +227,12 @@ struct ProcessSnapshot {
   // Byte sampling: > 0 means every heap figure is an estimate from
   // allocations sampled at this mean (core/sampling.h).
   uint64_t sample_mean_bytes = 0;
+  // The mean was chosen by automatic sampling (decision 47), not
+  // configured: why ("live_map_share", "live_map_full", "memory_budget")
+  // and since when (unix seconds).
+  bool sampling_automatic = false;
+  std::string sampling_reason;
+  double sampling_since = 0;
   // > 0 (unix seconds): the heap probes were detached then (step-down from
   // `full`, governor, kill switch), so the heap figures are frozen as of
   // that time and stale; the next attach re-baselines them.

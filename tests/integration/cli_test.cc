@@ -440,7 +440,8 @@ std::string holder_text(const std::string &live_max) {
   if (ready != "ready " + std::to_string(target.pid())) throw std::runtime_error("holder: no ready line");
   std::vector<std::string> args = {LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--interval", "0.3",
                                    "--count", "12"};
-  if (!live_max.empty()) args.insert(args.end(), {"--live-max", live_max});
+  // Automatic sampling off with a small map: the loss path (decision 47).
+  if (!live_max.empty()) args.insert(args.end(), {"--live-max", live_max, "--no-auto-sampling"});
   Process leakwatch(args, {.env = {"COLUMNS=200"}});
   std::string all;
   while (auto line = leakwatch.read_line(60000ms)) {

@@ -72,8 +72,11 @@ std::pair<int64_t, int64_t> heap_live_at(const Json &sites, const std::string &f
   return {n, bytes};
 }
 
-std::string config_for(const std::string &holder_comm, const std::string &other_comm, uint64_t budget) {
+std::string config_for(const std::string &holder_comm, const std::string &other_comm, uint64_t budget,
+                       bool automatic_sampling = true) {
   return R"(top_sites_per_process: 50
+sampling:
+  automatic: )" + std::string(automatic_sampling ? "true" : "false") + R"(
 limits:
   live_map_entries: 2097152
   max_daemon_memory_bytes: )" + std::to_string(budget) + R"(
@@ -150,7 +153,9 @@ TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSuspendsTheLargestAndNeverOoms) {
   const std::string holder_bin = private_target_copy(bin.path(), "holder");
   const std::string leaker_bin = private_target_copy(bin.path(), "leaker");
   const uint64_t budget = 64 * MiB;
-  DaemonProcess daemon({.config_body = config_for(file_name_of(holder_bin), file_name_of(leaker_bin), budget)});
+  // Automatic sampling off: suspension is what is left (decision 47).
+  DaemonProcess daemon(
+      {.config_body = config_for(file_name_of(holder_bin), file_name_of(leaker_bin), budget, false)});
   daemon.wait_notify("READY=1", kReadyTimeout);
   const Rss start = read_rss(daemon.pid());
   const uint64_t limit =
@@ -212,6 +217,60 @@ TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSuspendsTheLargestAndNeverOoms) {
   EXPECT_LE(after.hwm, budget + kSlack);
   ASSERT_TRUE(daemon.running()) << daemon.diagnostics();
   leaker.write_line("exit");
+  holder.write_line("exit");
+  EXPECT_TRUE(holder.wait_exit(20s).has_value());
+}
+
+// (c) A budget too small with automatic sampling (the default; decision 47):
+// the holder's heap is switched to sampling when its records outgrow its
+// share of the record cap, instead of being suspended. Its figures stay
+// within 5% of the truth, nothing is suspended or lost, and the daemon's
+// peak RSS stays within the budget.
+TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSamplesTheLargestInstead) {
+  TempDir bin;
+  const std::string holder_bin = private_target_copy(bin.path(), "holder");
+  // About 400,000 records (not (b)'s floor of 4,096): the sampled heap
+  // keeps 1/8 of them, 50,000, and the site's standard error is 0.45%.
+  const uint64_t budget = 128 * MiB;
+  DaemonProcess daemon({.config_body = config_for(file_name_of(holder_bin), "none-such", budget)});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  const uint64_t limit =
+      daemon.get_json("/api/v1/status").at("memory_budget").at("live_records_limit").get<uint64_t>();
+  ASSERT_LT(limit, kBlocks) << "the budget must be too small for the test to mean anything";
+
+  Process holder({holder_bin, std::to_string(kBlocks)});
+  const Json truth = run_holder(daemon, holder);
+  const int64_t truth_bytes = truth.at("sites").at("hold_block").get<int64_t>();
+  // Sampled records stand for more: wait until the estimate has caught up
+  // with the last queued events (or time out and report).
+  Json sites;
+  wait_until(60s, [&] {
+    sites = daemon.sites_at_or_after(holder.pid(), unix_now(), kApiTimeout);
+    return heap_live_at(sites, "hold_block").second >= truth_bytes - truth_bytes / 20;
+  }, 500ms);
+  const auto [count, bytes] = heap_live_at(sites, "hold_block");
+  const Json &sampling = sites.at("sampling");
+  const Json status = daemon.get_json("/api/v1/status");
+  const Rss after = read_rss(daemon.pid());
+  printf("[memory budget c] budget %.0f MiB, record limit %llu: sampled at %lld B (%s), hold_block %lld bytes of "
+         "%lld (%.4f), %lld allocations estimated; daemon records %llu, peak RSS %.1f MiB\n",
+         mib(budget), static_cast<unsigned long long>(limit),
+         static_cast<long long>(sampling.at("mean_bytes").get<int64_t>()), sampling.at("reason").dump().c_str(),
+         static_cast<long long>(bytes), static_cast<long long>(truth_bytes),
+         static_cast<double>(bytes) / static_cast<double>(truth_bytes), static_cast<long long>(count),
+         static_cast<unsigned long long>(status.at("memory_budget").at("live_records").get<uint64_t>()),
+         mib(after.hwm));
+  EXPECT_TRUE(sampling.at("automatic").get<bool>()) << sampling.dump() << daemon.diagnostics().substr(0, 4000);
+  EXPECT_EQ(sampling.at("reason"), "memory_budget") << sampling.dump();
+  EXPECT_NEAR(static_cast<double>(bytes) / static_cast<double>(truth_bytes), 1.0, 0.05);
+  EXPECT_NEAR(static_cast<double>(count) / static_cast<double>(kBlocks), 1.0, 0.05);
+  EXPECT_EQ(status.at("memory_budget").at("suspensions").get<uint64_t>(), 0u) << status.at("memory_budget").dump();
+  EXPECT_LE(status.at("memory_budget").at("live_records").get<uint64_t>(), limit);
+  EXPECT_EQ(sites.at("unrecorded").at("allocations").at("map_full").get<int64_t>(), 0);
+  const Json entry = *daemon.find_process(holder.pid());
+  EXPECT_FALSE(entry.at("tracing_suspended").get<bool>()) << entry.dump();
+  EXPECT_NE(daemon.get("/metrics").body.find("\nleakwatch_automatic_sampling_switches_total "), std::string::npos);
+  EXPECT_LE(after.hwm, budget + kSlack);
   holder.write_line("exit");
   EXPECT_TRUE(holder.wait_exit(20s).has_value());
 }

@@ -206,7 +206,9 @@ namespace {
 // map's; nothing crashes.
 TEST(LeakwatchMapsFull, LiveMapFullCountsEveryUntrackedAllocationExactly) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
-  TraceSession session({.target = "burst", .leakwatch_args = {"--live-max", "1024", "--top", "100"}});
+  // Automatic sampling off: this is the loss path (decision 47).
+  TraceSession session(
+      {.target = "burst", .leakwatch_args = {"--live-max", "1024", "--top", "100", "--no-auto-sampling"}});
   const Json &snapshot = session.snapshot();
   const Json &counters = snapshot.at("counters");
   const int64_t seen = snapshot.at("events").at("seen").get<int64_t>();
@@ -234,7 +236,9 @@ TEST(LeakwatchMapsFull, LiveMapFullCountsEveryUntrackedAllocationExactly) {
 // not recorded bytes cover it.
 TEST(LeakwatchMapsFull, LiveMapFullIsCountedPerProcess) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
-  TraceSession session({.target = "holder", .target_args = {"1000"}, .leakwatch_args = {"--live-max", "64"}});
+  // Automatic sampling off: this is the loss path (decision 47).
+  TraceSession session(
+      {.target = "holder", .target_args = {"1000"}, .leakwatch_args = {"--live-max", "64", "--no-auto-sampling"}});
   const Json &snapshot = session.snapshot();
   const Json &u = snapshot.at("unrecorded");
   const int64_t truth = session.truth().at("total_live").get<int64_t>();

@@ -130,6 +130,7 @@ TEST(Config, DocumentedDefaults) {
   EXPECT_EQ(d.analysis.window_seconds, 600u);
   EXPECT_EQ(d.analysis.sample_interval_seconds, 10u);
   EXPECT_FALSE(d.sampling.enabled);
+  EXPECT_TRUE(d.sampling.automatic);
   EXPECT_EQ(d.web_config_file, "");
 }
 
@@ -301,6 +302,18 @@ TEST(Config, ScalarTypesAreStrict) {
   parse_bad("sampling: {enabled: 1}\n");
   EXPECT_EQ(parse_bad("sampling: {enabled: off}\n")[0].suggestion, "false");
   EXPECT_TRUE(parse_ok("sampling: {enabled: True}\n").sampling.enabled);
+  // Automatic sampling (decision 47): globally, and per target over it.
+  EXPECT_FALSE(parse_ok("sampling: {automatic: false}\n").sampling.automatic);
+  parse_bad("sampling: {automatic: no}\n");
+  {
+    const Config t = parse_ok(
+        "targets:\n  - name: a\n    match: {comm: x}\n    automatic_sampling: false\n"
+        "  - name: b\n    match: {comm: y}\n");
+    ASSERT_EQ(t.targets.size(), 2u);
+    EXPECT_EQ(t.targets[0].automatic_sampling, std::optional<bool>(false));
+    EXPECT_FALSE(t.targets[1].automatic_sampling.has_value());
+  }
+  parse_bad("targets:\n  - name: a\n    match: {comm: x}\n    automatic_sampling: 0\n");
   EXPECT_EQ(parse_ok("limits: {max_daemon_memory_bytes: 18446744073709551615}\n")
                 .limits.max_daemon_memory_bytes,
             UINT64_MAX);

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tracer: the daemon's memory budget (docs/architecture.md, 28) and
+// automatic sampling (decision 47), both checked as records are applied.
+// Split from tracer.cc.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "core/analyzer.h"  // monotonic_ns
+#include "core/log.h"
+#include "core/memory_budget.h"
+#include "core/sampling.h"
+#include "engine/tracer.h"
+#include "engine/tracer_internal.h"
+
+namespace lw {
+
+using namespace tracer_internal;
+
+void Tracer::set_live_record_cap(uint64_t cap) {
+  stats_.live_record_cap = cap;
+  shed_blocked_at_ = 0;
+  update_auto_sampling();
+}
+
+// Automatic sampling (docs/config.md, "Automatic sampling"; decision 47).
+// The capacity is what binds first, the kernel map or the daemon's record
+// cap. One process may fill 3/4 of it, so that the others keep room while
+// it is thinned; past 7/8 in all, the process with the most records is
+// sampled. A sampled process keeps about 160,000 records (at most 1/8 of
+// the capacity): then T <= heap/160,000, and a site holding 1% of the heap
+// is estimated within sqrt(T / (heap/100)) = 2.5% (one standard error).
+void Tracer::update_auto_sampling() {
+  uint64_t capacity = session_->live_capacity();
+  if (stats_.live_record_cap && stats_.live_record_cap < capacity) capacity = stats_.live_record_cap;
+  auto_sampling_.share = capacity / 4 * 3;
+  auto_sampling_.total = capacity / 8 * 7;
+  auto_sampling_.records = std::min<uint64_t>(160000, std::max<uint64_t>(capacity / 8, 1));
+  sample_blocked_at_ = 0;
+}
+
+void Tracer::delete_thinned(TracedProcess& p) {
+  std::vector<uint64_t> addrs = p.heap.take_thinned();
+  if (!addrs.empty()) session_->delete_live(p.pid, LW_KIND_HEAP, addrs);
+}
+
+bool Tracer::sample_automatically(TracedProcess& p, const char* reason) {
+  if (!p.options.auto_sampling || !p.options.heap || p.heap_shed || p.heap.frozen(LW_KIND_HEAP))
+    return false;
+  const uint64_t current = p.heap.sample_mean();
+  const uint64_t mean = auto_sample_mean(p.heap.live_bytes(LW_KIND_HEAP), auto_sampling_.records, current);
+  if (mean <= current) return false;  // nothing held, or already at the largest mean
+  // The kernel first: allocations from now on are sampled at the new mean;
+  // switch_ns is read after, so every record stamped later was sampled
+  // (bar calls in flight across the switch, one per thread at most).
+  p.auto_sample_mean = mean;
+  (void)session_->set_target(p.pid, current_flags(p), 0, mean);
+  const uint64_t switch_ns = monotonic_ns();
+  const uint64_t before = p.heap.record_count(LW_KIND_HEAP);
+  std::vector<uint64_t> dropped;
+  dropped.reserve(before);
+  p.heap.thin_to(mean, switch_ns, &dropped);
+  session_->delete_live(p.pid, LW_KIND_HEAP, dropped);
+  if (!current || !*p.auto_sample_reason) {
+    p.auto_sample_reason = reason;
+    p.auto_sample_since = unix_seconds_now();
+  }
+  ++stats_.auto_sampling_switches;
+  stats_.auto_sampling_thinned += dropped.size();
+  LW_LOG_INFO("automatic sampling: pid %d (%s) heap sampled at a mean of %llu bytes (was %llu; %s): "
+              "%llu of %llu records thinned",
+              p.pid, p.comm.c_str(), static_cast<unsigned long long>(mean),
+              static_cast<unsigned long long>(current), reason,
+              static_cast<unsigned long long>(dropped.size()), static_cast<unsigned long long>(before));
+  recount_records();
+  return true;
+}
+
+void Tracer::sample_largest() {
+  if (sample_blocked_at_ && stats_.live_records < sample_blocked_at_ + 4096) return;
+  std::vector<std::pair<uint64_t, TracedProcess*>> by_records;
+  for (const auto& [pid, proc] : procs_)
+    by_records.emplace_back(proc->heap.record_count(LW_KIND_HEAP), proc.get());
+  std::sort(by_records.begin(), by_records.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [records, proc] : by_records)
+    if (records > 0 && sample_automatically(*proc, "live_map_full")) {
+      sample_blocked_at_ = 0;
+      return;
+    }
+  sample_blocked_at_ = stats_.live_records;
+}
+
+void Tracer::recount_records() {
+  uint64_t total = 0;
+  for (const auto& [pid, proc] : procs_) total += proc->heap.record_count();
+  stats_.live_records = total;
+}
+
+void Tracer::shed_largest() {
+  if (shed_blocked_at_ && stats_.live_records < shed_blocked_at_ + 4096) return;
+  std::vector<std::pair<pid_t, uint64_t>> candidates;
+  candidates.reserve(procs_.size());
+  for (const auto& [pid, proc] : procs_)
+    if (!proc->heap_shed && !proc->heap.frozen(LW_KIND_HEAP))
+      candidates.emplace_back(pid, proc->heap.record_count(LW_KIND_HEAP));
+  std::optional<pid_t> victim = pick_shed_victim(candidates);
+  if (!victim) {
+    // Only mmap/CUDA records left, each bounded by its process's mappings.
+    shed_blocked_at_ = stats_.live_records;
+    return;
+  }
+  shed_blocked_at_ = 0;
+  TracedProcess& p = *procs_.at(*victim);
+  p.heap_shed = true;
+  // Heap accounting off in the kernel first, so no more heap events come;
+  // those already queued are ignored by the frozen tracker.
+  (void)session_->set_target(p.pid, current_flags(p), 0, heap_mean(p));
+  p.heap.shed_kind(LW_KIND_HEAP);
+  p.heap_stale_since = unix_seconds_now();
+  budget_sheds_.push_back(p.pid);
+  ++stats_.memory_budget_sheds;
+  recount_records();
+}
+
+}  // namespace lw
