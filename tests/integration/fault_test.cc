@@ -258,6 +258,7 @@ TEST(LeakwatchMapsFull, LiveMapFullIsCountedPerProcess) {
   const Json &kinds = u.at("kinds");
   ASSERT_TRUE(kinds.contains("heap")) << u.dump();
   const Json &heap = kinds.at("heap");
+  std::printf("[ metric   ] by kind: %s\n", kinds.dump().c_str());
   EXPECT_GE(heap.at("allocations").at("map_full").get<int64_t>(), 1000 - 64) << u.dump();
   EXPECT_TRUE(heap.at("verdicts_incomplete").get<bool>()) << u.dump();
   int64_t kinds_lost = 0, kinds_lost_bytes = 0;
