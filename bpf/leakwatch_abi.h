@@ -327,6 +327,13 @@ enum lw_target_flags {
 /* lw_target.seen, written by the BPF side only. */
 #define LW_SEEN_CUDA 1u /* the process made a CUDA record: purge CUDA state at exit/exec */
 
+/* One kind's unrecorded allocations in lw_target.unrec (decision 44). */
+struct lw_unrec {
+  __u64 map_full;        /* live map insert failed: not tracked at all */
+  __u64 map_full_bytes;  /* their bytes */
+  __u64 stack_full;      /* recorded, but the stack map was full: stack unknown */
+};
+
 struct lw_target {
   __u32 flags;
   __u32 seen;      /* LW_SEEN_*; the daemon writes 0 */
@@ -353,11 +360,10 @@ struct lw_target {
    * (its bpf_ktime_get_ns). */
   __u64 brk_walk_ns;
   /* Unrecorded issue (decision 44): allocations of this process that were
-   * not recorded, by reason, added by the BPF side with atomic adds on the
-   * pointer the hot path holds. The daemon keeps them across set_target. */
-  __u64 unrec_map_full;        /* live map insert failed: not tracked at all */
-  __u64 unrec_map_full_bytes;  /* their bytes */
-  __u64 unrec_stack_full;      /* recorded, but the stack map was full: stack unknown */
+   * not recorded, by kind (enum lw_kind) and reason, added by the BPF side
+   * with atomic adds on the pointer the hot path holds, on the failure
+   * paths only. The daemon keeps them across set_target. */
+  struct lw_unrec unrec[LW_KIND_MAX];
 };
 
 /* At most one stack walk of re-grown heap per process per 100 ms. */
@@ -482,7 +488,8 @@ static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-static_assert(sizeof(struct lw_target) == 96, "lw_target ABI");
+static_assert(sizeof(struct lw_unrec) == 24, "lw_unrec ABI");
+static_assert(sizeof(struct lw_target) == 72 + 24 * LW_KIND_MAX, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -495,7 +502,8 @@ _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-_Static_assert(sizeof(struct lw_target) == 96, "lw_target ABI");
+_Static_assert(sizeof(struct lw_unrec) == 24, "lw_unrec ABI");
+_Static_assert(sizeof(struct lw_target) == 72 + 24 * LW_KIND_MAX, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

@@ -269,7 +269,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
     if (inc > 0) {
       struct lw_regs regs = lw_probe_regs(ctx);
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, ret, (__u64)inc, bpf_ktime_get_ns(),
-                   capture_stack(ctx, t, &regs, true, 0));
+                   capture_stack(ctx, t, LW_KIND_MMAP, &regs, true, 0));
     }
     else if (inc < 0)
       unmap_range(t, tgid, ret - (__u64)(-inc), (__u64)(-inc));
@@ -340,7 +340,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
     return 0;
   }
   struct lw_regs regs = lw_probe_regs(ctx);
-  __u64 stack = capture_stack(ctx, t, &regs, true, v.arg2);
+  __u64 stack = capture_stack(ctx, t, LW_KIND_HEAP, &regs, true, v.arg2);
   record_alloc(ctx, t, tgid, LW_KIND_HEAP, ptr, size, bpf_ktime_get_ns(), stack);
   return 0;
 }

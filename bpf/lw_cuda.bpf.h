@@ -161,7 +161,7 @@ static __always_inline void cuda_record(struct pt_regs *ctx, struct lw_target *t
   struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
   struct lw_regs regs = lw_probe_regs(ctx);
   struct lw_live_val val = {.size = size, .alloc_ns = bpf_ktime_get_ns(),
-                            .stack_hash = capture_stack(ctx, t, &regs, true, 0)};
+                            .stack_hash = capture_stack(ctx, t, kind, &regs, true, 0)};
   bool replaced;
   if (live_insert(t, tgid, kind, addr, &val, &replaced)) {
     if (replaced)

@@ -13,6 +13,17 @@
 #define LW_PAGE_SIZE 4096ULL
 #define LW_UNMAP_MAX_RECORDS 8
 
+/* Counts an allocation of `kind` the live map could not hold on its target
+ * (decision 44): a failure path only. The bound is for the verifier (the
+ * kind indexes the target's array). */
+static __always_inline void count_unrec_map_full(struct lw_target *t, __u32 kind, __u64 bytes)
+{
+  if (kind >= LW_KIND_MAX)
+    return;
+  __sync_fetch_and_add(&t->unrec[kind].map_full, 1);
+  __sync_fetch_and_add(&t->unrec[kind].map_full_bytes, bytes);
+}
+
 /* Inserts the record (tgid, kind, addr). The allocator may hand out an
  * address we still think is live: its free was missed (before attach, or
  * lost), and the old record is replaced (*replaced set, counted). On
@@ -38,8 +49,7 @@ static __always_inline int live_insert(struct lw_target *t, __u32 tgid, __u32 ki
   }
   if (err) {
     count(LW_CNT_LIVE_INSERT_FAILED);
-    __sync_fetch_and_add(&t->unrec_map_full, 1);
-    __sync_fetch_and_add(&t->unrec_map_full_bytes, val->size);
+    count_unrec_map_full(t, kind, val->size);
     if (*replaced) {
       bpf_map_delete_elem(&live, &key);
       emit(t, LW_EV_FREE, tgid, kind, addr, 0, 0, 0, LW_EVF_REPLACED);
@@ -155,8 +165,7 @@ static __always_inline void unmap_range(struct lw_target *t, __u32 tgid, __u64 a
             .size = tail, .alloc_ns = v.alloc_ns, .stack_hash = v.stack_hash};
         if (bpf_map_update_elem(&live, &tail_key, &tail_val, BPF_ANY)) {
           count(LW_CNT_LIVE_INSERT_FAILED);
-          __sync_fetch_and_add(&t->unrec_map_full, 1);
-          __sync_fetch_and_add(&t->unrec_map_full_bytes, tail);
+          count_unrec_map_full(t, LW_KIND_MMAP, tail);
         }
       }
       if (off)

@@ -113,7 +113,7 @@ __noinline __u64 lw_store_stack(void)
  * r->ip is a return address (a return probe); `hint`: operator new's
  * return address when allocating inside it. The daemon derives the stable,
  * cross-host stack_id from (build-id, offset). */
-static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
+static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t, __u32 kind,
                                            const struct lw_regs *r, bool at_return, __u64 hint)
 {
   if (!collect_stacks)
@@ -139,8 +139,10 @@ static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
   lw_python_stack();
   __u64 h = lw_store_stack();
   if (h == LW_STACK_HASH_MAP_FULL) {
-    /* Per process too (decision 44): the map value is writable. */
-    __sync_fetch_and_add(&((struct lw_target *)t)->unrec_stack_full, 1);
+    /* Per process and kind too (decision 44): the map value is writable.
+     * `kind` is the record's, a constant at every caller but CUDA's. */
+    if (kind < LW_KIND_MAX)
+      __sync_fetch_and_add(&((struct lw_target *)t)->unrec[kind].stack_full, 1);
     return 0;
   }
   return h;

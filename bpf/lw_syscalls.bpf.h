@@ -107,7 +107,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
        * wrapper's call-frame information (the daemon skips the wrapper's
        * own frame when it names the site). */
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, (__u64)ret, len, bpf_ktime_get_ns(),
-                   capture_stack(ctx, t, regs, false, 0));
+                   capture_stack(ctx, t, LW_KIND_MMAP, regs, false, 0));
     } else {
       code_changed(t, tgid, (__u64)ret, len);  /* new code */
     }
@@ -160,7 +160,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
           t->brk_high = new_brk;
         else
           t->brk_walk_ns = now;
-        stack = capture_stack(ctx, t, regs, false, 0);
+        stack = capture_stack(ctx, t, LW_KIND_MMAP, regs, false, 0);
       }
       record_alloc(ctx, t, tgid, LW_KIND_MMAP, old_brk, new_brk - old_brk, now, stack);
     } else if (new_brk < old_brk) {

@@ -165,9 +165,13 @@ void add_frame_lines(std::vector<std::string>& out, const std::vector<Frame>& fr
   if (folded) out.push_back(indent + "... " + std::to_string(folded) + " more frames");
 }
 
-const char* trend_cell(const SiteSnapshot& site, char* buf, size_t len) {
-  if (site.suspected_leak) return "LEAK";
-  if (site.trend != Trend::kUnknown) return trend_name(site.trend);
+// A verdict made on incomplete data (its kind lost allocations or stacks,
+// decision 44) ends in '*', which the WARNING lines explain.
+const char* trend_cell(const SiteSnapshot& site, bool incomplete, char* buf, size_t len) {
+  if (site.suspected_leak || site.trend != Trend::kUnknown) {
+    snprintf(buf, len, "%s%s", site.suspected_leak ? "LEAK" : trend_name(site.trend), incomplete ? "*" : "");
+    return buf;
+  }
   if (site.verdict_in_s > 0) {
     snprintf(buf, len, "wait %s", human_duration(site.verdict_in_s).c_str());
     return buf;
@@ -241,22 +245,27 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                               "limits.stack_map_entries): their bytes show under an unknown stack"),
                         width, " ", 2));
   // This process's own losses (decision 44): lost, apart from sampled
-  // (estimates) and suspended (frozen).
-  if (s.unrecorded.map_full > 0) {
-    char cov[32];
-    snprintf(cov, sizeof(cov), "%.1f%%", s.coverage * 100.0);
-    add_lines(out, pack(words("WARNING: " + std::to_string(s.unrecorded.map_full) + " allocations (" +
-                              human_bytes(s.unrecorded.map_full_bytes) +
-                              ") of this process not recorded: live map full (--live-max, "
-                              "limits.live_map_entries); coverage " + cov +
-                              "; live bytes are a lower bound"),
-                        width, " ", 2));
+  // (estimates) and suspended (frozen). One line per kind and reason; a '*'
+  // after a trend marks a site verdict of a kind that lost something.
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    const UnrecordedCounts& u = s.unrecorded.kinds[k];
+    const std::string kind = kind_name(k);
+    if (u.map_full > 0) {
+      char cov[32];
+      snprintf(cov, sizeof(cov), "%.1f%%", 100.0 * unrecorded_coverage(s.kinds[k].allocations, u));
+      add_lines(out, pack(words("WARNING: " + std::to_string(u.map_full) + " " + kind + " allocations (" +
+                                human_bytes(u.map_full_bytes) +
+                                ") of this process not recorded: live map full (--live-max, "
+                                "limits.live_map_entries); " + kind + " coverage " + cov +
+                                ", live bytes a lower bound; * = verdict incomplete"),
+                          width, " ", 2));
+    }
+    if (u.stack_map_full > 0)
+      add_lines(out, pack(words("WARNING: " + std::to_string(u.stack_map_full) + " " + kind +
+                                " allocations of this process recorded without a stack: stack map "
+                                "full (--stack-max, limits.stack_map_entries); * = verdict incomplete"),
+                          width, " ", 2));
   }
-  if (s.unrecorded.stack_map_full > 0)
-    add_lines(out, pack(words("WARNING: " + std::to_string(s.unrecorded.stack_map_full) +
-                              " allocations of this process recorded without a stack: stack map "
-                              "full (--stack-max, limits.stack_map_entries)"),
-                        width, " ", 2));
   if (s.sample_mean_bytes > 0) {
     std::string why;
     if (s.sampling_automatic)
@@ -321,7 +330,7 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
             : human_bytes(static_cast<uint64_t>(std::max(0.0, site.leak_rate_bytes_per_second)));
     snprintf(row, sizeof(row), "%10s %8llu %*s %10s %11s%s", human_bytes(site.live_bytes).c_str(),
              static_cast<unsigned long long>(site.live_allocations), kind_w, kind_name(site.kind),
-             rate.c_str(), trend_cell(site, trend, sizeof(trend)), stack);
+             rate.c_str(), trend_cell(site, s.unrecorded.site_incomplete(site.kind), trend, sizeof(trend)), stack);
     out.push_back(row);
     add_frame_lines(out, site.frames, avail, kIndent);
     if (!site.truncated.empty())

@@ -393,9 +393,7 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
     t.brk_last = old->brk_last;
     t.brk_high = old->brk_high;
     t.brk_walk_ns = old->brk_walk_ns;
-    t.unrec_map_full = old->unrec_map_full;
-    t.unrec_map_full_bytes = old->unrec_map_full_bytes;
-    t.unrec_stack_full = old->unrec_stack_full;
+    std::copy(std::begin(old->unrec), std::end(old->unrec), std::begin(t.unrec));
   } else {
     // A random start: frame-cache entries of an earlier process on this pid
     // (keyed by pid and generation) never match the new one's.

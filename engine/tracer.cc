@@ -522,11 +522,9 @@ void Tracer::update_raw_syscalls() {
 
 Unrecorded Tracer::unrecorded(pid_t pid) const {
   Unrecorded u;
-  if (auto t = session_->get_target(pid)) {
-    u.map_full = t->unrec_map_full;
-    u.map_full_bytes = t->unrec_map_full_bytes;
-    u.stack_map_full = t->unrec_stack_full;
-  }
+  if (auto t = session_->get_target(pid))
+    for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
+      u.add(k, {t->unrec[k].map_full, t->unrec[k].map_full_bytes, t->unrec[k].stack_full});
   return u;
 }
 

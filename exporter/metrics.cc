@@ -493,11 +493,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   // Unrecorded (decision 44): lost, apart from sampled and suspended.
   MetricFamily& p_unrec = fam.family(
       "leakwatch_process_unrecorded_allocations_total",
-      "Allocations of the process not recorded, by reason: map_full (live map full, not tracked), "
-      "stack_map_full (recorded, stack unknown).", C);
+      "Allocations of the process not recorded, by kind and reason: map_full (live map full, not "
+      "tracked), stack_map_full (recorded, stack unknown).", C);
   MetricFamily& p_unrec_bytes = fam.family(
       "leakwatch_process_unrecorded_bytes_total",
-      "Bytes of the allocations not recorded because the live map was full (reason map_full).", C);
+      "Bytes of the allocations not recorded because the live map was full (reason map_full), by kind.", C);
   MetricFamily& p_coverage = fam.family(
       "leakwatch_process_recorded_coverage_ratio",
       "Recorded allocations / (recorded + not recorded): 1 when nothing was lost.", G);
@@ -551,11 +551,18 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     fam.add(p_mode, with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
     fam.add(p_mode, with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
     fam.add(p_suspended, base, e.process.tracing_suspended ? 1 : 0);
-    fam.add(p_unrec, with(base, {{"reason", "map_full"}}), static_cast<double>(ps.unrecorded.map_full));
-    fam.add(p_unrec, with(base, {{"reason", "stack_map_full"}}),
-            static_cast<double>(ps.unrecorded.stack_map_full));
-    fam.add(p_unrec_bytes, with(base, {{"reason", "map_full"}}),
-            static_cast<double>(ps.unrecorded.map_full_bytes));
+    // By kind: the host kinds always (so an alert's increase() sees the
+    // first loss), a CUDA kind once it made or lost an allocation.
+    for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {
+      const UnrecordedCounts& u = ps.unrecorded.kinds[kind];
+      if (is_cuda_kind(kind) && ps.kinds[kind].allocations == 0 && !u.any()) continue;
+      const char* k = kind_name(kind);
+      fam.add(p_unrec, with(base, {{"kind", k}, {"reason", "map_full"}}), static_cast<double>(u.map_full));
+      fam.add(p_unrec, with(base, {{"kind", k}, {"reason", "stack_map_full"}}),
+              static_cast<double>(u.stack_map_full));
+      fam.add(p_unrec_bytes, with(base, {{"kind", k}, {"reason", "map_full"}}),
+              static_cast<double>(u.map_full_bytes));
+    }
     fam.add(p_coverage, base, ps.coverage);
     fam.add(p_allocator,
             with(base, {{"allocator", ps.allocator.family},

@@ -7,12 +7,22 @@ namespace lw {
 
 nlohmann::json unrecorded_json(const ProcessSnapshot& snap) {
   const Unrecorded& u = snap.unrecorded;
+  // Per kind (decision 44): only the kinds that lost something.
+  nlohmann::json kinds = nlohmann::json::object();
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    const UnrecordedCounts& c = u.kinds[k];
+    if (!c.any()) continue;
+    kinds[kind_name(k)] = {{"allocations", {{"map_full", c.map_full}, {"stack_map_full", c.stack_map_full}}},
+                           {"bytes", {{"map_full", c.map_full_bytes}}},
+                           {"verdicts_incomplete", u.kind_incomplete(k)}};
+  }
   return {{"allocations", {{"map_full", u.map_full}, {"stack_map_full", u.stack_map_full}}},
           {"bytes", {{"map_full", u.map_full_bytes}}},
           {"coverage", snap.coverage},
           // The leak verdicts were made on incomplete data: live bytes (and
           // so growth) are a lower bound.
-          {"verdicts_incomplete", u.map_full > 0}};
+          {"verdicts_incomplete", u.map_full > 0},
+          {"kinds", std::move(kinds)}};
 }
 
 nlohmann::json to_json(const ProcessSnapshot& snap) {
@@ -44,6 +54,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"suspected_leak", s.suspected_leak},
                      {"primed", s.primed},
                      {"trend", trend_name(s.trend)},
+                     {"incomplete", snap.unrecorded.site_incomplete(s.kind)},  // decision 44
                      {"age_bytes",
                       {{"lt_1m", s.ages.lt_1m},
                        {"lt_10m", s.ages.lt_10m},

@@ -62,7 +62,8 @@ nlohmann::json to_json(const OomReport& r) {
     const LeakVerdict& v = r.snapshot.kind_verdicts[k];
     verdicts[kind_name(k)] = {{"trend", trend_name(v.trend)},
                               {"suspected_leak", v.suspected_leak},
-                              {"leak_rate_bytes_per_second", v.rate_bytes_per_s}};
+                              {"leak_rate_bytes_per_second", v.rate_bytes_per_s},
+                              {"incomplete", r.snapshot.unrecorded.kind_incomplete(k)}};
   }
   json history = json::array();
   for (const MemorySample& s : r.history) {

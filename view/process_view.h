@@ -192,17 +192,40 @@ struct PythonInfo {
 // Allocations of the process that were not recorded (docs/architecture.md,
 // decision 44, "Unrecorded allocations"), apart from sampling (estimates)
 // and suspension (nothing observed): the kernel's per-target counters.
-struct Unrecorded {
+struct UnrecordedCounts {
   uint64_t map_full = 0;        // live map insert failed: not tracked at all
   uint64_t map_full_bytes = 0;  // their bytes
   uint64_t stack_map_full = 0;  // recorded, stack unknown
   bool any() const { return map_full > 0 || stack_map_full > 0; }
 };
 
+// The process's totals (the fields inherited) and each kind's (enum
+// lw_kind): add() keeps the two in step.
+struct Unrecorded : UnrecordedCounts {
+  std::array<UnrecordedCounts, LW_KIND_MAX> kinds{};
+
+  void add(uint32_t kind, const UnrecordedCounts& c) {
+    if (kind >= LW_KIND_MAX) return;
+    kinds[kind].map_full += c.map_full;
+    kinds[kind].map_full_bytes += c.map_full_bytes;
+    kinds[kind].stack_map_full += c.stack_map_full;
+    map_full += c.map_full;
+    map_full_bytes += c.map_full_bytes;
+    stack_map_full += c.stack_map_full;
+  }
+  // A process-level verdict of `kind` was made on incomplete data: some of
+  // its allocations are not tracked, so its live bytes and growth are a
+  // lower bound.
+  bool kind_incomplete(uint32_t kind) const { return kind < LW_KIND_MAX && kinds[kind].map_full > 0; }
+  // A site's verdict of `kind`: also when its kind lost stacks, whose
+  // allocations count under an unknown stack instead of their own site.
+  bool site_incomplete(uint32_t kind) const { return kind < LW_KIND_MAX && kinds[kind].any(); }
+};
+
 // recorded / (recorded + not recorded) allocations, in [0, 1]; 1 when
 // nothing was seen at all. Only `map_full` loses an allocation (a
 // stack_map_full one is recorded, under an unknown stack).
-inline double unrecorded_coverage(uint64_t recorded, const Unrecorded& u) {
+inline double unrecorded_coverage(uint64_t recorded, const UnrecordedCounts& u) {
   const double total = static_cast<double>(recorded) + static_cast<double>(u.map_full);
   if (total <= 0) return 1.0;
   return static_cast<double>(recorded) / total;

@@ -471,11 +471,12 @@ TEST_F(LeakwatchCli, FullLiveMapIsSaidInTheTextView) {
       << small;
   // 1,000 blocks, at most 64 entries (less what ld.so and libc held).
   EXPECT_GE(std::stoll(m[1].str()), 1000 - 64) << small;
-  // The process's own line (decision 44): its count, bytes and coverage.
-  ASSERT_TRUE(std::regex_search(small, m, std::regex("WARNING: ([0-9]+) allocations \\([^)]+\\) of this process not "
-                                                    "recorded: live map full \\(--live-max, "
-                                                    "limits.live_map_entries\\); coverage ([0-9.]+)%; live bytes "
-                                                    "are a lower bound")))
+  // The process's own line per kind (decision 44): its count, bytes and
+  // coverage, naming the kind, and the '*' that marks its verdicts.
+  ASSERT_TRUE(std::regex_search(small, m, std::regex("WARNING: ([0-9]+) heap allocations \\([^)]+\\) of this process "
+                                                    "not recorded: live map full \\(--live-max, "
+                                                    "limits.live_map_entries\\); heap coverage ([0-9.]+)%, live "
+                                                    "bytes a lower bound; \\* = verdict incomplete")))
       << small;
   EXPECT_GE(std::stoll(m[1].str()), 1000 - 64) << small;
   EXPECT_LT(std::stod(m[2].str()), 100.0) << small;

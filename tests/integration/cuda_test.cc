@@ -158,6 +158,29 @@ TEST_F(LeakwatchCuda, ControlThatFreesEverythingShowsZero) {
   EXPECT_GE(counter(session.snapshot(), "cuda_nested_skipped"), 20);
 }
 
+// A live map of 16 entries, the least (decision 44): the CUDA allocations it cannot
+// hold are counted under their own kinds, apart from the host's, and the
+// verdict of every site of a kind that lost something says so.
+TEST_F(LeakwatchCuda, FullLiveMapIsCountedUnderTheCudaKinds) {
+  TraceSession session({.target = "cuda_leaker", .leakwatch_args = {"--top", "100", "--live-max", "16"}});
+  const Json &snap = session.snapshot();
+  const Json &u = snap.at("unrecorded");
+  const Json &kinds = u.at("kinds");
+  std::printf("[ metric   ] live map 16, cuda_leaker: by kind %s\n", kinds.dump().c_str());
+  int64_t gpu_lost = 0, all_lost = 0;
+  for (const auto &[name, k] : kinds.items()) {
+    const int64_t lost = k.at("allocations").at("map_full").get<int64_t>();
+    all_lost += lost;
+    if (name.rfind("cuda_", 0) == 0) gpu_lost += lost;
+    EXPECT_EQ(k.at("verdicts_incomplete").get<bool>(), lost > 0) << name << " " << u.dump();
+  }
+  EXPECT_GT(gpu_lost, 0) << u.dump();
+  EXPECT_EQ(all_lost, u.at("allocations").at("map_full").get<int64_t>()) << u.dump();
+  EXPECT_TRUE(u.at("verdicts_incomplete").get<bool>()) << u.dump();
+  for (const Json &site : snap.at("sites"))
+    EXPECT_EQ(site.at("incomplete").get<bool>(), kinds.contains(site.at("kind").get<std::string>())) << site.dump();
+}
+
 TEST_F(LeakwatchCuda, StaticRuntimeFoundBySymbolInTheExecutable) {
   TraceSession session({.target = "cuda_leaker_static"});
   // The leaf is the target's site, not the runtime's cudaMalloc inside the

@@ -38,6 +38,7 @@ TEST(LeakwatchDaemonUnrecorded, LiveMapFullShowsInApiAndMetrics) {
   EXPECT_GT(u.at("bytes").at("map_full").get<int64_t>(), 0) << u.dump();
   EXPECT_LT(u.at("coverage").get<double>(), 1.0) << u.dump();
   EXPECT_TRUE(u.at("verdicts_incomplete").get<bool>()) << u.dump();
+  EXPECT_TRUE(u.at("kinds").at("heap").at("verdicts_incomplete").get<bool>()) << u.dump();
   EXPECT_LE(sites.at("live_bytes").get<int64_t>(), truth_bytes) << u.dump();  // no phantom bytes
 
   const std::optional<Json> entry = daemon.find_process(holder.pid());
@@ -50,7 +51,7 @@ TEST(LeakwatchDaemonUnrecorded, LiveMapFullShowsInApiAndMetrics) {
   const std::string pid = std::to_string(holder.pid());
   ASSERT_TRUE(std::regex_search(metrics, m,
                                 std::regex("leakwatch_process_unrecorded_allocations_total\\{[^}]*pid=\"" + pid +
-                                           "\"[^}]*reason=\"map_full\"\\} ([0-9.e+]+)")))
+                                           "\"[^}]*kind=\"heap\",reason=\"map_full\"\\} ([0-9.e+]+)")))
       << metrics.substr(0, 4000);
   EXPECT_GE(std::stod(m[1].str()), 1000 - 64);
   ASSERT_TRUE(std::regex_search(metrics, m,

@@ -258,6 +258,27 @@ TEST(LeakwatchMapsFull, LiveMapFullIsCountedPerProcess) {
   EXPECT_TRUE(u.at("verdicts_incomplete").get<bool>()) << u.dump();
   EXPECT_LE(live, truth) << u.dump();
   EXPECT_GE(live + lost_bytes, truth) << u.dump();
+  // By kind: holder's blocks are heap; the kinds add up to the totals.
+  const Json &kinds = u.at("kinds");
+  ASSERT_TRUE(kinds.contains("heap")) << u.dump();
+  const Json &heap = kinds.at("heap");
+  std::printf("[ metric   ] by kind: %s\n", kinds.dump().c_str());
+  EXPECT_GE(heap.at("allocations").at("map_full").get<int64_t>(), 1000 - 64) << u.dump();
+  EXPECT_TRUE(heap.at("verdicts_incomplete").get<bool>()) << u.dump();
+  int64_t kinds_lost = 0, kinds_lost_bytes = 0;
+  for (const auto &[name, k] : kinds.items()) {
+    kinds_lost += k.at("allocations").at("map_full").get<int64_t>();
+    kinds_lost_bytes += k.at("bytes").at("map_full").get<int64_t>();
+  }
+  EXPECT_EQ(kinds_lost, lost) << u.dump();
+  EXPECT_EQ(kinds_lost_bytes, lost_bytes) << u.dump();
+  // Each site's verdict says it was made on incomplete data when its kind
+  // lost allocations: every heap site here.
+  ASSERT_FALSE(snapshot.at("sites").empty()) << snapshot.dump(1);
+  for (const Json &site : snapshot.at("sites")) {
+    const bool kind_lost = kinds.contains(site.at("kind").get<std::string>());
+    EXPECT_EQ(site.at("incomplete").get<bool>(), kind_lost) << site.dump();
+  }
   session.target().write_line("exit");
 }
 
@@ -272,6 +293,8 @@ TEST(LeakwatchMapsFull, BigLiveMapHasFullCoverage) {
   EXPECT_EQ(u.at("bytes").at("map_full").get<int64_t>(), 0) << u.dump();
   EXPECT_EQ(u.at("coverage").get<double>(), 1.0) << u.dump();
   EXPECT_FALSE(u.at("verdicts_incomplete").get<bool>()) << u.dump();
+  EXPECT_TRUE(u.at("kinds").empty()) << u.dump();
+  for (const Json &site : session.snapshot().at("sites")) EXPECT_FALSE(site.at("incomplete").get<bool>()) << site.dump();
   EXPECT_EQ(session.snapshot().at("live_bytes").get<int64_t>(), session.truth().at("total_live").get<int64_t>());
   session.target().write_line("exit");
 }
@@ -297,6 +320,15 @@ TEST(LeakwatchMapsFull, TinyStackMapStillTracksEveryByteAsUnknown) {
   EXPECT_LE(u.at("allocations").at("stack_map_full").get<int64_t>(), full) << u.dump();
   EXPECT_EQ(u.at("allocations").at("map_full").get<int64_t>(), 0) << u.dump();
   EXPECT_EQ(u.at("coverage").get<double>(), 1.0) << u.dump();
+  // By kind: leaker's stacks are heap's; its sites' verdicts are incomplete
+  // (their allocations may sit under the unknown stack), the process's not.
+  EXPECT_GT(u.at("kinds").at("heap").at("allocations").at("stack_map_full").get<int64_t>(), 0) << u.dump();
+  EXPECT_FALSE(u.at("kinds").at("heap").at("verdicts_incomplete").get<bool>()) << u.dump();
+  for (const Json &site : snapshot.at("sites")) {
+    if (site.at("kind") == "heap") {
+      EXPECT_TRUE(site.at("incomplete").get<bool>()) << site.dump();
+    }
+  }
   EXPECT_EQ(snapshot.at("live_bytes").get<int64_t>(), session.truth().at("total_live").get<int64_t>())
       << snapshot.dump(1);
 }

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The coverage of recorded allocations (docs/architecture.md, decision 44).
+// The coverage of recorded allocations, and what was not recorded by kind
+// (docs/architecture.md, decision 44).
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "exporter/metrics.h"
+#include "view/json.h"
+#include "view/oom_report.h"
 #include "view/process_view.h"
 
 namespace lw {
@@ -29,6 +35,91 @@ TEST(UnrecordedCoverage, StackMapFullIsNotLost) {
   u.stack_map_full = 50;
   EXPECT_EQ(unrecorded_coverage(100, u), 1.0);
   EXPECT_TRUE(u.any());
+}
+
+// Per kind (decision 44): add() keeps each kind's counts and the totals in
+// step; a kind's process verdict is incomplete on map_full only, its site
+// verdicts on either reason.
+TEST(UnrecordedByKind, AddKeepsKindsAndTotals) {
+  Unrecorded u;
+  u.add(LW_KIND_HEAP, {10, 640, 0});
+  u.add(LW_KIND_CUDA_DEVICE, {2, 1 << 20, 0});
+  u.add(LW_KIND_MMAP, {0, 0, 5});
+  u.add(LW_KIND_MAX, {7, 7, 7});  // out of range: ignored
+  EXPECT_EQ(u.map_full, 12u);
+  EXPECT_EQ(u.map_full_bytes, 640u + (1 << 20));
+  EXPECT_EQ(u.stack_map_full, 5u);
+  EXPECT_EQ(u.kinds[LW_KIND_CUDA_DEVICE].map_full_bytes, 1u << 20);
+  EXPECT_TRUE(u.kind_incomplete(LW_KIND_HEAP));
+  EXPECT_TRUE(u.kind_incomplete(LW_KIND_CUDA_DEVICE));
+  EXPECT_FALSE(u.kind_incomplete(LW_KIND_MMAP));
+  EXPECT_TRUE(u.site_incomplete(LW_KIND_MMAP));
+  EXPECT_FALSE(u.site_incomplete(LW_KIND_CUDA_HOST));
+  EXPECT_FALSE(u.kind_incomplete(LW_KIND_MAX));
+}
+
+ProcessSnapshot lossy_snapshot() {
+  ProcessSnapshot snap;
+  snap.pid = 7;
+  snap.unrecorded.add(LW_KIND_CUDA_DEVICE, {3, 3 << 20, 0});
+  snap.kinds[LW_KIND_HEAP].allocations = 100;
+  snap.kinds[LW_KIND_CUDA_DEVICE].allocations = 1;
+  for (uint32_t kind : {LW_KIND_HEAP, LW_KIND_CUDA_DEVICE}) {
+    SiteSnapshot site;
+    site.kind = kind;
+    site.stack_id = 0x100 + kind;
+    site.live_bytes = 4096;
+    site.live_allocations = 1;
+    site.trend = Trend::kGrowing;
+    snap.sites.push_back(site);
+  }
+  return snap;
+}
+
+// JSON: only the kinds that lost something, each with its own flag; each
+// site's verdict says whether its kind lost anything.
+TEST(UnrecordedByKind, JsonPerKindAndPerSite) {
+  const ProcessSnapshot snap = lossy_snapshot();
+  const nlohmann::json j = to_json(snap);
+  const nlohmann::json& u = j.at("unrecorded");
+  EXPECT_TRUE(u.at("verdicts_incomplete").get<bool>());
+  ASSERT_EQ(u.at("kinds").size(), 1u) << u.dump();
+  const nlohmann::json& dev = u.at("kinds").at("cuda_device");
+  EXPECT_EQ(dev.at("allocations").at("map_full"), 3);
+  EXPECT_EQ(dev.at("bytes").at("map_full"), 3 << 20);
+  EXPECT_TRUE(dev.at("verdicts_incomplete").get<bool>());
+  ASSERT_EQ(j.at("sites").size(), 2u);
+  EXPECT_FALSE(j.at("sites")[0].at("incomplete").get<bool>()) << j.at("sites")[0].dump();  // heap
+  EXPECT_TRUE(j.at("sites")[1].at("incomplete").get<bool>()) << j.at("sites")[1].dump();   // cuda_device
+  EXPECT_TRUE(to_json(ProcessSnapshot{}).at("unrecorded").at("kinds").empty());
+}
+
+// The OOM report's per-kind process verdicts carry the same flag.
+TEST(UnrecordedByKind, OomReportVerdicts) {
+  OomReport r;
+  r.snapshot = lossy_snapshot();
+  const nlohmann::json v = to_json(r).at("verdicts");
+  EXPECT_FALSE(v.at("heap").at("incomplete").get<bool>()) << v.dump();
+  EXPECT_TRUE(v.at("cuda_device").at("incomplete").get<bool>()) << v.dump();
+}
+
+// Metrics: a kind label on both families; the host kinds always, a CUDA
+// kind once it made or lost an allocation.
+TEST(UnrecordedByKind, MetricsHaveAKindLabel) {
+  DaemonSnapshot d;
+  ProcessEntry e;
+  e.process.identity.pid = 7;
+  e.process.identity.comm = "gpu";
+  e.snapshot = lossy_snapshot();
+  d.processes.push_back(e);
+  const std::string text = render_metrics(d, {});
+  auto has = [&](const std::string& s) { return text.find(s) != std::string::npos; };
+  EXPECT_TRUE(has("kind=\"cuda_device\",reason=\"map_full\"} 3\n")) << text;
+  EXPECT_TRUE(has("leakwatch_process_unrecorded_bytes_total{")) << text;
+  EXPECT_TRUE(has("kind=\"cuda_device\",reason=\"map_full\"} 3145728\n")) << text;
+  EXPECT_TRUE(has("kind=\"heap\",reason=\"map_full\"} 0\n")) << text;
+  EXPECT_TRUE(has("kind=\"mmap\",reason=\"stack_map_full\"} 0\n")) << text;
+  EXPECT_FALSE(has("kind=\"cuda_host\",reason=")) << text;
 }
 
 }  // namespace
