@@ -29,6 +29,7 @@
 #include "core/cuda_devices.h"
 
 #include "core/heap_tracker.h"
+#include "core/stack_gc.h"
 #include "core/proc_maps.h"
 #include "core/procfs.h"
 #include "core/symbol_service.h"
@@ -299,6 +300,22 @@ class Tracer {
   bool raw_syscalls_allowed_ = true;
   void recount_records();
   void shed_largest();
+  // ---- stack GC (engine/tracer_stack_gc.cc; architecture.md, 47 (stack GC)) ----
+  void start_stack_gc(uint32_t grace_ms);  // 0: off
+  // A pass when one is due: deletes the stored stacks no tracked record
+  // referenced for the grace period, bounded per pass.
+  void collect_stacks();
+  // The stored stack of a hash, or of one the last pass deleted (stored
+  // again then: a record names it).
+  StoredStack read_stack(uint64_t stack_hash);
+  static constexpr size_t kMaxStacksCollectedPerPass = 1024;
+  std::unique_ptr<StackCollector> stack_gc_;  // null: off
+  uint64_t stack_gc_period_ns_ = 0;
+  uint64_t stack_gc_due_ns_ = 0;
+  // What the last pass deleted, kept until the next: an event queued in
+  // the ring buffer before the delete may still name one.
+  std::unordered_map<uint64_t, lw_stack> collected_;
+  // ---- end stack GC ----
   const std::string& build_id_of(const MapEntry& m, const std::string& open_path);
   static constexpr size_t kMaxBuildIdCache = 4096;
 

@@ -168,6 +168,10 @@ struct TracerStats {
   uint64_t live_records = 0;         // per-address records held, all processes
   uint64_t live_record_cap = 0;      // 0: no cap
   uint64_t memory_budget_sheds = 0;  // processes whose heap records were shed
+  // The stack map's collection (architecture.md, 47 (stack GC)).
+  uint64_t stacks_collected = 0;  // stored stacks deleted, unreferenced past the grace period
+  uint64_t stacks_restored = 0;   // deleted ones stored again: a record named one after all
+  uint64_t stack_map_entries = 0; // stacks stored at the last pass (after its deletes)
   UnwindStats unwind;
 };
 
