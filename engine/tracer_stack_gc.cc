@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/analyzer.h"
+#include "core/log.h"
 #include "engine/tracer.h"
 
 namespace lw {
@@ -51,6 +52,9 @@ void Tracer::collect_stacks() {
   const size_t deleted = session_->delete_stacks(doomed);
   stats_.stacks_collected += deleted;
   stats_.stack_map_entries = stored->size() - std::min(deleted, stored->size());
+  if (deleted > 0)
+    LW_LOG_DEBUG("stack map: %zu of %zu stored stacks collected in %.2f ms", deleted, stored->size(),
+                 static_cast<double>(monotonic_ns() - now) / 1e6);
 }
 
 StoredStack Tracer::read_stack(uint64_t stack_hash) {
