@@ -35,23 +35,29 @@ class StackCollector {
   // max_per_pass: the most hashes one pass returns.
   StackCollector(uint64_t grace_ns, size_t max_per_pass);
 
-  // One pass at now_ns: `stored` are the hashes in the kernel map now,
-  // `uses` what the tracked processes hold. Returns the hashes to delete,
-  // longest unreferenced first, at most max_per_pass; they are forgotten
-  // here (one still stored at the next pass is new again). Reserved hashes
-  // (0..2, bpf/leakwatch_abi.h) are never returned.
-  std::vector<uint64_t> pass(const std::vector<uint64_t>& stored, const StackUses& uses, uint64_t now_ns);
+  // One pass at now_ns: `stored` are hashes in the kernel map now, the
+  // next slice of a walk over it (a big map is walked a slice a pass),
+  // `uses` what the tracked processes hold. Returns the hashes of the slice
+  // to delete, longest unreferenced first, at most max_per_pass; they are
+  // forgotten here (one still stored later is new again). `walk_done`: the
+  // slice ends the walk, so hashes no slice of it met are gone from the
+  // map and forgotten. Reserved hashes (0..2, bpf/leakwatch_abi.h) are
+  // never returned.
+  std::vector<uint64_t> pass(const std::vector<uint64_t>& stored, const StackUses& uses, uint64_t now_ns,
+                             bool walk_done = true);
 
-  // Hashes followed (those stored at the last pass, less those returned).
+  // Hashes followed (those met by the last walk and this one, less those returned).
   size_t tracked() const { return seen_.size(); }
 
  private:
   struct Seen {
     uint64_t last_ref_ns = 0;
     uint64_t allocations = 0;  // StackUse::allocations at the last pass
+    uint32_t walk = 0;         // the walk that met it last
   };
   uint64_t grace_ns_;
   size_t max_per_pass_;
+  uint32_t walk_ = 0;  // the walk under way
   std::unordered_map<uint64_t, Seen> seen_;
 };
 

@@ -506,18 +506,20 @@ bool BpfSession::read_raw_stack(uint64_t stack_hash, lw_stack& out) const {
   return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, &out) == 0;
 }
 
-Result<std::vector<uint64_t>> BpfSession::stack_hashes() const {
+Result<std::vector<uint64_t>> BpfSession::stack_hashes(const uint64_t* after, size_t most,
+                                                       bool& end) const {
   // Keys only: a batch lookup would copy every stored stack (2.6 KiB each).
+  // A key deleted under the walk would restart it from the first; only
+  // this thread deletes, and `most` bounds it all the same.
   const int fd = bpf_map__fd(skel_->maps.stacks);
-  const size_t most = bpf_map__max_entries(skel_->maps.stacks);
   std::vector<uint64_t> out;
   uint64_t key = 0;
-  // A key deleted under the walk would restart it from the first; only
-  // this thread deletes, and the bound stops it all the same.
+  end = false;
   while (out.size() < most) {
-    if (bpf_map_get_next_key(fd, out.empty() ? nullptr : &out.back(), &key) != 0) {
-      if (errno == ENOENT) break;  // the end
-      return errno_error("walking the stack map");
+    if (bpf_map_get_next_key(fd, out.empty() ? after : &out.back(), &key) != 0) {
+      if (errno != ENOENT) return errno_error("walking the stack map");
+      end = true;
+      break;
     }
     out.push_back(key);
   }

@@ -202,8 +202,10 @@ class BpfSession {
   static StoredStack decode_stack(const lw_stack& s);
 
   // ---- stack GC (core/stack_gc.h; architecture.md, 47 (stack GC)) ----
-  // Every hash in the stack map now (one key walk; BPF may add more meanwhile).
-  Result<std::vector<uint64_t>> stack_hashes() const;
+  // The stack map's hashes in its walk order: at most `most`, from the one
+  // after `after` (null: from the first). `end`: the walk reached the map's
+  // end. BPF may add more meanwhile.
+  Result<std::vector<uint64_t>> stack_hashes(const uint64_t* after, size_t most, bool& end) const;
   // The stored stack as it is; false when `stack_hash` is not stored.
   bool read_raw_stack(uint64_t stack_hash, lw_stack& out) const;
   // Deletes the stacks of `hashes` (batched); returns how many went.

@@ -2,6 +2,7 @@
 // Tracer: the stack map's collection (docs/architecture.md, 47 (stack GC);
 // the decision is core/stack_gc.h's). Split from tracer.cc.
 #include <algorithm>
+#include <unordered_set>
 
 #include "core/analyzer.h"
 #include "core/log.h"
@@ -41,9 +42,11 @@ void Tracer::collect_stacks() {
     if (u != uses.end() && u->second.live && session_->restore_stack(hash, stack)) ++stats_.stacks_restored;
   }
   collected_.clear();
-  Result<std::vector<uint64_t>> stored = session_->stack_hashes();
+  bool walk_done = false;
+  Result<std::vector<uint64_t>> stored =
+      session_->stack_hashes(stack_walk_after_ ? &*stack_walk_after_ : nullptr, kStackKeysPerPass, walk_done);
   if (!stored) return;  // tried again at the next pass
-  const std::vector<uint64_t> doomed = stack_gc_->pass(*stored, uses, now);
+  const std::vector<uint64_t> doomed = stack_gc_->pass(*stored, uses, now, walk_done);
   collected_.reserve(doomed.size());
   for (uint64_t hash : doomed) {
     lw_stack copy;
@@ -51,9 +54,21 @@ void Tracer::collect_stacks() {
   }
   const size_t deleted = session_->delete_stacks(doomed);
   stats_.stacks_collected += deleted;
-  stats_.stack_map_entries = stored->size() - std::min(deleted, stored->size());
+  stack_walk_count_ += stored->size() - std::min(deleted, stored->size());
+  // The next slice starts after the last hash still stored (after a deleted
+  // one the kernel would start over from the first).
+  stack_walk_after_.reset();
+  if (walk_done) {
+    stats_.stack_map_entries = stack_walk_count_;
+    stack_walk_count_ = 0;
+  } else {
+    const std::unordered_set<uint64_t> gone(doomed.begin(), doomed.end());
+    for (auto it = stored->rbegin(); it != stored->rend() && !stack_walk_after_; ++it)
+      if (!gone.count(*it)) stack_walk_after_ = *it;
+    if (!stack_walk_after_) stack_walk_count_ = 0;  // starts over
+  }
   if (deleted > 0)
-    LW_LOG_DEBUG("stack map: %zu of %zu stored stacks collected in %.2f ms", deleted, stored->size(),
+    LW_LOG_DEBUG("stack map: %zu collected of %zu stacks walked, in %.2f ms", deleted, stored->size(),
                  static_cast<double>(monotonic_ns() - now) / 1e6);
 }
 

@@ -26,7 +26,7 @@ using itest::Process;
 constexpr uint32_t kStackMapEntries = 64;
 constexpr unsigned kStacksPerRound = 48;
 constexpr unsigned kRounds = 5;
-constexpr int kLevels = 14;  // tests/targets/stack_churn.c STACK_LEVELS
+constexpr int kLevels = 15;  // tests/targets/stack_churn.c STACK_LEVELS
 
 // Polls until `done` or `timeout`; returns whether `done` held.
 template <typename F>
@@ -53,10 +53,10 @@ struct Traced {
   std::unique_ptr<Process> target;
 };
 
-Traced start(uint32_t grace_ms) {
+Traced start(uint32_t grace_ms, uint32_t stack_map_entries = kStackMapEntries) {
   Traced r;
   BpfOptions o;
-  o.stack_max_entries = kStackMapEntries;
+  o.stack_max_entries = stack_map_entries;
   o.stack_gc_grace_ms = grace_ms;  // passes every 100 ms at 400
   auto tracer = Tracer::create(o);
   EXPECT_TRUE(tracer.ok()) << tracer.error().message;
@@ -126,7 +126,7 @@ TEST(StackMapGc, CollectedMapKeepsStoringNewStacksAndLiveOnes) {
   EXPECT_EQ(keep->live_allocations, 1u);
   ASSERT_NE(held, nullptr);
   EXPECT_EQ(held->live_bytes, 3131u);
-  // Its own frames: the step functions leaf first, bit 13 down to bit 0.
+  // Its own frames: the step functions leaf first, bit 14 down to bit 0.
   std::string want, got;
   for (int level = kLevels - 1; level >= 0; --level) want += (path >> level) & 1u ? 'b' : 'a';
   for (const Frame& f : held->frames) {
@@ -142,6 +142,38 @@ TEST(StackMapGc, CollectedMapKeepsStoringNewStacksAndLiveOnes) {
               static_cast<unsigned long long>(t.stats().stacks_restored),
               static_cast<unsigned long long>(t.stats().stack_map_entries),
               static_cast<unsigned long long>(stack_map_full(t)), seconds);
+}
+
+// A map bigger than one pass walks (Tracer::kStackKeysPerPass, 16,384):
+// walked a slice a pass, every stack is still met and collected, and the
+// live one kept.
+TEST(StackMapGc, BigMapCollectedASliceAPass) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  constexpr uint32_t kStacks = 1u << kLevels;  // 32,768
+  Traced run = start(400, kStacks + 1024);
+  ASSERT_TRUE(run.tracer && run.target);
+  Tracer& t = *run.tracer;
+  Process& target = *run.target;
+  command(t, target, "go");
+  command(t, target, "round 0 " + std::to_string(kStacks));
+  EXPECT_EQ(stack_map_full(t), 0u);
+  // 1,024 a pass, a pass every 100 ms: 32 passes and the grace.
+  ASSERT_TRUE(poll_until(t, 15s, [&] { return t.stats().stacks_collected >= kStacks; }))
+      << "collected " << t.stats().stacks_collected;
+  // The walk's end counts what is left: keep_block's stack and the arena's.
+  ASSERT_TRUE(poll_until(t, 3s, [&] { return t.stats().stack_map_entries <= 4; }))
+      << "stored " << t.stats().stack_map_entries;
+  TracedProcess* proc = t.process(target.pid());
+  ASSERT_NE(proc, nullptr);
+  uint64_t keep_hash = 0;
+  for (const SiteStats& s : proc->heap.sites())
+    if (s.live_bytes == 4242) keep_hash = s.stack_hash;
+  ASSERT_GT(keep_hash, 2u);
+  EXPECT_FALSE(t.session().read_stack(keep_hash).frames.empty());
+  std::printf("[ measure  ] %u stacks on a %u-entry map, a slice a pass: collected %llu, stored %llu\n", kStacks,
+              kStacks + 1024, static_cast<unsigned long long>(t.stats().stacks_collected),
+              static_cast<unsigned long long>(t.stats().stack_map_entries));
+  target.write_line("exit");
 }
 
 // The control: the same load with collection off fills the map.
@@ -185,9 +217,21 @@ TEST(StackMapGc, PassCostOnAFullDefaultMap) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   std::optional<Result<std::vector<uint64_t>>> walked;
-  const double walk_ms = timed([&] { walked.emplace(session.stack_hashes()); });
+  bool end = false;
+  const double walk_ms = timed([&] { walked.emplace(session.stack_hashes(nullptr, 1u << 20, end)); });
   Result<std::vector<uint64_t>>& stored = *walked;
   ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(end);
+  // The same walk in slices of 4,096, each going on after the last.
+  std::vector<uint64_t> sliced;
+  end = false;
+  for (int slice = 0; slice < 10 && !end; ++slice) {
+    Result<std::vector<uint64_t>> part =
+        session.stack_hashes(sliced.empty() ? nullptr : &sliced.back(), 4096, end);
+    ASSERT_TRUE(part.ok());
+    sliced.insert(sliced.end(), part->begin(), part->end());
+  }
+  EXPECT_EQ(sliced, *stored);
   // Full (the target's 16,384 stacks, its keep_block and its arena's):
   // the count is exact near the limit even with per-CPU counting.
   EXPECT_EQ(stored->size(), 16384u);
@@ -200,7 +244,7 @@ TEST(StackMapGc, PassCostOnAFullDefaultMap) {
   size_t deleted = 0;
   const double delete_ms = timed([&] { deleted = session.delete_stacks(doomed); });
   EXPECT_EQ(deleted, doomed.size());
-  Result<std::vector<uint64_t>> after = session.stack_hashes();
+  Result<std::vector<uint64_t>> after = session.stack_hashes(nullptr, 1u << 20, end);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->size(), stored->size() - 1024u);
   // A deleted key again: skipped, the others still go.

@@ -12,11 +12,11 @@
  * Stack I: churn_block called through descend() and, at each of
  * STACK_LEVELS levels, step_a (bit clear) or step_b (bit set) after bit
  * `level` of I; leaf first, the step frames read bits STACK_LEVELS-1 .. 0.
- * 2^STACK_LEVELS = 16,384 distinct stacks, the default stack map's size.
+ * 2^STACK_LEVELS = 32,768 distinct stacks, twice the default stack map.
  */
 #include "target_protocol.h"
 
-#define STACK_LEVELS 14
+#define STACK_LEVELS 15
 
 static volatile unsigned long lw_sink;
 

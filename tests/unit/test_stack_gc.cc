@@ -103,5 +103,31 @@ TEST(StackGc, HashGoneFromTheMapIsForgotten) {
   EXPECT_EQ(gc.pass({10, 11}, {}, 10 * kSecond), std::vector<uint64_t>{11});
 }
 
+TEST(StackGc, BigMapWalkedInSlices) {
+  // A slice a pass: a hash not met yet in this walk is not forgotten
+  // before the walk ends, and only the slice's hashes are returned.
+  StackCollector gc(kGrace, 100);
+  (void)gc.pass({10, 11}, {}, 0, false);
+  (void)gc.pass({12}, {}, kSecond, true);
+  EXPECT_EQ(gc.tracked(), 3u);
+  EXPECT_EQ(sorted(gc.pass({10, 11}, {}, 11 * kSecond, false)), (std::vector<uint64_t>{10, 11}));
+  EXPECT_EQ(gc.tracked(), 1u);  // 12: not met in this walk yet, kept
+  // The walk ends without meeting 12 (deleted from the map): forgotten.
+  EXPECT_TRUE(gc.pass({}, {}, 12 * kSecond, true).empty());
+  EXPECT_EQ(gc.tracked(), 0u);
+}
+
+TEST(StackGc, SliceKeepsItsReferenceTimesAcrossWalks) {
+  StackCollector gc(kGrace, 100);
+  (void)gc.pass({10}, {}, 0, false);
+  (void)gc.pass({11}, {{11, {1, true}}}, kSecond, true);
+  (void)gc.pass({10}, {}, 5 * kSecond, false);
+  EXPECT_TRUE(gc.pass({11}, {{11, {1, false}}}, 6 * kSecond, true).empty());
+  // 10 unreferenced since 0 s, 11 since 1 s (live then, its allocations
+  // unchanged since): each slice's own times, whichever walk.
+  EXPECT_EQ(gc.pass({10}, {}, 10 * kSecond, false), std::vector<uint64_t>{10});
+  EXPECT_EQ(gc.pass({11}, {{11, {1, false}}}, 11 * kSecond, true), std::vector<uint64_t>{11});
+}
+
 }  // namespace
 }  // namespace lw
