@@ -523,6 +523,10 @@ Result<std::vector<uint64_t>> BpfSession::stack_hashes(const uint64_t* after, si
     }
     out.push_back(key);
   }
+  // Full: is that the end? (Else a map of exactly `most` keys takes an
+  // empty pass to end each walk.)
+  if (!end && !out.empty() && bpf_map_get_next_key(fd, &out.back(), &key) != 0 && errno == ENOENT)
+    end = true;
   return out;
 }
 

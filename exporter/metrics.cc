@@ -330,8 +330,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
           static_cast<double>(u.queue_depth));
   MetricFamily& map_entries =
       fam.family("leakwatch_kernel_map_entries",
-                 "Entries used in a kernel map (live: tracked processes' records; stacks: at the last "
-                 "collection pass).",
+                 "Entries used in a kernel map (live: tracked processes' records; stacks: at the end of "
+                 "the last collection walk).",
                  G);
   fam.add(map_entries, {{"map", "live"}}, static_cast<double>(snap.live_map_entries));
   fam.add(map_entries, {{"map", "stacks"}}, static_cast<double>(snap.tracer_stats.stack_map_entries));
