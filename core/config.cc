@@ -517,6 +517,10 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
                           [&](const Node& x, const Path& q) {
                             read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);
                           }},
+                         {"stack_gc_grace_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, 86400, l.stack_gc_grace_seconds);
+                          }},
                          {"max_daemon_memory_bytes",
                           [&](const Node& x, const Path& q) {
                             read_uint(errors, x, q, 1, UINT64_MAX, l.max_daemon_memory_bytes);

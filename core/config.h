@@ -87,6 +87,9 @@ struct LimitsConfig {
   uint32_t live_map_entries = 0;
   uint32_t live_map_memory_percent = 2;
   uint32_t stack_map_entries = 16384;
+  // A stored stack no tracked record referenced for this long is deleted
+  // from the stack map (architecture.md, 48); 0: never.
+  uint32_t stack_gc_grace_seconds = 60;
   uint64_t max_daemon_memory_bytes = 536870912;
   uint32_t max_series = 50000;
   // A process's lifecycle budget: link-map rescans (dlopen, dlclose, new

@@ -532,7 +532,62 @@ uint64_t BpfSession::delete_live(pid_t tgid, uint32_t kind, const std::vector<ui
 StoredStack BpfSession::read_stack(uint64_t stack_hash) const {
   if (stack_hash == 0) return {};
   auto s = std::make_unique<lw_stack>();
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, s.get()) != 0) return {};
+  if (!read_raw_stack(stack_hash, *s)) return {};
+  return decode_stack(*s);
+}
+
+bool BpfSession::read_raw_stack(uint64_t stack_hash, lw_stack& out) const {
+  return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, &out) == 0;
+}
+
+Result<std::vector<uint64_t>> BpfSession::stack_hashes(const uint64_t* after, size_t most,
+                                                       bool& end) const {
+  // Keys only: a batch lookup would copy every stored stack (2.6 KiB each).
+  // A key deleted under the walk would restart it from the first; only
+  // this thread deletes, and `most` bounds it all the same.
+  const int fd = bpf_map__fd(skel_->maps.stacks);
+  std::vector<uint64_t> out;
+  uint64_t key = 0;
+  end = false;
+  while (out.size() < most) {
+    if (bpf_map_get_next_key(fd, out.empty() ? after : &out.back(), &key) != 0) {
+      if (errno != ENOENT) return errno_error("walking the stack map");
+      end = true;
+      break;
+    }
+    out.push_back(key);
+  }
+  // Full: is that the end? (Else a map of exactly `most` keys takes an
+  // empty pass to end each walk.)
+  if (!end && !out.empty() && bpf_map_get_next_key(fd, &out.back(), &key) != 0 && errno == ENOENT)
+    end = true;
+  return out;
+}
+
+size_t BpfSession::delete_stacks(const std::vector<uint64_t>& hashes) {
+  const int fd = bpf_map__fd(skel_->maps.stacks);
+  size_t deleted = 0;
+  size_t at = 0;
+  while (at < hashes.size()) {
+    uint32_t count = static_cast<uint32_t>(hashes.size() - at);
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (bpf_map_delete_batch(fd, &hashes[at], &count, &opts) == 0) {
+      deleted += count;
+      break;
+    }
+    // Stopped at a key that failed (ENOENT: not stored): go on after it.
+    deleted += count;
+    at += count + 1;
+  }
+  return deleted;
+}
+
+bool BpfSession::restore_stack(uint64_t stack_hash, const lw_stack& s) {
+  return bpf_map_update_elem(bpf_map__fd(skel_->maps.stacks), &stack_hash, &s, BPF_NOEXIST) == 0;
+}
+
+StoredStack BpfSession::decode_stack(const lw_stack& stack) {
+  const lw_stack* s = &stack;
   uint32_t nr = s->nr > LW_MAX_STACK_DEPTH ? LW_MAX_STACK_DEPTH : s->nr;
   StoredStack out;
   out.flags = s->flags;

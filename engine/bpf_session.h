@@ -62,6 +62,10 @@ struct BpfOptions {
   // OOM kills and user-space SIGKILLs of targets (tp_btf/mark_victim,
   // signal_generate; decision 38), where the kernel has them.
   bool oom_events = true;
+  // The stack map's collection (architecture.md, 48): a stored
+  // stack no tracked record referenced for this long is deleted; 0: never.
+  // A pass runs every quarter of it (100 ms..10 s).
+  uint32_t stack_gc_grace_ms = 60000;
 };
 
 // One uprobe to place: where, and which allocator function it stands for
@@ -200,6 +204,21 @@ class BpfSession {
   bool syscall_tracing() const;
   // The user stack stored under `stack_hash` (leaf first), or empty.
   StoredStack read_stack(uint64_t stack_hash) const;
+  static StoredStack decode_stack(const lw_stack& s);
+
+  // ---- stack GC (core/stack_gc.h; architecture.md, 48) ----
+  // The stack map's hashes in its walk order: at most `most`, from the one
+  // after `after` (null: from the first). `end`: the walk reached the map's
+  // end. BPF may add more meanwhile.
+  Result<std::vector<uint64_t>> stack_hashes(const uint64_t* after, size_t most, bool& end) const;
+  // The stored stack as it is; false when `stack_hash` is not stored.
+  bool read_raw_stack(uint64_t stack_hash, lw_stack& out) const;
+  // Deletes the stacks of `hashes` (batched); returns how many went.
+  size_t delete_stacks(const std::vector<uint64_t>& hashes);
+  // Stores `s` under `stack_hash` again (a deleted stack that a record
+  // turned out to name); false when it was stored already (BPF met the
+  // stack again) or could not be (the map is full).
+  bool restore_stack(uint64_t stack_hash, const lw_stack& s);
 
   // ---- Python frames (bpf/lw_python.bpf.h) ----
   Status set_python_process(pid_t tgid, const lw_py_proc& info);

@@ -35,6 +35,7 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
   t->python_frames_ = options.python_frames && options.collect_stacks;
   if (options.unwind_cfi && options.collect_stacks)
     t->unwind_ = std::make_unique<UnwindTables>(*t->session_, unwind);
+  if (options.collect_stacks) t->start_stack_gc(options.stack_gc_grace_ms);
   return t;
 }
 
@@ -392,6 +393,7 @@ void Tracer::after_poll() {
   }  // Resyncs and execs replaced whole record sets.
   recount_records();
   update_raw_syscalls();
+  collect_stacks();
 }
 
 // A dlopen/dlclose loop (or an mmap storm of executable mappings) asks for
@@ -635,7 +637,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     rs.end = "not_walked";
     return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
   }
-  StoredStack stored = session_->read_stack(stack_hash);
+  StoredStack stored = read_stack(stack_hash);
   bool refreshed = false;
   auto refresh = [&] {
     if (refreshed || proc.exited) return false;

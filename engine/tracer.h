@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <tuple>
@@ -29,6 +30,7 @@
 #include "core/cuda_devices.h"
 
 #include "core/heap_tracker.h"
+#include "core/stack_gc.h"
 #include "core/proc_maps.h"
 #include "core/procfs.h"
 #include "core/symbol_service.h"
@@ -327,6 +329,27 @@ class Tracer {
   bool sample_automatically(TracedProcess& p, const char* reason);
   void sample_largest();
   void delete_thinned(TracedProcess& p);
+  // ---- stack GC (engine/tracer_stack_gc.cc; architecture.md, 48) ----
+  void start_stack_gc(uint32_t grace_ms);  // 0: off
+  // A pass when one is due: deletes the stored stacks no tracked record
+  // referenced for the grace period, bounded per pass.
+  void collect_stacks();
+  // The stored stack of a hash, or of one the last pass deleted (stored
+  // again then: a record names it).
+  StoredStack read_stack(uint64_t stack_hash);
+  static constexpr size_t kMaxStacksCollectedPerPass = 1024;
+  // Keys walked a pass: the default map whole; a bigger one a slice a pass,
+  // so no pass holds the event thread for long (21 ms per 16,384 keys).
+  static constexpr size_t kStackKeysPerPass = 16384;
+  std::unique_ptr<StackCollector> stack_gc_;  // null: off
+  uint64_t stack_gc_period_ns_ = 0;
+  uint64_t stack_gc_due_ns_ = 0;
+  std::optional<uint64_t> stack_walk_after_;  // where the walk goes on; none: from the first
+  uint64_t stack_walk_count_ = 0;             // stacks met by the walk so far, less those deleted
+  // What the last pass deleted, kept until the next: an event queued in
+  // the ring buffer before the delete may still name one.
+  std::unordered_map<uint64_t, lw_stack> collected_;
+  // ---- end stack GC ----
   const std::string& build_id_of(const MapEntry& m, const std::string& open_path);
   static constexpr size_t kMaxBuildIdCache = 4096;
 

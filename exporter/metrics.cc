@@ -335,9 +335,20 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(hits, {{"cache", "memory"}}, static_cast<double>(u.memory_cache_hits));
   fam.add(fam.family("leakwatch_unwind_table_queue", "Objects waiting for their unwind table.", G), {},
           static_cast<double>(u.queue_depth));
-  MetricFamily& map_entries = fam.family("leakwatch_kernel_map_entries",
-                                         "Entries used in a kernel map (live: tracked processes' records).", G);
+  MetricFamily& map_entries =
+      fam.family("leakwatch_kernel_map_entries",
+                 "Entries used in a kernel map (live: tracked processes' records; stacks: at the end of "
+                 "the last collection walk).",
+                 G);
   fam.add(map_entries, {{"map", "live"}}, static_cast<double>(snap.live_map_entries));
+  fam.add(map_entries, {{"map", "stacks"}}, static_cast<double>(snap.tracer_stats.stack_map_entries));
+  // The stack map's collection (architecture.md, 48).
+  fam.add(fam.family("leakwatch_stack_map_collected_total",
+                     "Stored stacks deleted from the kernel stack map, unreferenced past the grace period.", C),
+          {}, static_cast<double>(snap.tracer_stats.stacks_collected));
+  fam.add(fam.family("leakwatch_stack_map_restored_total",
+                     "Deleted stacks stored again because a record queued before the delete named one.", C),
+          {}, static_cast<double>(snap.tracer_stats.stacks_restored));
   MetricFamily& map_cap = fam.family("leakwatch_kernel_map_capacity", "Capacity of a kernel map.", G);
   fam.add(map_cap, {{"map", "live"}}, snap.live_map_capacity);
   fam.add(map_cap, {{"map", "stacks"}}, snap.stack_map_capacity);

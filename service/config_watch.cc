@@ -67,9 +67,10 @@ std::optional<ConfigReload> ConfigWatcher::reload(DaemonState& state) const {
   if (next.live_map_entries != now.live_map_entries ||
       next.live_map_memory_percent != now.live_map_memory_percent ||
       next.stack_map_entries != now.stack_map_entries ||
+      next.stack_gc_grace_seconds != now.stack_gc_grace_seconds ||
       r.next.ringbuf_bytes != state.config.ringbuf_bytes || r.next.listen != state.config.listen)
-    LW_LOG_WARN("config reload: listen, ringbuf_bytes and kernel map sizes take effect at the "
-                "next restart");
+    LW_LOG_WARN("config reload: listen, ringbuf_bytes, kernel map sizes and the stack map's "
+                "grace period take effect at the next restart");
   return r;
 }
 

@@ -18,6 +18,7 @@ BpfOptions bpf_options(const Config& c, const LiveMapSizing& live) {
   o.live_max_entries = live.entries;
   o.live_prealloc = live.preallocated;
   o.stack_max_entries = c.limits.stack_map_entries;
+  o.stack_gc_grace_ms = c.limits.stack_gc_grace_seconds * 1000u;
   o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
   o.report_all_execs = true;
   o.unwind_cfi = c.unwind.cfi;

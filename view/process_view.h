@@ -172,6 +172,10 @@ struct TracerStats {
   // sampling (or to a larger mean), and the records those thinned.
   uint64_t auto_sampling_switches = 0;
   uint64_t auto_sampling_thinned = 0;
+  // The stack map's collection (architecture.md, 48).
+  uint64_t stacks_collected = 0;  // stored stacks deleted, unreferenced past the grace period
+  uint64_t stacks_restored = 0;   // deleted ones stored again: a record named one after all
+  uint64_t stack_map_entries = 0; // stacks stored at the last pass (after its deletes)
   UnwindStats unwind;
 };
 

@@ -103,6 +103,7 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(c.limits.live_map_entries, d.limits.live_map_entries);
   EXPECT_EQ(c.limits.live_map_memory_percent, d.limits.live_map_memory_percent);
   EXPECT_EQ(c.limits.stack_map_entries, d.limits.stack_map_entries);
+  EXPECT_EQ(c.limits.stack_gc_grace_seconds, d.limits.stack_gc_grace_seconds);
   EXPECT_EQ(c.limits.max_daemon_memory_bytes, d.limits.max_daemon_memory_bytes);
   EXPECT_EQ(c.limits.max_series, d.limits.max_series);
   EXPECT_EQ(c.ringbuf_bytes, d.ringbuf_bytes);
@@ -122,6 +123,7 @@ TEST(Config, DocumentedDefaults) {
   EXPECT_EQ(d.limits.live_map_entries, 0u);
   EXPECT_EQ(d.limits.live_map_memory_percent, 2u);
   EXPECT_EQ(d.limits.stack_map_entries, 16384u);
+  EXPECT_EQ(d.limits.stack_gc_grace_seconds, 60u);
   EXPECT_EQ(d.limits.max_daemon_memory_bytes, 536870912u);
   EXPECT_EQ(d.limits.max_series, 50000u);
   EXPECT_EQ(d.ringbuf_bytes, 8388608u);
