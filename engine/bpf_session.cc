@@ -308,28 +308,34 @@ BpfSession::~BpfSession() {
   if (skel_) leakwatch_bpf__destroy(skel_);
 }
 
+// A negative return stops libbpf's loop after this record, which it has
+// consumed already (its consumer position is past it): the budget's stop.
+constexpr int kBudgetSpent = -ECANCELED;
+
 int BpfSession::on_record(void* ctx, void* data, size_t len) {
   auto* self = static_cast<BpfSession*>(ctx);
   if (self->handler_) self->handler_(data, len);
-  return 0;
+  return ++self->consumed_ >= kRecordsPerCall ? kBudgetSpent : 0;
 }
 
 Result<int> BpfSession::poll(int timeout_ms) {
+  consumed_ = 0;
   int n = ring_buffer__poll(ringbuf_, timeout_ms);
+  if (n == kBudgetSpent) return consumed_;
   if (n < 0 && n != -EINTR) return errno_error("polling ring buffer", -n);
-  n = n < 0 ? 0 : n;
   // Alloc/free events below the wakeup threshold raise no epoll event
   // (decision 30): ring_buffer__poll only reads rings epoll reported, so
   // read whatever else is waiting too.
   int more = ring_buffer__consume(ringbuf_);
-  if (more < 0 && more != -EINTR) return errno_error("consuming ring buffer", -more);
-  return n + (more > 0 ? more : 0);
+  if (more < 0 && more != -EINTR && more != kBudgetSpent) return errno_error("consuming ring buffer", -more);
+  return consumed_;
 }
 
 Result<int> BpfSession::drain() {
+  consumed_ = 0;
   int n = ring_buffer__consume(ringbuf_);
-  if (n < 0) return errno_error("consuming ring buffer", -n);
-  return n;
+  if (n < 0 && n != kBudgetSpent) return errno_error("consuming ring buffer", -n);
+  return consumed_;
 }
 
 Result<Link> BpfSession::attach_multi(bpf_program* prog, pid_t pid, const std::string& path,

@@ -245,9 +245,16 @@ class BpfSession {
   // number of records consumed or an Error.
   using RecordHandler = std::function<void(const void* data, size_t len)>;
   void set_record_handler(RecordHandler handler) { handler_ = std::move(handler); }
+  // Each call consumes at most kRecordsPerCall records: under a producer
+  // as fast as the consumer (a burst of millions of allocations) libbpf's
+  // loop would otherwise never return, and nothing after the poll (the
+  // resync after a loss, automatic sampling, snapshots) would run until the
+  // burst ended (decision 47). Records left are read by the next call.
   Result<int> poll(int timeout_ms);
-  // Consumes everything already in the buffer without waiting.
+  // Consumes what is already in the buffer without waiting (at most
+  // kRecordsPerCall records).
   Result<int> drain();
+  static constexpr int kRecordsPerCall = 1 << 18;
 
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
@@ -261,6 +268,7 @@ class BpfSession {
   leakwatch_bpf* skel_ = nullptr;
   ring_buffer* ringbuf_ = nullptr;
   RecordHandler handler_;
+  int consumed_ = 0;  // records handled in this poll()/drain() call
   bool uprobe_multi_ = false;
   bool oom_events_ = false;
   uint32_t max_unwind_tables_ = 0;

@@ -273,8 +273,7 @@ void Tracer::on_record(const void* data, size_t len) {
         if (p.heap.thinned_pending()) delete_thinned(p);
         if (e->type == EventType::kAlloc && e->kind == LW_KIND_HEAP && auto_sampling_.share) {
           if (p.heap.record_count(LW_KIND_HEAP) > auto_sampling_.share)
-            sample_automatically(p, stats_.live_record_cap && stats_.live_record_cap < session_->live_capacity()
-                                        ? "memory_budget" : "live_map_share");
+            sample_automatically(p, share_reason());
           else if (stats_.live_records > auto_sampling_.total)
             sample_largest();
         }
@@ -371,6 +370,7 @@ void Tracer::after_poll() {
     if (!session_->drain()) ++stats_.ringbuf_errors;
     drops_seen_ = c[LW_CNT_EVENTS_DROPPED_RINGBUF];
   }
+  bool resynced = false;
   for (auto& [pid, proc] : procs_) {
     if (proc->exited) continue;
     if (proc->exec_pending) {
@@ -384,14 +384,26 @@ void Tracer::after_poll() {
       auto t = session_->get_target(pid);
       if (t && t->lost != proc->lost_seen) {
         proc->lost_seen = t->lost;
-        resync(*proc);
+        proc->resync_pending = true;
         // A lost event may have been its rescan request: the BPF side asks
         // no more until the request is taken (architecture.md, 37).
         proc->rescan_pending = true;
       }
     }
+    // At once when the loss is over; while events are still being lost, a
+    // map of millions of records (seconds to read, in which the burst
+    // overflows the ring again) is read back at most a tenth of the time,
+    // as kernel_live_bytes() is.
+    if (proc->resync_pending && (!drops || monotonic_ns() >= kernel_read_allowed_ns_)) {
+      proc->resync_pending = false;
+      resync(*proc);
+      resynced = true;
+    }
   }  // Resyncs and execs replaced whole record sets.
   recount_records();
+  // A resync (events lost) may have brought records the event path never
+  // counted: automatic sampling looks again (decision 47).
+  if (resynced) check_auto_sampling();
   update_raw_syscalls();
   collect_stacks();
 }
@@ -441,8 +453,15 @@ void Tracer::resync(TracedProcess& proc) {
   uint32_t skip = 0;
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
     if (proc.heap.frozen(k)) skip |= 1u << k;
+  const uint64_t t0 = monotonic_ns();
   Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid, skip);
-  if (!records) return;  // retried on the next loss; counted by the caller's metrics
+  if (!records) {  // retried on the next loss
+    LW_LOG_WARN("resync of pid %d failed: %s", proc.pid, records.error().message.c_str());
+    return;
+  }
+  kernel_read_allowed_ns_ = t0 + 10 * (monotonic_ns() - t0);
+  LW_LOG_DEBUG("resync of pid %d: %zu records read from the live map in %.0f ms", proc.pid, records->size(),
+               static_cast<double>(monotonic_ns() - t0) / 1e6);
   proc.heap.resync(*records);
   delete_thinned(proc);  // allocated before an automatic-sampling switch, thinned on arrival
   proc.cuda_devices.resync(*records);
@@ -460,6 +479,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   // image's first return probe; see test FollowsPidThroughExec.)
   if (!session_->purge_live(proc.pid)) ++stats_.attach_errors;
   proc.heap.clear();
+  proc.resync_pending = false;  // nothing of the old image is left to read back
   // A new image, a new heap: exact again (or the configured mean) until it
   // outgrows its share in turn.
   proc.auto_sample_mean = 0;
@@ -530,8 +550,11 @@ Unrecorded Tracer::unrecorded(pid_t pid) const {
   return u;
 }
 
-Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) const {
+Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) {
+  const uint64_t t0 = monotonic_ns();
+  if (t0 < kernel_read_allowed_ns_) return Error{EAGAIN, "kernel live map read skipped: reads bounded"};
   auto records = session_->read_live(pid);
+  kernel_read_allowed_ns_ = t0 + 10 * (monotonic_ns() - t0);
   if (!records) return records.error();
   uint64_t total = 0;
   for (const KernelRecord& r : *records) total += r.size;

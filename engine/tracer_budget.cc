@@ -76,6 +76,19 @@ bool Tracer::sample_automatically(TracedProcess& p, const char* reason) {
   return true;
 }
 
+const char* Tracer::share_reason() const {
+  return stats_.live_record_cap && stats_.live_record_cap < session_->live_capacity() ? "memory_budget"
+                                                                                      : "live_map_share";
+}
+
+void Tracer::check_auto_sampling() {
+  if (!auto_sampling_.share) return;
+  for (auto& [pid, proc] : procs_)
+    if (!proc->exited && proc->heap.record_count(LW_KIND_HEAP) > auto_sampling_.share)
+      sample_automatically(*proc, share_reason());
+  if (stats_.live_records > auto_sampling_.total) sample_largest();
+}
+
 void Tracer::sample_largest() {
   if (sample_blocked_at_ && stats_.live_records < sample_blocked_at_ + 4096) return;
   std::vector<std::pair<uint64_t, TracedProcess*>> by_records;

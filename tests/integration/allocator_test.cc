@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "redis_support.h"
 
 namespace lw::itest {
 namespace {
@@ -168,24 +169,6 @@ TEST_F(Allocators, GoWithoutCgoIsUnsupportedWithNothingAttached) {
 }
 
 // --- Debian's redis-server --------------------------------------------------
-
-std::string run_capture(const std::string &cmd) {
-  std::string out;
-  FILE *p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
-
-int64_t used_memory(const std::string &sock) {
-  std::string info = run_capture("redis-cli -s " + sock + " INFO memory 2>/dev/null");
-  size_t at = info.find("used_memory:");
-  if (at == std::string::npos) return -1;
-  return std::stoll(info.substr(at + 12));
-}
 
 TEST_F(Allocators, RedisLiveBytesFollowUsedMemory) {
   if (!exists("/usr/bin/redis-server") || !exists("/usr/bin/redis-benchmark"))

@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <cstdio>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -77,6 +80,78 @@ TEST(AutoSampling, HeapOverItsShareIsSampledNotLost) {
   EXPECT_NEAR(ratio(live_at("hold_rare"), rare), 1.0, 0.05) << describe_sites(snap);
   EXPECT_NEAR(ratio(snap.at("live_bytes").get<int64_t>(), total), 1.0, 0.05) << describe_sites(snap);
   // Churn freed all it took: what a sampled block stands for leaves with it.
+  EXPECT_LT(live_at("churn_block"), total / 100) << describe_sites(snap);
+  session.target().write_line("exit");
+}
+
+// big_heap with `top`'s defaults (the live map sized from the host,
+// automatic sampling on): 1,000,000 blocks plus churn and frees. Whether
+// exact or sampled depends on the host's RAM (the share is 3/4 of the
+// automatic map); either way every site is within 5% of the truth and the
+// coverage is said right: exact is 1 with mean 0, sampled is an automatic
+// mean with nothing unrecorded. Prints the kernel live map's memory and
+// top's RSS per live block.
+//
+// The long form (docs: bench/README.md, "Scale"): LW_SCALE_BLOCKS=10000000
+// (10 million blocks, about 2 minutes); LW_SCALE_EXACT=1 adds a live map of
+// 16,777,216 entries and --no-auto-sampling, for the exact figures.
+TEST(AutoSampling, BlocksWithDefaults) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  const char *env_blocks = getenv("LW_SCALE_BLOCKS");
+  const std::string blocks = env_blocks && *env_blocks ? env_blocks : "1000000";
+  const bool exact = getenv("LW_SCALE_EXACT") && *getenv("LW_SCALE_EXACT") == '1';
+  std::vector<std::string> args = {"--interval", "1"};
+  if (exact) args.insert(args.end(), {"--live-max", "16777216", "--no-auto-sampling"});
+  TraceSession session({.target = "big_heap",
+                        .target_args = {blocks},
+                        .leakwatch_args = args,
+                        .settle_after_done_s = 5.0});
+  const Json &snap = session.snapshot();
+  const Json &truth = session.truth();
+  const Json &sampling = snap.at("sampling");
+  const Json &u = snap.at("unrecorded");
+  const auto leaves = live_by_leaf(snap);
+  auto live_at = [&](const char *leaf) {
+    auto it = leaves.find(leaf);
+    return it == leaves.end() ? int64_t{0} : it->second.live_bytes;
+  };
+  const int64_t held = truth.at("sites").at("hold_block").get<int64_t>();
+  const int64_t rare = truth.at("sites").at("hold_rare").get<int64_t>();
+  const int64_t total = truth.at("total_live").get<int64_t>();
+  const int64_t mean = sampling.at("mean_bytes").get<int64_t>();
+  const int64_t n = truth.at("facts").at("blocks").get<int64_t>();
+  const int64_t live_blocks = n - (n + 2) / 4;  // big_heap frees blocks 1, 5, 9, ...
+  const auto [entries, memlock] = live_map_fdinfo(session.leakwatch().pid());
+  uint64_t rss_kib = 0;
+  {
+    std::ifstream status("/proc/" + std::to_string(session.leakwatch().pid()) + "/status");
+    std::string key;
+    while (status >> key)
+      if (key == "VmRSS:") status >> rss_kib;
+  }
+  std::printf("[ metric   ] big_heap %s blocks, defaults%s: %s; hold_block %.4f, hold_rare %.4f, process %.4f of the "
+              "truth; live map %llu entries, %.1f MB kernel memory (%.1f B per live block); top RSS %.1f MiB "
+              "(%.1f B per live block)\n",
+              blocks.c_str(), exact ? " + exact" : "",
+              mean ? ("sampled at " + std::to_string(mean) + " B, " + sampling.at("reason").dump()).c_str() : "exact",
+              ratio(live_at("hold_block"), held), ratio(live_at("hold_rare"), rare),
+              ratio(snap.at("live_bytes").get<int64_t>(), total), static_cast<unsigned long long>(entries),
+              memlock / 1e6, static_cast<double>(memlock) / static_cast<double>(live_blocks), rss_kib / 1024.0,
+              rss_kib * 1024.0 / static_cast<double>(live_blocks));
+
+  EXPECT_EQ(u.at("allocations").at("map_full").get<int64_t>(), 0) << u.dump() << session.diagnostics();
+  EXPECT_EQ(u.at("coverage").get<double>(), 1.0) << u.dump();
+  if (mean == 0) {
+    EXPECT_FALSE(sampling.at("automatic").get<bool>()) << sampling.dump();
+    EXPECT_EQ(live_at("hold_block"), held) << describe_sites(snap);
+    EXPECT_EQ(live_at("hold_rare"), rare) << describe_sites(snap);
+  } else {
+    EXPECT_FALSE(exact) << "sampled despite --no-auto-sampling: " << sampling.dump();
+    EXPECT_TRUE(sampling.at("automatic").get<bool>()) << sampling.dump();
+    EXPECT_NEAR(ratio(live_at("hold_block"), held), 1.0, 0.05) << describe_sites(snap);
+    EXPECT_NEAR(ratio(live_at("hold_rare"), rare), 1.0, 0.05) << describe_sites(snap);
+  }
+  EXPECT_NEAR(ratio(snap.at("live_bytes").get<int64_t>(), total), 1.0, 0.05) << describe_sites(snap);
   EXPECT_LT(live_at("churn_block"), total / 100) << describe_sites(snap);
   session.target().write_line("exit");
 }

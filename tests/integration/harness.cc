@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "harness.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -14,6 +15,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -390,5 +393,27 @@ void expect_matches_truth(const Json &snapshot, const Json &truth, const std::se
         << "snapshot live_bytes" << context;
   }
 }
+
+std::pair<uint64_t, uint64_t> live_map_fdinfo(pid_t pid, uint64_t entries) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return {0, 0};
+  std::pair<uint64_t, uint64_t> found{0, 0};
+  while (dirent* e = readdir(d)) {
+    std::ifstream f(dir + "/" + e->d_name);
+    std::map<std::string, uint64_t> kv;
+    std::string key;
+    std::string value;
+    while (f >> key >> value)
+      if (key.back() == ':') kv[key.substr(0, key.size() - 1)] = std::strtoull(value.c_str(), nullptr, 0);
+    if (kv["key_size"] != 16 || kv["value_size"] != 24) continue;
+    // Several maps have those sizes; the live map is the largest of them.
+    if (entries ? kv["max_entries"] == entries : kv["max_entries"] > found.first)
+      found = {kv["max_entries"], kv["memlock"]};
+  }
+  closedir(d);
+  return found;
+}
+
 
 }  // namespace lw::itest

@@ -120,6 +120,12 @@ class TraceSession {
   Json snapshot_;
 };
 
+// The kernel's view of leakwatch's (pid) live map, from its descriptors'
+// fdinfo: (max_entries, memlock bytes) of the hash map with the live map's
+// key and value sizes (16, 24) and `entries` entries (0: the largest such
+// map), or (0, 0).
+std::pair<uint64_t, uint64_t> live_map_fdinfo(pid_t pid, uint64_t entries = 0);
+
 // Whether any site of a snapshot still has frames waiting for symbols.
 bool symbols_pending(const Json &snapshot);
 

@@ -25,28 +25,6 @@ namespace {
 
 constexpr unsigned long kBlocks = 1000000;
 
-// The kernel's view of leakwatch's (pid) live map, from its descriptors'
-// fdinfo: (max_entries, memlock bytes) of the hash map with the live map's
-// key and value sizes (16, 24) and `entries` entries, or (0, 0).
-std::pair<uint64_t, uint64_t> live_map_fdinfo(pid_t pid, uint64_t entries) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
-  DIR* d = opendir(dir.c_str());
-  if (!d) return {0, 0};
-  std::pair<uint64_t, uint64_t> found{0, 0};
-  while (dirent* e = readdir(d)) {
-    std::ifstream f(dir + "/" + e->d_name);
-    std::map<std::string, uint64_t> kv;
-    std::string key;
-    std::string value;
-    while (f >> key >> value)
-      if (key.back() == ':') kv[key.substr(0, key.size() - 1)] = std::strtoull(value.c_str(), nullptr, 0);
-    if (kv["key_size"] == 16 && kv["value_size"] == 24 && kv["max_entries"] == entries)
-      found = {kv["max_entries"], kv["memlock"]};
-  }
-  closedir(d);
-  return found;
-}
-
 TEST(LiveMapAutoSize, MillionLiveBlocksWithDefaults) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
   // What top will choose here; a host too small for a million entries at
