@@ -99,7 +99,7 @@ void HeapTracker::apply(const Event& e) {
     LiveRecord r{e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
     if (!keeps_at_current_mean(e.addr, r)) {
       ++counters_.thinned_late;
-      thinned_pending_.push_back(e.addr);
+      thinned_pending_.push_back({e.addr, e.alloc_ns});
       return;
     }
     SiteStats& s = sites_[r.site];
@@ -160,7 +160,7 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
       r = LiveRecord{k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
       if (!keeps_at_current_mean(k.addr, r)) {
         ++counters_.thinned_late;
-        thinned_pending_.push_back(k.addr);
+        thinned_pending_.push_back({k.addr, k.alloc_ns});
         site_live.resize(sites_.size(), 0);
         site_count.resize(sites_.size(), 0);
         continue;
@@ -263,7 +263,7 @@ bool HeapTracker::keeps_at_current_mean(uint64_t addr, const LiveRecord& r) cons
   return thin_keeps(addr, r.alloc_ns, r.size, mean_at(r.alloc_ns), sample_mean_);
 }
 
-void HeapTracker::thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<uint64_t>* dropped) {
+void HeapTracker::thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<ThinnedRecord>* dropped) {
   if (mean_bytes <= sample_mean_ || frozen_[LW_KIND_HEAP]) return;
   ++counters_.thinnings;
   const uint64_t old_mean = sample_mean_;
@@ -289,7 +289,7 @@ void HeapTracker::thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<u
     sub(s.allocations, old_count);
     if (!thin_keeps(addr, r.alloc_ns, r.size, mean_at(r.alloc_ns), mean_bytes)) {
       gone.push_back(key);
-      if (dropped) dropped->push_back(addr);
+      if (dropped) dropped->push_back({addr, r.alloc_ns});
       return;
     }
     const uint64_t bytes = counted_bytes(r);

@@ -43,6 +43,14 @@ struct LiveRecord {
   uint32_t site = 0;  // index into sites()
 };
 
+// A record thinning dropped (automatic sampling): its address and
+// identity, so that the kernel's record is deleted only if it is still
+// that allocation (the address may have been freed and handed out again).
+struct ThinnedRecord {
+  uint64_t addr = 0;
+  uint64_t alloc_ns = 0;
+};
+
 // One entry of the kernel's live map, as read back for a resync.
 struct KernelRecord {
   uint32_t kind = 0;
@@ -134,13 +142,13 @@ class HeapTracker {
   // thinned, not cleared: each is kept with the probability that makes it
   // a sample at the new mean (core/sampling.h, thin_keeps()), the kept ones
   // re-weighted, so the old bytes (the leak) and their ages survive as
-  // unbiased estimates. The addresses of dropped records are appended to
-  // `dropped`: the caller deletes them from the kernel map. A heap record
+  // unbiased estimates. The dropped records are appended to `dropped`:
+  // the caller deletes them from the kernel map. A heap record
   // allocated before the switch that arrives later (a queued event, a
   // resync) is tested on arrival the same way; the addresses of those
   // dropped wait in take_thinned().
-  void thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<uint64_t>* dropped);
-  std::vector<uint64_t> take_thinned() { return std::exchange(thinned_pending_, {}); }
+  void thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<ThinnedRecord>* dropped);
+  std::vector<ThinnedRecord> take_thinned() { return std::exchange(thinned_pending_, {}); }
   bool thinned_pending() const { return !thinned_pending_.empty(); }
   // The mean the kernel sampled an allocation made at `alloc_ns` with.
   uint64_t mean_at(uint64_t alloc_ns) const;
@@ -202,7 +210,7 @@ class HeapTracker {
     uint64_t mean = 0;
   };
   std::vector<SampleEpoch> epochs_{SampleEpoch{}};
-  std::vector<uint64_t> thinned_pending_;  // dropped on arrival, for the kernel map
+  std::vector<ThinnedRecord> thinned_pending_;  // dropped on arrival, for the kernel map
 };
 
 }  // namespace lw

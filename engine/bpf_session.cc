@@ -500,15 +500,15 @@ Status BpfSession::purge_live(pid_t tgid, int kind) {
   return ok_status();
 }
 
-uint64_t BpfSession::delete_live(pid_t tgid, uint32_t kind, const std::vector<uint64_t>& addrs) {
+uint64_t BpfSession::delete_live(pid_t tgid, uint32_t kind, const std::vector<ThinnedRecord>& records) {
   const int fd = bpf_map__fd(skel_->maps.live);
   uint64_t deleted = 0;
   std::vector<lw_live_key> keys;
-  constexpr size_t kBatch = 4096;
-  keys.reserve(std::min(addrs.size(), kBatch));
+  constexpr size_t kBatch = 1024;
+  keys.reserve(std::min(records.size(), kBatch));
   auto flush = [&] {
-    // The batch stops at the first key that is gone (ENOENT: freed
-    // meanwhile) and says how far it got; the rest go again after it.
+    // The batch stops at the first key that is gone (ENOENT: freed since
+    // the lookup) and says how far it got; the rest go again after it.
     size_t at = 0;
     while (at < keys.size()) {
       __u32 count = static_cast<__u32>(keys.size() - at);
@@ -527,8 +527,11 @@ uint64_t BpfSession::delete_live(pid_t tgid, uint32_t kind, const std::vector<ui
     }
     keys.clear();
   };
-  for (uint64_t addr : addrs) {
-    keys.push_back(lw_live_key{static_cast<__u32>(tgid), kind, addr});
+  for (const ThinnedRecord& r : records) {
+    lw_live_key key{static_cast<__u32>(tgid), kind, r.addr};
+    lw_live_val val{};
+    if (bpf_map_lookup_elem(fd, &key, &val) != 0 || val.alloc_ns != r.alloc_ns) continue;
+    keys.push_back(key);
     if (keys.size() == kBatch) flush();
   }
   flush();

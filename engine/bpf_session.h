@@ -192,10 +192,14 @@ class BpfSession {
   // Deletes every live record of `tgid` (exit, exec, re-attach), or only
   // those of one kind (enum lw_kind) when `kind` >= 0 (re-baselining).
   Status purge_live(pid_t tgid, int kind = -1);
-  // Deletes the records of `tgid` of `kind` at `addrs` (automatic
-  // sampling's thinning, decision 47), in batches. One already gone (freed
-  // meanwhile) is not an error. Returns how many were deleted.
-  uint64_t delete_live(pid_t tgid, uint32_t kind, const std::vector<uint64_t>& addrs);
+  // Deletes the records of `tgid` of `kind` at `records`' addresses that
+  // are still those allocations (the same alloc_ns; automatic sampling's
+  // thinning, decision 47): each is looked up first, and the matching ones
+  // go in batches of 1,024, so an address freed and handed out again
+  // meanwhile keeps its new record (bar the microseconds between the
+  // lookup and its batch). One already gone is not an error. Returns how
+  // many were deleted.
+  uint64_t delete_live(pid_t tgid, uint32_t kind, const std::vector<ThinnedRecord>& records);
   uint32_t live_capacity() const { return live_capacity_; }
 
   // Attaches (true) or detaches (false) the host-wide raw syscall

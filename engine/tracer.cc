@@ -270,7 +270,6 @@ void Tracer::on_record(const void* data, size_t len) {
           }
         }
         stats_.live_records = stats_.live_records + p.heap.record_count() - before;
-        if (p.heap.thinned_pending()) delete_thinned(p);
         if (e->type == EventType::kAlloc && e->kind == LW_KIND_HEAP && auto_sampling_.share) {
           if (p.heap.record_count(LW_KIND_HEAP) > auto_sampling_.share)
             sample_automatically(p, share_reason());
@@ -377,6 +376,8 @@ void Tracer::after_poll() {
       reattach_after_exec(*proc);
       continue;
     }
+    // Records thinned on arrival (automatic sampling), in one batch a poll.
+    if (proc->heap.thinned_pending()) delete_thinned(*proc);
     // A CPython found before its interpreter made its thread-state key.
     if (proc->python && proc->python->wants_retry()) proc->python->retry(*session_);
     if (proc->rescan_pending) rescan_within_budget(*proc);

@@ -40,8 +40,8 @@ void Tracer::update_auto_sampling() {
 }
 
 void Tracer::delete_thinned(TracedProcess& p) {
-  std::vector<uint64_t> addrs = p.heap.take_thinned();
-  if (!addrs.empty()) session_->delete_live(p.pid, LW_KIND_HEAP, addrs);
+  std::vector<ThinnedRecord> records = p.heap.take_thinned();
+  if (!records.empty()) session_->delete_live(p.pid, LW_KIND_HEAP, records);
 }
 
 bool Tracer::sample_automatically(TracedProcess& p, const char* reason) {
@@ -57,8 +57,7 @@ bool Tracer::sample_automatically(TracedProcess& p, const char* reason) {
   (void)session_->set_target(p.pid, current_flags(p), 0, mean);
   const uint64_t switch_ns = monotonic_ns();
   const uint64_t before = p.heap.record_count(LW_KIND_HEAP);
-  std::vector<uint64_t> dropped;
-  dropped.reserve(before);
+  std::vector<ThinnedRecord> dropped;
   p.heap.thin_to(mean, switch_ns, &dropped);
   session_->delete_live(p.pid, LW_KIND_HEAP, dropped);
   if (!current || !*p.auto_sample_reason) {

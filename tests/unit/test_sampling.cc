@@ -186,9 +186,11 @@ TEST(Sampling, ThinnedHeapStaysUnbiasedAcrossTwoSwitches) {
       live = std::move(kept);
     };
     auto switch_to = [&](uint64_t t) {
-      std::vector<uint64_t> dropped;
-      heap.thin_to(t, ns, &dropped);
+      std::vector<ThinnedRecord> thinned;
+      heap.thin_to(t, ns, &thinned);
       mean = t;
+      std::vector<uint64_t> dropped;
+      for (const ThinnedRecord& r : thinned) dropped.push_back(r.addr);
       std::sort(dropped.begin(), dropped.end());
       for (Block& b : live)
         if (b.recorded && std::binary_search(dropped.begin(), dropped.end(), b.addr)) b.recorded = false;
@@ -257,12 +259,12 @@ TEST(Sampling, ThinningDrawsAreNestedAndStable) {
 TEST(Sampling, LateRecordsAreThinnedOnArrival) {
   HeapTracker heap;
   heap.apply(Event{EventType::kAlloc, 0, 1, 1, LW_KIND_HEAP, 1, 0x1000, 48, 1, 7});
-  std::vector<uint64_t> dropped;
+  std::vector<ThinnedRecord> dropped;
   heap.thin_to(1u << 20, 1000, &dropped);  // 48 B at 1 MiB: kept with p ~ 4.6e-5
   int late_kept = 0;
   for (uint64_t i = 0; i < 1000; ++i)
     heap.apply(Event{EventType::kAlloc, 0, 1, 1, LW_KIND_HEAP, 1001 + i, 0x10000 + 64 * i, 48, 2 + i, 7});
-  std::vector<uint64_t> late = heap.take_thinned();
+  std::vector<ThinnedRecord> late = heap.take_thinned();
   late_kept = 1000 - static_cast<int>(late.size());
   EXPECT_LE(late_kept, 3);
   EXPECT_EQ(heap.counters().thinned_late, late.size());
