@@ -164,9 +164,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
     p["live_bytes"] = e.snapshot.live_bytes;
     p["live_allocations"] = e.snapshot.live_allocations;
     p["kinds"] = kinds_to_json(e.snapshot);
-    p["sampling"] = {{"mean_bytes", e.snapshot.sample_mean_bytes},
-                     {"estimated_kinds",
-                      e.snapshot.sample_mean_bytes ? json::array({"heap"}) : json::array()}};
+    p["sampling"] = sampling_json(e.snapshot);
     p["heap_stale_since"] =
         e.snapshot.heap_stale_since > 0 ? json(e.snapshot.heap_stale_since) : json(nullptr);
     p["unrecorded"] = unrecorded_json(e.snapshot);

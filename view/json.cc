@@ -5,6 +5,15 @@
 
 namespace lw {
 
+nlohmann::json sampling_json(const ProcessSnapshot& snap) {
+  using nlohmann::json;
+  return {{"mean_bytes", snap.sample_mean_bytes},
+          {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()},
+          {"automatic", snap.sampling_automatic},
+          {"reason", snap.sampling_automatic ? json(snap.sampling_reason) : json(nullptr)},
+          {"since", snap.sampling_automatic ? json(snap.sampling_since) : json(nullptr)}};
+}
+
 nlohmann::json unrecorded_json(const ProcessSnapshot& snap) {
   const Unrecorded& u = snap.unrecorded;
   // Per kind (decision 44): only the kinds that lost something.
@@ -98,11 +107,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
               {"sites", std::move(sites)}};
   if (snap.kernel_live_bytes >= 0) out["kernel_live_bytes"] = snap.kernel_live_bytes;
   // Which figures are estimates, and at what rate (docs/api.md).
-  out["sampling"] = {{"mean_bytes", snap.sample_mean_bytes},
-                     {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()},
-                     {"automatic", snap.sampling_automatic},
-                     {"reason", snap.sampling_automatic ? json(snap.sampling_reason) : json(nullptr)},
-                     {"since", snap.sampling_automatic ? json(snap.sampling_since) : json(nullptr)}};
+  out["sampling"] = sampling_json(snap);
   out["heap_stale_since"] = snap.heap_stale_since > 0 ? json(snap.heap_stale_since) : json(nullptr);
   out["unrecorded"] = unrecorded_json(snap);
   out["lifecycle"] = to_json(snap.lifecycle);

@@ -25,5 +25,8 @@ nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 nlohmann::json rss_to_json(const RssBreakdown& b);
 // Allocations not recorded, by reason, and the coverage (decision 44).
 nlohmann::json unrecorded_json(const ProcessSnapshot& snap);
+// Which figures are estimates, at what mean, and whether automatic
+// sampling chose it (docs/api.md, `sampling`; decision 47).
+nlohmann::json sampling_json(const ProcessSnapshot& snap);
 
 }  // namespace lw

@@ -269,6 +269,7 @@ TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSamplesTheLargestInstead) {
   EXPECT_EQ(sites.at("unrecorded").at("allocations").at("map_full").get<int64_t>(), 0);
   const Json entry = *daemon.find_process(holder.pid());
   EXPECT_FALSE(entry.at("tracing_suspended").get<bool>()) << entry.dump();
+  EXPECT_TRUE(entry.at("sampling").at("automatic").get<bool>()) << entry.dump();  // /api/v1/processes too
   EXPECT_NE(daemon.get("/metrics").body.find("\nleakwatch_automatic_sampling_switches_total "), std::string::npos);
   EXPECT_LE(after.hwm, budget + kSlack);
   holder.write_line("exit");
