@@ -376,6 +376,28 @@ Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::strin
   return links;
 }
 
+Status BpfSession::acquire_shared_uprobes(uint64_t dev, uint64_t inode, const std::string& path,
+                                          std::vector<UprobeSpec> specs) {
+  SharedUprobes& s = shared_[{dev, inode}];
+  if (s.users == 0) {
+    for (UprobeSpec& u : specs) u.shared = true;
+    // Every process that maps the object, now or later: uprobe_multi's pid
+    // 0, a perf-event uprobe's -1.
+    Result<std::vector<Link>> links = attach_uprobes(uprobe_multi_ ? 0 : -1, path, specs, false);
+    if (!links) return links.error();
+    s.links = std::move(*links);
+  }
+  ++s.users;
+  return ok_status();
+}
+
+std::vector<Link> BpfSession::release_shared_uprobes(uint64_t dev, uint64_t inode) {
+  auto it = shared_.find({dev, inode});
+  if (it == shared_.end() || it->second.users == 0) return {};
+  if (--it->second.users > 0) return {};
+  return std::move(it->second.links);
+}
+
 Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
                               uint64_t sample_mean) {
   auto key = static_cast<uint32_t>(tgid);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,7 +75,10 @@ struct UprobeSpec {
   uint64_t file_offset = 0;
   uint32_t func = 0;       // enum lw_func: bits 0..7 of the attach cookie
   int64_t cookie_arg = 0;  // bits 16..63 (signed): LW_FUNC_SYS_BRK's distance to __curbrk
-  uint64_t cookie() const { return func | (static_cast<uint64_t>(cookie_arg) << 16); }
+  bool shared = false;     // bit 8: LW_COOKIE_SHARED, a link with no pid filter (decision 49)
+  uint64_t cookie() const {
+    return func | (shared ? LW_COOKIE_SHARED : 0) | (static_cast<uint64_t>(cookie_arg) << 16);
+  }
 };
 
 // One frame of a stored stack (bpf/leakwatch_abi.h, struct lw_frame).
@@ -168,6 +172,25 @@ class BpfSession {
   Result<std::vector<Link>> attach_uprobes(pid_t pid, const std::string& path,
                                            const std::vector<UprobeSpec>& specs, bool retprobe);
   bool uprobe_multi() const { return uprobe_multi_; }
+
+  // The system-call wrapper probes of one object (dev, inode) shared by
+  // every traced process that maps it (decision 49): one link with no pid
+  // filter, the target filter in BPF, so a hit costs the same whatever the
+  // number of traced processes. Processes below the threshold each get
+  // their own pid-filtered link instead (no trap in untraced processes);
+  // per_pid_syscall_links() counts those, for the attacher's choice.
+  // acquire_shared_uprobes() attaches the link at the first user (specs
+  // and path as attach_uprobes(), the specs marked shared);
+  // release_shared_uprobes() hands the link back to be closed when its
+  // last user leaves.
+  Status acquire_shared_uprobes(uint64_t dev, uint64_t inode, const std::string& path,
+                                std::vector<UprobeSpec> specs);
+  std::vector<Link> release_shared_uprobes(uint64_t dev, uint64_t inode);
+  size_t& per_pid_syscall_links(uint64_t dev, uint64_t inode) { return shared_[{dev, inode}].per_pid; }
+  size_t shared_users(uint64_t dev, uint64_t inode) const {
+    auto it = shared_.find({dev, inode});
+    return it == shared_.end() ? 0 : it->second.users;
+  }
   // The OOM tracepoints are attached (decision 38).
   bool oom_events() const { return oom_events_; }
 
@@ -265,6 +288,12 @@ class BpfSession {
   bool oom_events_ = false;
   uint32_t max_unwind_tables_ = 0;
   uint32_t live_capacity_ = 0;
+  struct SharedUprobes {
+    std::vector<Link> links;  // empty while no process uses the shared link
+    size_t users = 0;         // processes on the shared link
+    size_t per_pid = 0;       // processes with their own pid-filtered link
+  };
+  std::map<std::pair<uint64_t, uint64_t>, SharedUprobes> shared_;
 };
 
 }  // namespace lw

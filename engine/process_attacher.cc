@@ -18,7 +18,9 @@
 #include <optional>
 #include <set>
 
+#include "core/analyzer.h"
 #include "core/elf_file.h"
+#include "core/log.h"
 #include "core/fd.h"
 #include "core/procfs.h"
 #include "core/probe_placement.h"
@@ -106,14 +108,26 @@ const char* syscall_tracing_name(SyscallTracing s) {
 
 std::vector<Link> ProcessAttacher::take_links() {
   std::vector<Link> links;
-  for (AttachedObject& o : objects_)
+  for (AttachedObject& o : objects_) {
     for (Link& l : o.links) links.push_back(std::move(l));
+    if (o.role != kRoleSyscalls) continue;
+    if (o.shared) {
+      for (Link& l : session_.release_shared_uprobes(o.dev, o.inode)) links.push_back(std::move(l));
+    } else if (size_t& n = session_.per_pid_syscall_links(o.dev, o.inode); n > 0) {
+      --n;
+    }
+  }
   objects_.clear();
   set_syscall_state(SyscallTracing::kPending, "probes detached");
   return links;
 }
 
 void ProcessAttacher::detach_all() { destroy_links(take_links()); }
+
+bool ProcessAttacher::shared_syscall_link() const {
+  return std::any_of(objects_.begin(), objects_.end(),
+                     [](const AttachedObject& o) { return o.role == kRoleSyscalls && o.shared; });
+}
 
 int sole_cuda_device_of(pid_t pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
@@ -480,8 +494,10 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
     if (std::optional<ElfSymbol> sym = elf.find_function(name))
       if (std::optional<uint64_t> start = elf.vaddr_to_offset(sym->vaddr))
         ranges.emplace_back(*start, *start + std::max<uint64_t>(sym->size, 1));
-  if (Status st = attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges));
-      !st) {
+  Status st = session_.per_pid_syscall_links(dev, m.inode) >= shared_threshold_
+                  ? attach_shared(m, elf, std::move(reports), specs, std::move(ranges))
+                  : attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges));
+  if (!st) {
     set_syscall_state(SyscallTracing::kTracepoints, st.error().message);
     return;
   }
@@ -491,6 +507,34 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
   // wrong delta; one call, once per image.
   if (seed_curbrk) seed_brk_from(m, elf, *seed_curbrk);
   set_syscall_state(SyscallTracing::kWrappers, "");
+}
+
+Status ProcessAttacher::attach_shared(const MapEntry& m, const ElfFile& elf,
+                                      std::vector<ProbeReport> reports,
+                                      const std::vector<UprobeSpec>& specs,
+                                      std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  AttachedObject obj = new_object(m, elf);
+  if (session_.shared_users(obj.dev, obj.inode) == 0) {
+    Result<int> fd_or = open_mapped_file(pid_, m);
+    if (!fd_or) return fd_or.error();
+    Fd fd(*fd_or);
+    const uint64_t link_start = monotonic_ns();
+    if (Status st = session_.acquire_shared_uprobes(obj.dev, obj.inode,
+                                                    "/proc/self/fd/" + std::to_string(fd.get()), specs);
+        !st)
+      return Error{st.error().code, m.path + ": " + st.error().message};
+    LW_LOG_DEBUG("attach stages pid %d: shared syscalls link on %s: %.3f ms", pid_, m.path.c_str(),
+                 (monotonic_ns() - link_start) / 1e6);
+  } else if (Status st = session_.acquire_shared_uprobes(obj.dev, obj.inode, "", specs); !st) {
+    return st;
+  }
+  obj.role = kRoleSyscalls;
+  obj.shared = true;
+  obj.probes = std::move(reports);
+  for (ProbeReport& r : obj.probes) r.attached = true;
+  obj.function_ranges = std::move(ranges);
+  objects_.push_back(std::move(obj));
+  return ok_status();
 }
 
 void ProcessAttacher::seed_brk_from(const MapEntry& m, const ElfFile& elf, uint64_t curbrk_vaddr) {
@@ -519,13 +563,17 @@ Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, cons
   obj.role = role;
   obj.probes = std::move(reports);
   obj.function_ranges = std::move(ranges);
+  const uint64_t link_start = monotonic_ns();
   Result<std::vector<Link>> links =
       session_.attach_uprobes(pid_, "/proc/self/fd/" + std::to_string(fd.get()), specs, false);
+  LW_LOG_DEBUG("attach stages pid %d: %s link on %s: %.3f ms", pid_, role.c_str(), m.path.c_str(),
+               (monotonic_ns() - link_start) / 1e6);
   // Not kept on failure: the next rescan tries again, and the caller
   // records why (AllocatorInfo::mmap_tracing_reason).
   if (!links) return Error{links.error().code, m.path + ": " + links.error().message};
   for (ProbeReport& r : obj.probes) r.attached = true;
   obj.links = std::move(*links);
+  if (role == kRoleSyscalls) ++session_.per_pid_syscall_links(obj.dev, obj.inode);
   objects_.push_back(std::move(obj));
   return ok_status();
 }

@@ -499,8 +499,10 @@ Status Tracer::attach_objects(TracedProcess& proc, bool heap) {
 
 void Tracer::sync_syscall_sites(TracedProcess& proc) {
   const bool sites = proc.attacher->syscall_tracing() == SyscallTracing::kWrappers;
-  if (sites == proc.syscall_sites) return;
+  const bool shared = sites && proc.attacher->shared_syscall_link();
+  if (sites == proc.syscall_sites && shared == proc.shared_sites) return;
   proc.syscall_sites = sites;
+  proc.shared_sites = shared;
   (void)session_->set_target(proc.pid, current_flags(proc), 0, heap_mean(proc));
 }
 
