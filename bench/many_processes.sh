@@ -23,7 +23,7 @@
 #
 #   bench/many_processes.sh [--counts "1 100 1000"] [--churn-seconds C]
 #                           [--churn-rate R] [--pairs N] [--reps N] [BUILD_DIR]
-# (as root)
+# (as root). LW_BENCH_KEEP_LOG=PATH keeps each daemon's log as PATH.K.
 set -euo pipefail
 
 usage() {
@@ -211,6 +211,7 @@ EOF
   read -r c_p50 c_p99 _ _ c_pr _ c_n < <(stage_summary "$line1")
   failed=$(grep -c "attaching pid [0-9]* (mp_idle)" "$tmp/daemon.err" || true)
   stop_all
+  [[ -n ${LW_BENCH_KEEP_LOG:-} ]] && cp "$tmp/daemon.err" "$LW_BENCH_KEEP_LOG.$k"
   echo "$k $rate $p50 $p99 $q_ms $id_ms $pr_ms $ck_ms $link_ms $pair_traced $pair_untraced $cpu_idle $rss $((fd_k - fd_base)) $churn_rate_real $c_p50 $c_p99 $c_n $detach_rate $drain $cpu_churn $failed $n_lat" >>"$results"
   echo "   $(tail -n1 "$results")" >&2
   sleep 2

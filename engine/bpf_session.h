@@ -20,6 +20,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <unordered_set>
 #include <vector>
 
 #include "core/counters.h"
@@ -173,22 +175,30 @@ class BpfSession {
                                            const std::vector<UprobeSpec>& specs, bool retprobe);
   bool uprobe_multi() const { return uprobe_multi_; }
 
-  // The system-call wrapper probes of one object (dev, inode) shared by
-  // every traced process that maps it (decision 49): one link with no pid
-  // filter, the target filter in BPF, so a hit costs the same whatever the
-  // number of traced processes. Processes below the threshold each get
-  // their own pid-filtered link instead (no trap in untraced processes);
-  // per_pid_syscall_links() counts those, for the attacher's choice.
+  // The probes of one object (dev, inode) in one role (the system-call
+  // wrappers, or ld.so's link-map hook: `loader`) shared by every traced
+  // process that maps it (decision 49): one link with no pid filter, the
+  // target filter in BPF, so a hit costs the same whatever the number of
+  // traced processes. Processes below the threshold each get their own
+  // pid-filtered link instead (no trap in untraced processes);
+  // per_pid_links() counts those, for the attacher's choice.
   // acquire_shared_uprobes() attaches the link at the first user (specs
   // and path as attach_uprobes(), the specs marked shared);
-  // release_shared_uprobes() hands the link back to be closed when its
+  // release_shared_uprobes() hands the link back, to be closed, when its
   // last user leaves.
-  Status acquire_shared_uprobes(uint64_t dev, uint64_t inode, const std::string& path,
-                                std::vector<UprobeSpec> specs);
-  std::vector<Link> release_shared_uprobes(uint64_t dev, uint64_t inode);
-  size_t& per_pid_syscall_links(uint64_t dev, uint64_t inode) { return shared_[{dev, inode}].per_pid; }
-  size_t shared_users(uint64_t dev, uint64_t inode) const {
-    auto it = shared_.find({dev, inode});
+  struct SharedKey {
+    uint64_t dev = 0;
+    uint64_t inode = 0;
+    bool loader = false;
+    bool operator<(const SharedKey& o) const {
+      return std::tie(dev, inode, loader) < std::tie(o.dev, o.inode, o.loader);
+    }
+  };
+  Status acquire_shared_uprobes(const SharedKey& key, const std::string& path, std::vector<UprobeSpec> specs);
+  std::vector<Link> release_shared_uprobes(const SharedKey& key);
+  size_t& per_pid_links(const SharedKey& key) { return shared_[key].per_pid; }
+  size_t shared_users(const SharedKey& key) const {
+    auto it = shared_.find(key);
     return it == shared_.end() ? 0 : it->second.users;
   }
   // The OOM tracepoints are attached (decision 38).
@@ -215,6 +225,9 @@ class BpfSession {
   // Deletes every live record of `tgid` (exit, exec, re-attach), or only
   // those of one kind (enum lw_kind) when `kind` >= 0 (re-baselining).
   Status purge_live(pid_t tgid, int kind = -1);
+  // Deletes every live record of each of `tgids` in one walk of the map
+  // (an exited batch: one walk, not one a process).
+  Status purge_live_many(const std::vector<pid_t>& tgids);
   // Deletes the records of `tgid` of `kind` at `addrs` (automatic
   // sampling's thinning, decision 47), in batches. One already gone (freed
   // meanwhile) is not an error. Returns how many were deleted.
@@ -293,7 +306,13 @@ class BpfSession {
     size_t users = 0;         // processes on the shared link
     size_t per_pid = 0;       // processes with their own pid-filtered link
   };
-  std::map<std::pair<uint64_t, uint64_t>, SharedUprobes> shared_;
+  std::map<SharedKey, SharedUprobes> shared_;
+  // Pids made targets since their last full purge: only they can have
+  // records in the live map (the BPF side records targets only), so the
+  // purge at an attach of any other pid walks nothing. The walk costs
+  // O(records of every process): 2.2 ms of the 3 ms attach of a light
+  // process at 100 traced (decision 49).
+  std::unordered_set<uint32_t> may_have_records_;
 };
 
 }  // namespace lw

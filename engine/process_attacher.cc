@@ -110,10 +110,11 @@ std::vector<Link> ProcessAttacher::take_links() {
   std::vector<Link> links;
   for (AttachedObject& o : objects_) {
     for (Link& l : o.links) links.push_back(std::move(l));
-    if (o.role != kRoleSyscalls) continue;
+    if (o.role != kRoleSyscalls && o.role != kRoleLoader) continue;
+    const BpfSession::SharedKey key{o.dev, o.inode, o.role == kRoleLoader};
     if (o.shared) {
-      for (Link& l : session_.release_shared_uprobes(o.dev, o.inode)) links.push_back(std::move(l));
-    } else if (size_t& n = session_.per_pid_syscall_links(o.dev, o.inode); n > 0) {
+      for (Link& l : session_.release_shared_uprobes(key)) links.push_back(std::move(l));
+    } else if (size_t& n = session_.per_pid_links(key); n > 0) {
       --n;
     }
   }
@@ -172,8 +173,10 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
 }
 
 Status ProcessAttacher::scan_and_attach(bool place_probes) {
+  const uint64_t scan_start = monotonic_ns();
   Result<ParsedMaps> maps = read_proc_maps(pid_);
   if (!maps) return maps.error();
+  const uint64_t maps_read = monotonic_ns();
   const std::string proc = "/proc/" + std::to_string(pid_);
 
   // The executable, by the path and inode /proc/PID/exe names.
@@ -222,6 +225,8 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
   // CUDA (optional, every mode): the runtime and driver libraries, and an
   // executable with the runtime linked in (found by symbol). Independent of
   // the allocator decision below, and never the process's failure.
+  LW_LOG_DEBUG("attach stages pid %d: maps read %.3f ms, objects parsed %.3f ms (%zu objects)", pid_,
+               (maps_read - scan_start) / 1e6, (monotonic_ns() - maps_read) / 1e6, objects.size());
   if (cuda_) attach_cuda_objects(objects, entries, exe);
   // ld.so's link-map hook: dlopen and the loading after an exec are seen
   // without any syscall tracepoint (rescans for new objects).
@@ -407,8 +412,16 @@ void ProcessAttacher::attach_loader_objects(const std::vector<LoadedObject>& obj
     r.symbols = sym->name;
     r.file_offset = *off;
     r.placement = "entry (ld.so link-map hook)";
-    if (attach_fixed(m, *elf, kRoleLoader, {r}, {{*off, LW_FUNC_DL_STATE, 0}}))
-      loader_attached_now_ = true;
+    // Shared past the threshold like the wrappers (decision 49): making a
+    // link waits for a grace period now and then (uprobe_register's
+    // dup_mmap_sem), 10-16 ms in one attach of ten under churn. A process
+    // with its own link is counted twice at a shared-link hit: a second
+    // rescan request, which is idempotent.
+    const std::vector<UprobeSpec> spec = {{*off, LW_FUNC_DL_STATE, 0}};
+    Status st = session_.per_pid_links({dev, m.inode, true}) >= shared_threshold_
+                    ? attach_shared(m, *elf, kRoleLoader, {r}, spec, {})
+                    : attach_fixed(m, *elf, kRoleLoader, {r}, spec);
+    if (st) loader_attached_now_ = true;
   }
 }
 
@@ -494,8 +507,8 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
     if (std::optional<ElfSymbol> sym = elf.find_function(name))
       if (std::optional<uint64_t> start = elf.vaddr_to_offset(sym->vaddr))
         ranges.emplace_back(*start, *start + std::max<uint64_t>(sym->size, 1));
-  Status st = session_.per_pid_syscall_links(dev, m.inode) >= shared_threshold_
-                  ? attach_shared(m, elf, std::move(reports), specs, std::move(ranges))
+  Status st = session_.per_pid_links({dev, m.inode, false}) >= shared_threshold_
+                  ? attach_shared(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges))
                   : attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges));
   if (!st) {
     set_syscall_state(SyscallTracing::kTracepoints, st.error().message);
@@ -509,26 +522,26 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
   set_syscall_state(SyscallTracing::kWrappers, "");
 }
 
-Status ProcessAttacher::attach_shared(const MapEntry& m, const ElfFile& elf,
+Status ProcessAttacher::attach_shared(const MapEntry& m, const ElfFile& elf, const std::string& role,
                                       std::vector<ProbeReport> reports,
                                       const std::vector<UprobeSpec>& specs,
                                       std::vector<std::pair<uint64_t, uint64_t>> ranges) {
   AttachedObject obj = new_object(m, elf);
-  if (session_.shared_users(obj.dev, obj.inode) == 0) {
+  const BpfSession::SharedKey key{obj.dev, obj.inode, role == kRoleLoader};
+  if (session_.shared_users(key) == 0) {
     Result<int> fd_or = open_mapped_file(pid_, m);
     if (!fd_or) return fd_or.error();
     Fd fd(*fd_or);
     const uint64_t link_start = monotonic_ns();
-    if (Status st = session_.acquire_shared_uprobes(obj.dev, obj.inode,
-                                                    "/proc/self/fd/" + std::to_string(fd.get()), specs);
+    if (Status st = session_.acquire_shared_uprobes(key, "/proc/self/fd/" + std::to_string(fd.get()), specs);
         !st)
       return Error{st.error().code, m.path + ": " + st.error().message};
-    LW_LOG_DEBUG("attach stages pid %d: shared syscalls link on %s: %.3f ms", pid_, m.path.c_str(),
+    LW_LOG_DEBUG("attach stages pid %d: shared %s link on %s: %.3f ms", pid_, role.c_str(), m.path.c_str(),
                  (monotonic_ns() - link_start) / 1e6);
-  } else if (Status st = session_.acquire_shared_uprobes(obj.dev, obj.inode, "", specs); !st) {
+  } else if (Status st = session_.acquire_shared_uprobes(key, "", specs); !st) {
     return st;
   }
-  obj.role = kRoleSyscalls;
+  obj.role = role;
   obj.shared = true;
   obj.probes = std::move(reports);
   for (ProbeReport& r : obj.probes) r.attached = true;
@@ -573,7 +586,8 @@ Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, cons
   if (!links) return Error{links.error().code, m.path + ": " + links.error().message};
   for (ProbeReport& r : obj.probes) r.attached = true;
   obj.links = std::move(*links);
-  if (role == kRoleSyscalls) ++session_.per_pid_syscall_links(obj.dev, obj.inode);
+  if (role == kRoleSyscalls || role == kRoleLoader)
+    ++session_.per_pid_links({obj.dev, obj.inode, role == kRoleLoader});
   objects_.push_back(std::move(obj));
   return ok_status();
 }

@@ -46,7 +46,8 @@ struct AttachedObject {
 };
 
 // Processes with their own pid-filtered link on one libc's system-call
-// wrappers before the next one joins the shared link instead (decision 49).
+// wrappers (or on one ld.so's link-map hook) before the next one joins the
+// shared link instead (decision 49).
 inline constexpr size_t kSharedSyscallLinkThreshold = 16;
 
 // How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
@@ -118,7 +119,8 @@ class ProcessAttacher {
                             const std::vector<MapEntry>& entries, const SearchOrder& search,
                             bool static_exe);
   void set_syscall_state(SyscallTracing state, std::string reason);
-  Status attach_shared(const MapEntry& m, const ElfFile& elf, std::vector<ProbeReport> reports,
+  Status attach_shared(const MapEntry& m, const ElfFile& elf, const std::string& role,
+                       std::vector<ProbeReport> reports,
                        const std::vector<UprobeSpec>& specs,
                        std::vector<std::pair<uint64_t, uint64_t>> ranges);
   // Writes glibc's __curbrk (at `curbrk_vaddr` in `elf`, mapped through
