@@ -4,7 +4,8 @@
 // real `leakwatch run`, then for LW_MANY_CHURN_SECONDS (default 5) short
 // lived copies (`mp_idle live 300`) are started LW_MANY_CHURN_RATE (default
 // 50) a second. Past 16 processes on the host's libc the wrapper probes
-// share one link (architecture decision 49). Checks: every idle process is
+// share one link (architecture decision 49); a later process's kept mmap is
+// seen through it, once. Checks: every idle process is
 // listed under its own pid and comm, nothing failed to attach but children
 // gone before their turn, and the p99 of the daemon's exec->attached
 // histogram (bucket bound) is at most LW_MANY_P99_MS (default 100). The
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -72,6 +74,9 @@ TEST(LeakwatchManyProcesses, LightProcessesAttachFastUnderChurn) {
                         "  max_processes: " + std::to_string(n + 4 * churn_rate + 16) + "\n"});
   daemon.wait_notify("READY=1", 30s);
 
+  // One of the first 16: its own link, and the shared one made later must
+  // not count its calls again.
+  Process early_keeper({bin, "keep", "256"});
   std::vector<std::unique_ptr<Process>> idle;
   auto next = steady_clock::now();
   for (long i = 0; i < n; ++i) {
@@ -82,6 +87,19 @@ TEST(LeakwatchManyProcesses, LightProcessesAttachFastUnderChurn) {
   ASSERT_TRUE(wait_until(60s, [&] {
     return metric_value(daemon.get("/metrics").body, "leakwatch_tracked_processes") >= static_cast<double>(n);
   }, 200ms)) << "not every idle process attached\n" << daemon.diagnostics();
+
+  // Past 16 processes the wrappers are probed through the shared link: its
+  // mmap is still seen, and only once (decision 49).
+  Process keeper({bin, "keep", "256"});
+  for (Process *k : {&early_keeper, &keeper}) {
+    double kept = 0;
+    EXPECT_TRUE(wait_until(15s, [&] {
+      std::optional<Json> p = daemon.find_process(k->pid());
+      kept = p ? p->at("live_bytes").get<double>() : 0;
+      return kept >= 262144;
+    }, 200ms)) << "pid " << k->pid() << ": the 256 KiB mmap not seen: live_bytes " << kept;
+    EXPECT_LT(kept, 2 * 262144) << "pid " << k->pid() << ": its mmap counted twice?";
+  }
 
   std::vector<std::unique_ptr<Process>> churn;
   const auto churn0 = steady_clock::now();

@@ -6,6 +6,8 @@
  *                        wrapper probes fire now and then), until killed
  *   mp_idle live MS      one mmap+munmap pair, then exits after MS
  *                        milliseconds (a churn step: an exec, then an exit)
+ *   mp_idle keep KIB     after 1 s (attached by then), maps KIB KiB of
+ *                        anonymous memory it never unmaps, then idles
  *   mp_idle pairs N      prints "ready PID", then for every line read on
  *                        stdin runs N anonymous mmap+munmap pairs of one
  *                        page and prints the nanoseconds per pair; ends at EOF
@@ -37,6 +39,13 @@ int main(int argc, char **argv) {
     nanosleep(&ts, NULL);
     pair();
     return 0;
+  }
+  if (argc == 3 && strcmp(argv[1], "keep") == 0) {
+    size_t bytes = (size_t)strtol(argv[2], NULL, 10) << 10;
+    sleep(1);
+    void *volatile kept = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    (void)kept;
+    for (;;) pause();
   }
   if (argc == 3 && strcmp(argv[1], "pairs") == 0) {
     long n = strtol(argv[2], NULL, 10);
