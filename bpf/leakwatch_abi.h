@@ -63,7 +63,7 @@ enum lw_func {
    * new break (the site right after `syscall`, single-stepped), or 0
    * where it runs after (the emulated result check; decision 41): the
    * break before the call is then lw_target.brk_last. */
-  LW_FUNC_SYS_MMAP = 15,
+  LW_FUNC_SYS_MMAP = 15,  /* bit 8 of the cookie: LW_COOKIE_SHARED */
   LW_FUNC_SYS_MUNMAP = 16,
   LW_FUNC_SYS_MREMAP = 17,
   LW_FUNC_SYS_BRK = 18,
@@ -319,10 +319,19 @@ enum lw_target_flags {
    * (LW_FUNC_SYS_*): the raw syscall tracepoints, if attached for another
    * process, leave this one alone, so no call is counted twice. */
   LW_TARGET_SYSCALL_SITES = 1u << 5,
+  /* The process's system-call wrapper probes are the link shared by every
+   * process mapping that libc (no pid filter; docs/architecture.md,
+   * decision 49): hits from that link (LW_COOKIE_SHARED) count for it, and
+   * a process without this flag counts only its own link's hits. */
+  LW_TARGET_SHARED_SITES = 1u << 6,
   /* CUDA runtime/driver probes are attached: account them. Independent of
    * LW_TARGET_HEAP (GPU allocations are rare calls, traced in every mode). */
   LW_TARGET_CUDA = 1u << 8,
 };
+
+/* Attach cookie bit: the probe's link is shared by every process mapping
+ * the object, filtered in BPF by the targets map (decision 49). */
+#define LW_COOKIE_SHARED (1ull << 8)
 
 /* lw_target.seen, written by the BPF side only. */
 #define LW_SEEN_CUDA 1u /* the process made a CUDA record: purge CUDA state at exit/exec */

@@ -99,6 +99,12 @@ static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __
    * default, adaptive wakeup skips the wakeup then). */
   if (type == LW_EV_OOM_KILL || type == LW_EV_SIGKILL || type == LW_EV_GPU_OOM)
     wake = BPF_RB_FORCE_WAKEUP;
+  /* So must an exec, a fork and a target's new code mapping: the attach
+   * waits for them. Adaptive wakeup skipped them while light processes'
+   * mmap events sat unconsumed, and they waited for the consumer's 100 ms
+   * poll timeout: the exec->attached tail under churn (decision 49). */
+  if (type == LW_EV_EXEC || type == LW_EV_FORK || type == LW_EV_MAP_EXEC)
+    wake = BPF_RB_FORCE_WAKEUP;
   bpf_ringbuf_submit(e, wake);
   count(LW_CNT_EVENTS_DELIVERED);
 }

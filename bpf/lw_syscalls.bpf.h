@@ -183,6 +183,11 @@ static __always_inline int syscall_site(struct pt_regs *ctx, __u32 func, __u64 c
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t)
     return 0;
+  /* The shared link (decision 49) counts only for targets that have no
+   * link of their own on these wrappers, and theirs only for the others:
+   * a process attached before the link was shared keeps its own. */
+  if (!(cookie & LW_COOKIE_SHARED) != !(t->flags & LW_TARGET_SHARED_SITES))
+    return 0;
   long nr = func == LW_FUNC_SYS_MMAP     ? LW_NR_MMAP
             : func == LW_FUNC_SYS_MUNMAP ? LW_NR_MUNMAP
             : func == LW_FUNC_SYS_MREMAP ? LW_NR_MREMAP

@@ -81,7 +81,8 @@ struct ExcludeConfig {
 };
 
 struct LimitsConfig {
-  uint32_t max_processes = 256;
+  // 1,024 (issue 17, measured: docs/config.md, bench/many_processes.sh).
+  uint32_t max_processes = 1024;
   // 0: automatic, sized at start from RAM and the memory cgroup
   // (core/live_map_size.h, architecture.md 45).
   uint32_t live_map_entries = 0;

@@ -382,9 +382,32 @@ Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::strin
   return links;
 }
 
+Status BpfSession::acquire_shared_uprobes(const SharedKey& key, const std::string& path,
+                                          std::vector<UprobeSpec> specs) {
+  SharedUprobes& s = shared_[key];
+  if (s.users == 0) {
+    for (UprobeSpec& u : specs) u.shared = true;
+    // Every process that maps the object, now or later: uprobe_multi's pid
+    // 0, a perf-event uprobe's -1.
+    Result<std::vector<Link>> links = attach_uprobes(uprobe_multi_ ? 0 : -1, path, specs, false);
+    if (!links) return links.error();
+    s.links = std::move(*links);
+  }
+  ++s.users;
+  return ok_status();
+}
+
+std::vector<Link> BpfSession::release_shared_uprobes(const SharedKey& key) {
+  auto it = shared_.find(key);
+  if (it == shared_.end() || it->second.users == 0) return {};
+  if (--it->second.users > 0) return {};
+  return std::move(it->second.links);
+}
+
 Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
                               uint64_t sample_mean) {
   auto key = static_cast<uint32_t>(tgid);
+  may_have_records_.insert(key);
   lw_target t{};
   t.flags = flags;
   t.start_ns = start_ns;
@@ -489,14 +512,35 @@ Result<std::vector<KernelRecord>> BpfSession::read_live(pid_t tgid, uint32_t ski
 }
 
 Status BpfSession::purge_live(pid_t tgid, int kind) {
-  std::vector<lw_live_key> doomed;
   auto want = static_cast<uint32_t>(tgid);
+  if (kind < 0 && !may_have_records_.count(want)) return ok_status();
+  std::vector<lw_live_key> doomed;
   int fd = bpf_map__fd(skel_->maps.live);
   Status st = for_each_live_entry(fd, [&](const lw_live_key& k, const lw_live_val&) {
     if (k.tgid == want && (kind < 0 || k.kind == static_cast<uint32_t>(kind))) doomed.push_back(k);
   });
   if (!st) return st;
   for (const lw_live_key& k : doomed) bpf_map_delete_elem(fd, &k);  // ENOENT: freed meanwhile
+  // Called after remove_target(): nothing records for it any more, but a
+  // program that looked the target up just before may still insert (a
+  // window of microseconds, against a pid reused only after a wrap).
+  if (kind < 0) may_have_records_.erase(want);
+  return ok_status();
+}
+
+Status BpfSession::purge_live_many(const std::vector<pid_t>& tgids) {
+  std::unordered_set<uint32_t> want;
+  for (pid_t p : tgids)
+    if (may_have_records_.count(static_cast<uint32_t>(p))) want.insert(static_cast<uint32_t>(p));
+  if (want.empty()) return ok_status();
+  std::vector<lw_live_key> doomed;
+  int fd = bpf_map__fd(skel_->maps.live);
+  Status st = for_each_live_entry(fd, [&](const lw_live_key& k, const lw_live_val&) {
+    if (want.count(k.tgid)) doomed.push_back(k);
+  });
+  if (!st) return st;
+  for (const lw_live_key& k : doomed) bpf_map_delete_elem(fd, &k);
+  for (uint32_t p : want) may_have_records_.erase(p);
   return ok_status();
 }
 

@@ -18,7 +18,9 @@
 #include <optional>
 #include <set>
 
+#include "core/analyzer.h"
 #include "core/elf_file.h"
+#include "core/log.h"
 #include "core/fd.h"
 #include "core/procfs.h"
 #include "core/probe_placement.h"
@@ -106,14 +108,27 @@ const char* syscall_tracing_name(SyscallTracing s) {
 
 std::vector<Link> ProcessAttacher::take_links() {
   std::vector<Link> links;
-  for (AttachedObject& o : objects_)
+  for (AttachedObject& o : objects_) {
     for (Link& l : o.links) links.push_back(std::move(l));
+    if (o.role != kRoleSyscalls && o.role != kRoleLoader) continue;
+    const BpfSession::SharedKey key{o.dev, o.inode, o.role == kRoleLoader};
+    if (o.shared) {
+      for (Link& l : session_.release_shared_uprobes(key)) links.push_back(std::move(l));
+    } else if (size_t& n = session_.per_pid_links(key); n > 0) {
+      --n;
+    }
+  }
   objects_.clear();
   set_syscall_state(SyscallTracing::kPending, "probes detached");
   return links;
 }
 
 void ProcessAttacher::detach_all() { destroy_links(take_links()); }
+
+bool ProcessAttacher::shared_syscall_link() const {
+  return std::any_of(objects_.begin(), objects_.end(),
+                     [](const AttachedObject& o) { return o.role == kRoleSyscalls && o.shared; });
+}
 
 int sole_cuda_device_of(pid_t pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
@@ -158,8 +173,10 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
 }
 
 Status ProcessAttacher::scan_and_attach(bool place_probes) {
+  const uint64_t scan_start = monotonic_ns();
   Result<ParsedMaps> maps = read_proc_maps(pid_);
   if (!maps) return maps.error();
+  const uint64_t maps_read = monotonic_ns();
   const std::string proc = "/proc/" + std::to_string(pid_);
 
   // The executable, by the path and inode /proc/PID/exe names.
@@ -208,6 +225,8 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
   // CUDA (optional, every mode): the runtime and driver libraries, and an
   // executable with the runtime linked in (found by symbol). Independent of
   // the allocator decision below, and never the process's failure.
+  LW_LOG_DEBUG("attach stages pid %d: maps read %.3f ms, objects parsed %.3f ms (%zu objects)", pid_,
+               (maps_read - scan_start) / 1e6, (monotonic_ns() - maps_read) / 1e6, objects.size());
   if (cuda_) attach_cuda_objects(objects, entries, exe);
   // ld.so's link-map hook: dlopen and the loading after an exec are seen
   // without any syscall tracepoint (rescans for new objects).
@@ -393,8 +412,16 @@ void ProcessAttacher::attach_loader_objects(const std::vector<LoadedObject>& obj
     r.symbols = sym->name;
     r.file_offset = *off;
     r.placement = "entry (ld.so link-map hook)";
-    if (attach_fixed(m, *elf, kRoleLoader, {r}, {{*off, LW_FUNC_DL_STATE, 0}}))
-      loader_attached_now_ = true;
+    // Shared past the threshold like the wrappers (decision 49): making a
+    // link waits for a grace period now and then (uprobe_register's
+    // dup_mmap_sem), 10-16 ms in one attach of ten under churn. A process
+    // with its own link is counted twice at a shared-link hit: a second
+    // rescan request, which is idempotent.
+    const std::vector<UprobeSpec> spec = {{*off, LW_FUNC_DL_STATE, 0}};
+    Status st = session_.per_pid_links({dev, m.inode, true}) >= shared_threshold_
+                    ? attach_shared(m, *elf, kRoleLoader, {r}, spec, {})
+                    : attach_fixed(m, *elf, kRoleLoader, {r}, spec);
+    if (st) loader_attached_now_ = true;
   }
 }
 
@@ -480,8 +507,10 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
     if (std::optional<ElfSymbol> sym = elf.find_function(name))
       if (std::optional<uint64_t> start = elf.vaddr_to_offset(sym->vaddr))
         ranges.emplace_back(*start, *start + std::max<uint64_t>(sym->size, 1));
-  if (Status st = attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges));
-      !st) {
+  Status st = session_.per_pid_links({dev, m.inode, false}) >= shared_threshold_
+                  ? attach_shared(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges))
+                  : attach_fixed(m, elf, kRoleSyscalls, std::move(reports), specs, std::move(ranges));
+  if (!st) {
     set_syscall_state(SyscallTracing::kTracepoints, st.error().message);
     return;
   }
@@ -491,6 +520,34 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
   // wrong delta; one call, once per image.
   if (seed_curbrk) seed_brk_from(m, elf, *seed_curbrk);
   set_syscall_state(SyscallTracing::kWrappers, "");
+}
+
+Status ProcessAttacher::attach_shared(const MapEntry& m, const ElfFile& elf, const std::string& role,
+                                      std::vector<ProbeReport> reports,
+                                      const std::vector<UprobeSpec>& specs,
+                                      std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  AttachedObject obj = new_object(m, elf);
+  const BpfSession::SharedKey key{obj.dev, obj.inode, role == kRoleLoader};
+  if (session_.shared_users(key) == 0) {
+    Result<int> fd_or = open_mapped_file(pid_, m);
+    if (!fd_or) return fd_or.error();
+    Fd fd(*fd_or);
+    const uint64_t link_start = monotonic_ns();
+    if (Status st = session_.acquire_shared_uprobes(key, "/proc/self/fd/" + std::to_string(fd.get()), specs);
+        !st)
+      return Error{st.error().code, m.path + ": " + st.error().message};
+    LW_LOG_DEBUG("attach stages pid %d: shared %s link on %s: %.3f ms", pid_, role.c_str(), m.path.c_str(),
+                 (monotonic_ns() - link_start) / 1e6);
+  } else if (Status st = session_.acquire_shared_uprobes(key, "", specs); !st) {
+    return st;
+  }
+  obj.role = role;
+  obj.shared = true;
+  obj.probes = std::move(reports);
+  for (ProbeReport& r : obj.probes) r.attached = true;
+  obj.function_ranges = std::move(ranges);
+  objects_.push_back(std::move(obj));
+  return ok_status();
 }
 
 void ProcessAttacher::seed_brk_from(const MapEntry& m, const ElfFile& elf, uint64_t curbrk_vaddr) {
@@ -519,13 +576,18 @@ Status ProcessAttacher::attach_fixed(const MapEntry& m, const ElfFile& elf, cons
   obj.role = role;
   obj.probes = std::move(reports);
   obj.function_ranges = std::move(ranges);
+  const uint64_t link_start = monotonic_ns();
   Result<std::vector<Link>> links =
       session_.attach_uprobes(pid_, "/proc/self/fd/" + std::to_string(fd.get()), specs, false);
+  LW_LOG_DEBUG("attach stages pid %d: %s link on %s: %.3f ms", pid_, role.c_str(), m.path.c_str(),
+               (monotonic_ns() - link_start) / 1e6);
   // Not kept on failure: the next rescan tries again, and the caller
   // records why (AllocatorInfo::mmap_tracing_reason).
   if (!links) return Error{links.error().code, m.path + ": " + links.error().message};
   for (ProbeReport& r : obj.probes) r.attached = true;
   obj.links = std::move(*links);
+  if (role == kRoleSyscalls || role == kRoleLoader)
+    ++session_.per_pid_links({obj.dev, obj.inode, role == kRoleLoader});
   objects_.push_back(std::move(obj));
   return ok_status();
 }

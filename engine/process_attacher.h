@@ -40,7 +40,15 @@ struct AttachedObject {
   // File-offset ranges [start, end) of the probed functions' bodies: a
   // stack's frames inside them are the allocator's own, not the site.
   std::vector<std::pair<uint64_t, uint64_t>> function_ranges;
+  // The probes are the session's shared link for this object (decision
+  // 49), not links of this process: `links` is empty.
+  bool shared = false;
 };
+
+// Processes with their own pid-filtered link on one libc's system-call
+// wrappers (or on one ld.so's link-map hook) before the next one joins the
+// shared link instead (decision 49).
+inline constexpr size_t kSharedSyscallLinkThreshold = 16;
 
 // How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
 enum class SyscallTracing { kPending, kWrappers, kTracepoints, kOff };
@@ -80,6 +88,8 @@ class ProcessAttacher {
   // ld.so's _dl_debug_state (anonymous mmap accounting; on by default).
   void set_syscalls(bool on) { syscalls_ = on; }
   SyscallTracing syscall_tracing() const { return syscall_state_; }
+  // Whether the wrappers are probed through the shared link (decision 49).
+  bool shared_syscall_link() const;
 
   // Detaches every probe (in parallel, see destroy_links()).
   void detach_all();
@@ -89,6 +99,9 @@ class ProcessAttacher {
   // CUDA objects (`cuda`), forgetting those objects, so a later
   // attach_new_objects() attaches them again.
   std::vector<Link> take_links(bool heap, bool cuda);
+  // Whether the system-call wrappers go on the shared link once this many
+  // processes have their own link on the same libc (tests: 0 = always).
+  void set_shared_syscall_threshold(size_t n) { shared_threshold_ = n; }
   const std::vector<AttachedObject>& objects() const { return objects_; }
   pid_t pid() const { return pid_; }
 
@@ -106,6 +119,10 @@ class ProcessAttacher {
                             const std::vector<MapEntry>& entries, const SearchOrder& search,
                             bool static_exe);
   void set_syscall_state(SyscallTracing state, std::string reason);
+  Status attach_shared(const MapEntry& m, const ElfFile& elf, const std::string& role,
+                       std::vector<ProbeReport> reports,
+                       const std::vector<UprobeSpec>& specs,
+                       std::vector<std::pair<uint64_t, uint64_t>> ranges);
   // Writes glibc's __curbrk (at `curbrk_vaddr` in `elf`, mapped through
   // `m`) into lw_target.brk_last (decision 41).
   void seed_brk_from(const MapEntry& m, const ElfFile& elf, uint64_t curbrk_vaddr);
@@ -120,6 +137,7 @@ class ProcessAttacher {
   bool hint_probes_ = true;
   bool cuda_ = true;
   bool syscalls_ = true;
+  size_t shared_threshold_ = kSharedSyscallLinkThreshold;
   bool loader_attached_now_ = false;  // set by attach_loader_objects()
   SyscallTracing syscall_state_ = SyscallTracing::kPending;
   // Parsed objects by (dev, inode); nullptr for files that are not ELF.

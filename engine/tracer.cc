@@ -166,7 +166,9 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (python_frames_) proc->python = std::make_unique<PythonProcess>(pid);
 
   // Records left by an earlier process with this pid must not be inherited.
+  const uint64_t purge_start = monotonic_ns();
   if (Status st = session_->purge_live(pid); !st) return st;
+  const uint64_t purged = monotonic_ns();
   proc->heap.set_sample_mean(options.sample_mean_bytes);
   if (Status st = session_->set_target(pid, target_flags(options), 0, options.sample_mean_bytes); !st)
     return st;
@@ -180,8 +182,10 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   // Without heap probes (mode light) the allocator is still identified, for
   // the API and metrics, and the optional CUDA probes are placed.
   proc->attacher->set_syscalls(options.mmap);
+  const uint64_t objects_start = monotonic_ns();
   Status st = options.heap ? attach_objects(*proc, true)
                            : (void(attach_objects(*proc, false)), ok_status());
+  const uint64_t objects_done = monotonic_ns();
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
     if (kill(pid, 0) != 0 && errno == ESRCH)
@@ -189,6 +193,9 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
     return st;
   }
   refresh_maps(*proc);
+  LW_LOG_DEBUG("attach stages pid %d: purge %.3f ms, objects %.3f ms, maps refresh %.3f ms", pid,
+               (purged - purge_start) / 1e6, (objects_done - objects_start) / 1e6,
+               (monotonic_ns() - objects_done) / 1e6);
   procs_[pid] = std::move(proc);
   return ok_status();
 }
@@ -213,10 +220,10 @@ void Tracer::detach_many(const std::vector<pid_t>& pids) {
     if (it == procs_.end()) continue;
     for (Link& l : it->second->attacher->take_links()) links.push_back(std::move(l));
     (void)session_->remove_target(pid);
-    (void)session_->purge_live(pid);
     if (unwind_) unwind_->remove_process(pid);
     procs_.erase(it);
   }
+  (void)session_->purge_live_many(pids);
   closer_->close_async(std::move(links));
 }
 
@@ -520,8 +527,10 @@ Status Tracer::attach_objects(TracedProcess& proc, bool heap) {
 
 void Tracer::sync_syscall_sites(TracedProcess& proc) {
   const bool sites = proc.attacher->syscall_tracing() == SyscallTracing::kWrappers;
-  if (sites == proc.syscall_sites) return;
+  const bool shared = sites && proc.attacher->shared_syscall_link();
+  if (sites == proc.syscall_sites && shared == proc.shared_sites) return;
   proc.syscall_sites = sites;
+  proc.shared_sites = shared;
   (void)session_->set_target(proc.pid, current_flags(proc), 0, heap_mean(proc));
 }
 

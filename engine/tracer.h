@@ -178,6 +178,7 @@ struct TracedProcess {
   // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
   // see this process's mmap-family calls (decision 29).
   bool syscall_sites = false;
+  bool shared_sites = false;  // ...through the shared link (decision 49)
   // Its CPython, if it runs one (Python frames; docs/architecture.md).
   std::unique_ptr<PythonProcess> python;
 };

@@ -26,6 +26,7 @@ inline uint32_t current_flags(const TracedProcess& p) {
   uint32_t flags = target_flags(p.options);
   if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
   if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
+  if (p.syscall_sites && p.shared_sites) flags |= LW_TARGET_SHARED_SITES;
   return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
 }
 

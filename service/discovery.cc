@@ -82,6 +82,7 @@ void ProcessDiscovery::consider(pid_t pid, pid_t parent, uint64_t event_ns) {
   // released finds what started meanwhile.
   if (state_.counters.kill_switch_engaged) return;
   ++state_.counters.discoveries;
+  consider_ns_ = monotonic_ns();
   Result<ProcessIdentity> id = read_process_identity(pid, &pods_);
   if (!id) return;  // exited meanwhile, or a kernel thread
   if (id->exe.empty()) return;  // kernel threads have no executable
@@ -119,7 +120,9 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
                                   "processes are not attached");
     return;
   }
+  const uint64_t probes_ns = monotonic_ns();
   Status st = tracer_.attach(pid, trace_options(target, config));
+  const uint64_t checks_ns = monotonic_ns();
   if (!st) {
     ++counters.attach_failures;
     ++counters.attach_errors[reason_of(st.error())];
@@ -152,10 +155,20 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
     tracer_.detach_many({pid});
     return;
   }
+  const uint64_t done_ns = monotonic_ns();
   if (event_ns) {
-    const int64_t ns = static_cast<int64_t>(monotonic_ns() - event_ns);
+    const int64_t ns = static_cast<int64_t>(done_ns - event_ns);
     counters.attach_latency.observe(static_cast<double>(ns) / 1e9);
   }
+  // Where attach time goes (bench/many_processes.sh reads these): from the
+  // kernel's exec event to this process's turn on the event loop, reading
+  // its identity and matching it, the tracer's attach (maps, ELF, links),
+  // and the checks after it. A process found by a /proc scan has no event.
+  if (log_level() <= LogLevel::kDebug)
+    LW_LOG_DEBUG("attach stages pid %d: queued_ms=%.3f identity_ms=%.3f probes_ms=%.3f checks_ms=%.3f",
+                 pid, event_ns && consider_ns_ > event_ns ? (consider_ns_ - event_ns) / 1e6 : -1.0,
+                 (probes_ns - consider_ns_) / 1e6, (checks_ns - probes_ns) / 1e6,
+                 (done_ns - checks_ns) / 1e6);
   TrackedProcess t;
   t.info.identity = id;
   t.info.target = target.name;

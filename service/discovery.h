@@ -56,6 +56,7 @@ class ProcessDiscovery {
   PodDirectory pods_;
   // (pid, start time) of processes looked at and not matched.
   std::set<std::pair<pid_t, uint64_t>> unmatched_;
+  uint64_t consider_ns_ = 0;  // when consider() began (attach stage timing)
 };
 
 // What the config's selectors see of a process.

@@ -119,7 +119,7 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
 TEST(Config, DocumentedDefaults) {
   const Config d;
   EXPECT_EQ(d.listen, "127.0.0.1:9478");
-  EXPECT_EQ(d.limits.max_processes, 256u);
+  EXPECT_EQ(d.limits.max_processes, 1024u);
   EXPECT_EQ(d.limits.live_map_entries, 0u);
   EXPECT_EQ(d.limits.live_map_memory_percent, 2u);
   EXPECT_EQ(d.limits.stack_map_entries, 16384u);
@@ -143,7 +143,7 @@ TEST(Config, EmptyDocumentAndEmptySectionsGiveDefaults) {
   EXPECT_EQ(c.listen_port, 9478);
   c = parse_ok("targets:\nexclude:\nlimits:\nanalysis:\nsampling:\n");
   EXPECT_TRUE(c.targets.empty());
-  EXPECT_EQ(c.limits.max_processes, 256u);
+  EXPECT_EQ(c.limits.max_processes, 1024u);
 }
 
 struct Expected {
