@@ -188,6 +188,11 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   const uint64_t objects_done = monotonic_ns();
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
+    // Whatever was attached goes, and the shared links' users with it
+    // (decision 49): a process that exited part way through its attach
+    // kept its share, and the shared libc and ld.so links were never
+    // closed (2 bpf_link fds left after LeakwatchChurn's 77 such attaches).
+    proc->attacher->detach_all();
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Error{ESRCH, "no such process: " + std::to_string(pid)};
     return st;
