@@ -192,7 +192,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
     // (decision 49): a process that exited part way through its attach
     // kept its share, and the shared libc and ld.so links were never
     // closed (2 bpf_link fds left after LeakwatchChurn's 77 such attaches).
-    proc->attacher->detach_all();
+    closer_->close_async(proc->attacher->take_links());  // off the event loop (decision 42)
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Error{ESRCH, "no such process: " + std::to_string(pid)};
     return st;
