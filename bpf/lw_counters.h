@@ -107,7 +107,10 @@
     "brk call whose previous break was unknown: its growth or trim not recorded")              \
   /* 43: walk reuse (decision 46). */                                                           \
   X(WALKS_REUSED, 43, "walks_reused", "leakwatch_stack_walks_reused_total", 0,                   \
-    "native stacks taken from an earlier walk from the same start whose reads all still hold")
+    "native stacks taken from an earlier walk from the same start whose reads all still hold")   \
+  /* 44: user reads through the per-CPU window (decision 50). */                                \
+  X(UREAD_WINDOW_FILLS, 44, "stack_window_fills", "leakwatch_stack_window_fills_total", 0,      \
+    "blocks of user memory copied for the stack walks' reads (each serves the reads inside it)")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
@@ -151,6 +154,7 @@ LW_CNT_PIN(RET_PROBE_OMITTED, 30);
 LW_CNT_PIN(UNWIND_TRAMPOLINE_LOST, 31);
 LW_CNT_PIN(BRK_UNKNOWN, 42);
 LW_CNT_PIN(WALKS_REUSED, 43);
+LW_CNT_PIN(UREAD_WINDOW_FILLS, 44);
 LW_CNT_PIN(STACK_END_NO_CFI, 32);
 LW_CNT_PIN(STACK_END_DEPTH, 33);
 LW_CNT_PIN(STACK_END_TABLE_PENDING, 34);

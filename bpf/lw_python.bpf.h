@@ -23,6 +23,7 @@
 #define LW_PYTHON_BPF_H_
 
 #include "lw_common.bpf.h"
+#include "lw_uread.bpf.h"
 
 /* CPython processes: tgid -> layout and where the thread state is. */
 struct {
@@ -74,13 +75,15 @@ static long lw_py_step(__u32 i, struct lw_py_walk *w)
   struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
   if (!s)
     return 1;
-  __u8 hdr[LW_PY_FRAME_HEADER] = {};
-  if (bpf_probe_read_user(hdr, sizeof(hdr), (void *)w->frame)) {
+  /* Frames are contiguous in the thread's data stack (3.11+): their
+   * headers come from one window (decision 50). */
+  struct lw_ublock blk = {};
+  if (lw_uread_block(w->frame, &blk)) {
     w->end = LW_PY_READ_FAILED;
     return 1;
   }
-  __u64 previous = lw_py_u64(hdr, w->p.frame_previous);
-  __u8 owner = lw_py_u8(hdr, w->p.frame_owner);
+  __u64 previous = lw_py_u64(blk.b, w->p.frame_previous);
+  __u8 owner = lw_py_u8(blk.b, w->p.frame_owner);
   if (w->p.owner_cstack != 0xff && owner == w->p.owner_cstack) {
     /* 3.12+: the shim frame an evaluation loop pushes below the frames it
      * runs. The frame just stored was that loop's first. */
@@ -95,8 +98,8 @@ static long lw_py_step(__u32 i, struct lw_py_walk *w)
     w->end = LW_PY_DEPTH;
     return 1;
   }
-  __u64 code = lw_py_u64(hdr, w->p.frame_code);
-  __u64 instr = lw_py_u64(hdr, w->p.frame_instr);
+  __u64 code = lw_py_u64(blk.b, w->p.frame_code);
+  __u64 instr = lw_py_u64(blk.b, w->p.frame_instr);
   __s32 firstlineno = 0;
   if (!code || bpf_probe_read_user(&firstlineno, sizeof(firstlineno),
                                    (void *)(code + w->p.code_firstlineno))) {
@@ -108,7 +111,7 @@ static long lw_py_step(__u32 i, struct lw_py_walk *w)
   f->lasti = (__s32)(instr - (code + w->p.code_bytecode));
   f->sig = (__u16)firstlineno;
   f->flags = 0;
-  if (w->p.frame_is_entry != LW_PY_OFF_NONE && lw_py_u8(hdr, w->p.frame_is_entry))
+  if (w->p.frame_is_entry != LW_PY_OFF_NONE && lw_py_u8(blk.b, w->p.frame_is_entry))
     f->flags = LW_PYF_ENTRY;
   s->py_nr = n + 1;
   w->frame = previous;
@@ -182,6 +185,7 @@ __noinline int lw_python_stack(void)
   }
   w.frame = frame;
   w.end = LW_PY_DEPTH;
+  lw_window_reset();
   bpf_loop(LW_MAX_PY_FRAMES + 1, lw_py_step, &w, 0);
   s->py_flags = w.end;
   if (w.end == LW_PY_READ_FAILED)

@@ -21,6 +21,7 @@
 #define LW_UNWIND_BPF_H_
 
 #include "lw_common.bpf.h"
+#include "lw_uread.bpf.h"
 
 /* What a step returns when it found the caller; any other value is the
  * enum lw_stack_end the stack ends with (LW_END_COMPLETE included). */
@@ -299,17 +300,17 @@ static __always_inline __u32 lw_step_fp(struct lw_unwind *u, __u32 why_no_table)
   __u64 bp = u->bp;
   if (bp < u->sp || bp - u->sp > LW_FP_MAX_DISTANCE || (bp & 7))
     return why_no_table;
-  __u64 frame[2] = {};
-  if (bpf_probe_read_user(frame, sizeof(frame), (void *)bp))
+  struct lw_u64x2 frame = {};
+  if (lw_uread16(bp, &frame, 16))
     return why_no_table;
-  __u64 ra = lw_untrampoline(u, bp + 8, frame[1]);
+  __u64 ra = lw_untrampoline(u, bp + 8, frame.v[1]);
   if (!ra)
     return why_no_table;
   /* A frame pointer through code that does not keep one points anywhere:
    * keep the frame only if it returns into code, right after a call. */
   if (lw_find_mapping(u, ra) || !u->vma_exec || !lw_after_call(ra))
     return why_no_table;
-  u->bp = frame[0];
+  u->bp = frame.v[0];
   u->sp = bp + 16;
   u->pc = ra;
   u->how = LW_UNWOUND_FP;
@@ -324,10 +325,10 @@ static __always_inline __u32 lw_step_fp(struct lw_unwind *u, __u32 why_no_table)
  * otherwise the frame pointer is tried. Returns LW_STEP_OK or why not. */
 static __always_inline __u32 lw_step_leaf_slot(struct lw_unwind *u, __u32 why_no_table)
 {
-  __u64 ra = 0;
-  if (bpf_probe_read_user(&ra, sizeof(ra), (void *)u->sp))
+  struct lw_u64x2 slot = {};
+  if (lw_uread16(u->sp, &slot, 8))
     return why_no_table;
-  ra = lw_untrampoline(u, u->sp, ra);
+  __u64 ra = lw_untrampoline(u, u->sp, slot.v[0]);
   if (!ra || lw_find_mapping(u, ra) || !u->vma_exec || !lw_after_call(ra))
     return why_no_table;
   u->sp += 8;
@@ -366,23 +367,22 @@ static __always_inline __u32 lw_step_cfi(struct lw_unwind *u, struct lw_unwind_r
     cfa = u->sp + 8 + ((u->pc & 15) >= (__u64)r->cfa_offset ? 8 : 0);
     break;
   case LW_CFA_DEREF_RBP: {
-    __u64 v = 0;
-    if (bpf_probe_read_user(&v, sizeof(v), (void *)(u->bp + (__s64)r->cfa_offset)))
+    struct lw_u64x2 v = {};
+    if (lw_uread16(u->bp + (__s64)r->cfa_offset, &v, 8))
       return LW_END_READ_FAILED;
-    lw_memo_note(u, u->bp + (__s64)r->cfa_offset, &v, false, LW_MEMO_USE0, false);
-    cfa = v;
+    lw_memo_note(u, u->bp + (__s64)r->cfa_offset, v.v, false, LW_MEMO_USE0, false);
+    cfa = v.v[0];
     break;
   }
   case LW_CFA_SIGNAL: {
     lw_memo_forgo(u);
-    __u64 regs[3] = {};  /* rbp, (rbx, rdx, rax, rcx skipped), rsp, rip */
-    if (bpf_probe_read_user(&regs[0], 8, (void *)(u->sp + LW_SC_RBP)) ||
-        bpf_probe_read_user(&regs[1], 8, (void *)(u->sp + LW_SC_RSP)) ||
-        bpf_probe_read_user(&regs[2], 8, (void *)(u->sp + LW_SC_RIP)))
+    /* rbp, (rbx, rdx, rax, rcx skipped), rsp, rip */
+    struct lw_u64x2 rbp = {}, rsp_rip = {};
+    if (lw_uread16(u->sp + LW_SC_RBP, &rbp, 8) || lw_uread16(u->sp + LW_SC_RSP, &rsp_rip, 16))
       return LW_END_READ_FAILED;
-    u->bp = regs[0];
-    u->sp = regs[1];
-    u->pc = regs[2];
+    u->bp = rbp.v[0];
+    u->sp = rsp_rip.v[0];
+    u->pc = rsp_rip.v[1];
     u->how = LW_UNWOUND_CFI;
     u->pc_is_return = 0;  /* the interrupted instruction itself */
     return LW_STEP_OK;
@@ -395,27 +395,29 @@ static __always_inline __u32 lw_step_cfi(struct lw_unwind *u, struct lw_unwind_r
   /* rbp saved right below the return address (push %rbp first, the usual
    * prologue): one read for both. Each user read pays the kernel's
    * hardened-usercopy check, a sixth of a frame's cost (bench/README.md). */
-  __u64 pair[2] = {};
+  struct lw_u64x2 pair = {};
   bool rbp_below = r->rbp_type == LW_RBP_AT_CFA && r->rbp_offset == -16;
   if (rbp_below) {
-    if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa - 16)))
+    if (lw_uread16(cfa - 16, &pair, 16))
       return LW_END_READ_FAILED;
-    lw_memo_note(u, cfa - 16, pair, true, LW_MEMO_USE1, true);
-  } else if (bpf_probe_read_user(&pair[1], sizeof(pair[1]), (void *)(cfa - 8))) {
-    return LW_END_READ_FAILED;
+    lw_memo_note(u, cfa - 16, pair.v, true, LW_MEMO_USE1, true);
   } else {
-    lw_memo_note(u, cfa - 8, &pair[1], false, LW_MEMO_USE0, false);
+    struct lw_u64x2 one = {};
+    if (lw_uread16(cfa - 8, &one, 8))
+      return LW_END_READ_FAILED;
+    pair.v[1] = one.v[0];
+    lw_memo_note(u, cfa - 8, one.v, false, LW_MEMO_USE0, false);
   }
-  __u64 ra = lw_untrampoline(u, cfa - 8, pair[1]);
+  __u64 ra = lw_untrampoline(u, cfa - 8, pair.v[1]);
   if (rbp_below) {
-    u->bp = pair[0];
+    u->bp = pair.v[0];
     u->bp_initial = 0;
   } else if (r->rbp_type == LW_RBP_AT_CFA) {
-    __u64 bp = 0;
-    if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + (__s64)r->rbp_offset)))
+    struct lw_u64x2 bp = {};
+    if (lw_uread16(cfa + (__s64)r->rbp_offset, &bp, 8))
       return LW_END_READ_FAILED;
-    lw_memo_note(u, cfa + (__s64)r->rbp_offset, &bp, false, 0, true);
-    u->bp = bp;
+    lw_memo_note(u, cfa + (__s64)r->rbp_offset, bp.v, false, 0, true);
+    u->bp = bp.v[0];
     u->bp_initial = 0;
   } else if (r->rbp_type != LW_RBP_SAME) {
     u->bp = 0;  /* unknown in the caller: no frame-pointer fallback above */
@@ -617,6 +619,7 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, _
     u.ri = ut->return_instances;
   u.bp_initial = 1;
   u.bp_src = 0xff;
+  lw_window_reset();  /* decision 50: this thread's stack changed since the last walk */
   /* Walk reuse (decision 46): the frame cache's generation validates it too. */
   struct lw_walk_memo *m = 0;
   struct lw_memo_rec *rec = 0;

@@ -380,6 +380,13 @@ int run_top(int argc, char** argv) {
   // Benchmarks only (bench/unwind_depth.sh): every frame unwound as if new.
   if (getenv("LW_BENCH_NO_FRAME_CACHE") != nullptr) opt.bpf.frame_cache = false;
   if (getenv("LW_BENCH_NO_WALK_REUSE") != nullptr) opt.bpf.walk_reuse = false;
+  // Decision 50's window size, for benchmarks: 0 turns it off.
+  if (const char* w = getenv("LW_BENCH_STACK_WINDOW")) {
+    const unsigned long v = strtoul(w, nullptr, 10);
+    if (v != 0 && (v < 64 || v > 4096 || (v & (v - 1)) != 0))
+      throw std::runtime_error("LW_BENCH_STACK_WINDOW: 0, or a power of two from 64 to 4096");
+    opt.bpf.stack_window = static_cast<uint32_t>(v);
+  }
   // BPF first: a program started by -c must not run untraced because
   // leakwatch lacks a capability.
   UnwindTableOptions unwind_opts = default_unwind_options();

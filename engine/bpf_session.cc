@@ -210,6 +210,7 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   bpf_map__set_max_entries(sk->maps.py_procs, std::max<uint32_t>(options.max_targets, 1));
   sk->rodata->frame_cache_on = options.frame_cache ? 1 : 0;
   sk->rodata->walk_memo_on = options.walk_reuse ? 1 : 0;
+  sk->rodata->stack_window_size = options.stack_window;
   bpf_map__set_max_entries(sk->maps.unwind_rows, std::max<uint32_t>(options.max_unwind_tables, 1));
   bpf_map__set_max_entries(sk->maps.unwind_pages, std::max<uint32_t>(options.max_unwind_tables, 1));
   bpf_map__set_max_entries(sk->maps.unwind_objs, std::max<uint32_t>(options.max_unwind_objects, 1));

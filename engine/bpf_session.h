@@ -57,6 +57,7 @@ struct BpfOptions {
   bool unwind_cfi = true;
   bool frame_cache = true;               // the unwinder's per-CPU frame cache (benchmarks turn it off)
   bool walk_reuse = true;                // reuse of earlier walks (decision 46; benchmarks turn it off)
+  uint32_t stack_window = 4096;          // bytes per user-read window (decision 50; 0 = off, benchmarks)
   uint32_t max_unwind_tables = 4096;    // objects with a table loaded at once
   uint32_t max_unwind_objects = 16384;  // objects registered (inode, device)
   // Read CPython frames at each allocation of a process registered with

@@ -220,6 +220,8 @@ const char* counter_family_help(std::string_view family) {
        "Allocations in CPython processes made on threads without a Python thread state (native frames only)."},
       {"leakwatch_stack_walks_reused_total",
        "Native stacks taken from an earlier walk from the same start whose stack reads all still hold."},
+      {"leakwatch_stack_window_fills_total",
+       "Blocks of user memory copied for the stack walks' reads; each serves every read inside it."},
   };
   for (const auto& [name, help] : kFamilies)
     if (name == family) return help;
