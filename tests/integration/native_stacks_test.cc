@@ -404,6 +404,34 @@ TEST_F(NativeStacks, WalkReuseKeepsTwoChainsFromOneStartApart) {
   EXPECT_GT(session.snapshot().at("counters").at("walks_reused").get<int64_t>(), 100) << ctx;
 }
 
+// User reads through the per-CPU window (decision 50) give the stacks that
+// direct reads give: every site with a backtrace() still matches it with the window
+// at its default (4 KB), at 64 bytes (most frames straddle blocks and are
+// read directly, the rest copy a block each) and off. The default run did
+// copy blocks, and the run with the window off copied none.
+TEST_F(NativeStacks, WindowedReadsGiveTheStacksOfDirectReads) {
+  std::set<std::string> sites;
+  for (const auto &[site, bytes] : all_sites_session().truth().at("sites").items()) sites.insert(site);
+  EXPECT_GT(all_sites_session().snapshot().at("counters").at("stack_window_fills").get<int64_t>(), 0)
+      << context(all_sites_session());
+  for (const char *size : {"64", "0"}) {
+    SCOPED_TRACE(std::string("LW_BENCH_STACK_WINDOW=") + size);
+    TraceSession session({.target = "native_stacks",
+                          .leakwatch_env = {std::string("LW_BENCH_STACK_WINDOW=") + size}});
+    const std::string ctx = context(session);
+    // nocfi_chain_2's backtrace() holds the callers of a stack that ends
+    // at code without CFI (NoCfiRegionEndsTheStackWithoutGarbage).
+    for (const auto &[site, bts] : backtraces_of(session.truth()))
+      if (site != "nocfi_chain_2") expect_frames_match_backtrace(session.snapshot(), session.truth(), site, ctx);
+    expect_exact_bytes(session.snapshot(), session.truth(), sites, kTargetModules, ctx);
+    const int64_t fills = session.snapshot().at("counters").at("stack_window_fills").get<int64_t>();
+    if (std::string(size) == "0")
+      EXPECT_EQ(fills, 0) << ctx;
+    else
+      EXPECT_GT(fills, 0) << ctx;
+  }
+}
+
 // A heap that moves up and down (glibc trims its top on every iteration of
 // a loop that allocates and frees a large block, as PyTorch's inference
 // loop does): the re-growth below the highest break is recorded without a
