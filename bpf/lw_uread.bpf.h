@@ -10,7 +10,9 @@
  * of 8 bytes: on the PyTorch conv loop those reads were 65% of the return
  * program. Here a read is served from a copy of the aligned block around
  * it (stack_window_size bytes, a power of two up to a page), and only a
- * read outside the block copies the next one.
+ * read outside the block copies the next one, from the address up to the
+ * block's end (native stacks are read going up) or from the block's start
+ * up to it (Python frames are read going down).
  *
  * - *Never across a page:* the block is aligned and at most a page, so it
  *   lies in the page of the address asked for; if that page can be read,
@@ -34,9 +36,9 @@
 
 struct lw_stack_window {
   __u64 seq;   /* odd while a fill runs */
-  __u64 base;  /* the block's address; 0: empty */
+  __u64 base;  /* the address buf[0] holds; 0: empty */
   __u64 owner; /* pid_tgid of the thread it was read from */
-  __u64 pad;
+  __u64 len;   /* bytes copied */
   __u8 buf[LW_WINDOW_MAX];
 };
 
@@ -66,32 +68,42 @@ static __always_inline void lw_window_reset(void)
  * if needed: the offset in buf, or -1 (the window is off, the range
  * crosses a block, or the copy failed). *seq: the count to check after
  * taking the bytes. */
-static __always_inline int lw_window_at(struct lw_stack_window *win, __u64 addr, __u32 len,
+static __always_inline int lw_window_at(struct lw_stack_window *win, __u64 addr, __u32 len, bool up,
                                         __u64 *seq)
 {
   __u64 size = stack_window_size;
   if (!win || size < 64 || size > LW_WINDOW_MAX || len == 0 || len > size)
     return -1;
-  __u64 base = addr & ~(size - 1);
-  if (((addr + len - 1) & ~(size - 1)) != base || base == 0)
+  __u64 block = addr & ~(size - 1);
+  if (((addr + len - 1) & ~(size - 1)) != block || block == 0)
     return -1;
   __u64 s = win->seq;
   __u64 me = bpf_get_current_pid_tgid();
-  if ((s & 1) || win->base != base || win->owner != me) {
+  __u64 base = win->base;
+  if ((s & 1) || win->owner != me || base == 0 || addr < base || addr + len > base + win->len) {
+    /* From the address to the block's end when the reads go up (the
+     * native stack), from the block's start to it when they go down
+     * (Python's frames): the part a walk never reads is not copied. */
+    __u64 start = up ? addr : block;
+    __u64 n = up ? block + size - addr : addr + len - block;
+    if (n < len || n > LW_WINDOW_MAX)
+      return -1;
     /* Odd while the copy runs; a fill or reset that came in meanwhile
      * (this program preempted) has moved it on, and this fill gives up. */
     __u64 odd = (s | 1) + 2;
     win->seq = odd;
     win->base = 0;
-    long err = bpf_probe_read_user(win->buf, size, (void *)base);
+    long err = bpf_probe_read_user(win->buf, n, (void *)start);
     win->owner = me;
-    win->base = base;
+    win->base = start;
+    win->len = n;
     if (err || __sync_val_compare_and_swap(&win->seq, odd, odd + 1) != odd) {
       win->base = 0;
       win->seq += 2;
       return -1;
     }
     s = odd + 1;
+    base = start;
     count(LW_CNT_UREAD_WINDOW_FILLS);
   }
   *seq = s;
@@ -116,7 +128,7 @@ __noinline int lw_uread16(__u64 addr, struct lw_u64x2 *out, __u32 len)
   __u32 zero = 0;
   struct lw_stack_window *win = bpf_map_lookup_elem(&stack_window, &zero);
   __u64 seq = 0;
-  int at = lw_window_at(win, addr, len, &seq);
+  int at = lw_window_at(win, addr, len, true, &seq);
   if (win && at >= 0) {
     __u32 off = (__u32)at & (LW_WINDOW_MAX - 1);
     if (off <= LW_WINDOW_MAX - 16) {
@@ -148,7 +160,7 @@ __noinline int lw_uread_block(__u64 addr, struct lw_ublock *out)
   __u32 zero = 0;
   struct lw_stack_window *win = bpf_map_lookup_elem(&stack_window, &zero);
   __u64 seq = 0;
-  int at = lw_window_at(win, addr, LW_UREAD_BLOCK, &seq);
+  int at = lw_window_at(win, addr, LW_UREAD_BLOCK, false, &seq);
   if (win && at >= 0) {
     __u32 off = (__u32)at & (LW_WINDOW_MAX - 1);
     if (off <= LW_WINDOW_MAX - LW_UREAD_BLOCK &&

@@ -170,7 +170,7 @@ __noinline int lw_memo_take(struct lw_walk_memo *m, struct lw_stack *s, const st
     if (win && size >= 64 && size <= LW_WINDOW_MAX) {
       __u64 seq = *(volatile __u64 *)&win->seq;
       __u64 base = win->base;
-      if (!(seq & 1) && base && win->owner == me && addr >= base && addr + len <= base + size) {
+      if (!(seq & 1) && base && win->owner == me && addr >= base && addr + len <= base + win->len) {
         __u32 off = (__u32)(addr - base) & (LW_WINDOW_MAX - 1);
         if (off <= LW_WINDOW_MAX - 16) {
           v.v[0] = *(__u64 *)&win->buf[off];
