@@ -75,11 +75,15 @@ __noinline __u64 lw_store_stack(void)
     return 0;
   }
   __u64 h = 0x6c65616b77617463ULL ^ ((__u64)s->flags << 32) ^ nr;
+  /* One mix per frame, not two: the mixes form one serial chain (two
+   * multiplies each), which was most of this function's 0.4-0.7 us on
+   * 50-60 frame stacks. The object's half is spread by a multiply off the
+   * chain first, so that it cannot cancel against the offset's bits. */
   for (__u32 i = 0; i < LW_MAX_STACK_DEPTH; i++) {
     if (i >= nr)
       break;
-    h = mix64(h ^ s->frames[i].ino ^ ((__u64)s->how[i] << 56));
-    h = mix64(h ^ (((__u64)s->frames[i].dev << 32) | s->frames[i].off));
+    __u64 obj = (s->frames[i].ino ^ ((__u64)s->how[i] << 56)) * 0x9e3779b97f4a7c15ULL;
+    h = mix64(h ^ obj ^ (((__u64)s->frames[i].dev << 32) | s->frames[i].off));
   }
   /* The Python frames (bpf/lw_python.bpf.h): the same native stack runs
    * every Python function, so they are part of the stack's identity. */
@@ -89,9 +93,9 @@ __noinline __u64 lw_store_stack(void)
     for (__u32 i = 0; i < LW_MAX_PY_FRAMES; i++) {
       if (i >= py_nr)
         break;
-      h = mix64(h ^ s->py[i].code);
-      h = mix64(h ^ (((__u64)(__u32)s->py[i].lasti << 32) | ((__u64)s->py[i].sig << 16) |
-                     s->py[i].flags));
+      __u64 code = s->py[i].code * 0x9e3779b97f4a7c15ULL;
+      h = mix64(h ^ code ^ (((__u64)(__u32)s->py[i].lasti << 32) | ((__u64)s->py[i].sig << 16) |
+                            s->py[i].flags));
     }
   }
   /* 0, 1 (LW_STACK_HEAP_REGROWN, leakwatch_abi.h) and 2 (this function's
