@@ -383,8 +383,10 @@ int run_top(int argc, char** argv) {
   // Decision 50's window size, for benchmarks: 0 turns it off.
   if (const char* w = getenv("LW_BENCH_STACK_WINDOW")) {
     const unsigned long v = strtoul(w, nullptr, 10);
-    if (v != 0 && (v < 64 || v > 4096 || (v & (v - 1)) != 0))
-      throw std::runtime_error("LW_BENCH_STACK_WINDOW: 0, or a power of two from 64 to 4096");
+    if (v != 0 && (v < 64 || v > 4096 || (v & (v - 1)) != 0)) {
+      fprintf(stderr, "leakwatch: LW_BENCH_STACK_WINDOW=%s: 0, or a power of two from 64 to 4096\n", w);
+      return exit_code::kUsage;
+    }
     opt.bpf.stack_window = static_cast<uint32_t>(v);
   }
   // BPF first: a program started by -c must not run untraced because
