@@ -36,12 +36,96 @@ struct {
 /* Set at load time: 0 leaves Python frames out (stacks are native only). */
 const volatile __u32 python_frames = 1;
 
+/* Set at load time: 0 reads every code object's first line (benchmarks). */
+const volatile __u32 python_code_memo = 1;
+
+/* The first lines of code objects read lately (docs/architecture.md,
+ * decision 52). Each Python frame's signature (co_firstlineno) is in the
+ * code object, away from the frame headers the window serves: one direct
+ * read per frame, about half the Python walk. A first line read less
+ * than LW_PY_CODE_MEMO_NS ago on this CPU, for the same process and code
+ * address, is taken again: a code object freed and another with another
+ * first line made at its address within that time can give a stale
+ * signature, which the daemon's check then refuses (the frame is
+ * unresolved, never misnamed). Slots are direct-mapped by address and
+ * guarded like the window: a writer takes the slot's count from even to
+ * odd with a compare-and-swap (a preempted writer's slot is skipped),
+ * and a reader that saw it odd or moved reads the code object. */
+#define LW_PY_CODE_MEMO_SLOTS 256
+#define LW_PY_CODE_MEMO_NS (10ULL * 1000 * 1000)
+
+struct lw_py_code_slot {
+  __u64 seq;     /* odd while written */
+  __u64 code;    /* PyCodeObject *; 0: empty */
+  __u64 stamp;   /* bpf_ktime_get_ns() of the read */
+  __u32 tgid;
+  __s32 firstlineno;
+};
+
+struct lw_py_code_memo {
+  struct lw_py_code_slot slot[LW_PY_CODE_MEMO_SLOTS];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct lw_py_code_memo);
+} py_code_memo SEC(".maps");
+
+static __always_inline struct lw_py_code_slot *lw_py_code_slot(__u64 code)
+{
+  __u32 zero = 0;
+  struct lw_py_code_memo *m = bpf_map_lookup_elem(&py_code_memo, &zero);
+  if (!m)
+    return NULL;
+  __u32 i = (__u32)(((code >> 4) * 0x9e3779b97f4a7c15ULL) >> 56) & (LW_PY_CODE_MEMO_SLOTS - 1);
+  return &m->slot[i];
+}
+
+/* 1 and *firstlineno when this CPU read code's first line lately. */
+static __always_inline int lw_py_code_memo_get(struct lw_py_code_slot *e, __u64 code, __u32 tgid,
+                                               __u64 now, __s32 *firstlineno)
+{
+  if (!e)
+    return 0;
+  __u64 s = *(volatile __u64 *)&e->seq;
+  if (s & 1)
+    return 0;
+  asm volatile("" ::: "memory");
+  if (e->code != code || e->tgid != tgid || now - e->stamp > LW_PY_CODE_MEMO_NS)
+    return 0;
+  __s32 v = e->firstlineno;
+  asm volatile("" ::: "memory");
+  if (*(volatile __u64 *)&e->seq != s)
+    return 0;
+  *firstlineno = v;
+  return 1;
+}
+
+static __always_inline void lw_py_code_memo_put(struct lw_py_code_slot *e, __u64 code, __u32 tgid,
+                                                __u64 now, __s32 firstlineno)
+{
+  if (!e)
+    return;
+  __u64 s = *(volatile __u64 *)&e->seq;
+  if ((s & 1) || __sync_val_compare_and_swap(&e->seq, s, s + 1) != s)
+    return;
+  e->code = code;
+  e->tgid = tgid;
+  e->stamp = now;
+  e->firstlineno = firstlineno;
+  asm volatile("" ::: "memory");
+  *(volatile __u64 *)&e->seq = s + 2;
+}
+
 /* One step's state, on the global function's stack (bpf_loop's context). */
 struct lw_py_walk {
   __u64 frame;           /* the _PyInterpreterFrame to read next; 0 = done */
+  __u64 now;             /* bpf_ktime_get_ns() at the walk's start; 0: no code memo */
   struct lw_py_proc p;   /* copied: a map value pointer cannot cross into the callback */
   __u32 end;             /* enum lw_py_end */
-  __u32 pad;
+  __u32 tgid;
 };
 
 /* A u64 field at a byte offset the daemon gave; the mask and the bound
@@ -101,10 +185,18 @@ static long lw_py_step(__u32 i, struct lw_py_walk *w)
   __u64 code = lw_py_u64(blk.b, w->p.frame_code);
   __u64 instr = lw_py_u64(blk.b, w->p.frame_instr);
   __s32 firstlineno = 0;
-  if (!code || bpf_probe_read_user(&firstlineno, sizeof(firstlineno),
-                                   (void *)(code + w->p.code_firstlineno))) {
+  if (!code) {
     w->end = LW_PY_READ_FAILED;
     return 1;
+  }
+  struct lw_py_code_slot *memo = w->now ? lw_py_code_slot(code) : NULL;
+  if (!lw_py_code_memo_get(memo, code, w->tgid, w->now, &firstlineno)) {
+    if (bpf_probe_read_user(&firstlineno, sizeof(firstlineno),
+                            (void *)(code + w->p.code_firstlineno))) {
+      w->end = LW_PY_READ_FAILED;
+      return 1;
+    }
+    lw_py_code_memo_put(memo, code, w->tgid, w->now, firstlineno);
   }
   struct lw_py_frame *f = &s->py[n];
   f->code = code;
@@ -185,6 +277,8 @@ __noinline int lw_python_stack(void)
   }
   w.frame = frame;
   w.end = LW_PY_DEPTH;
+  w.tgid = tgid;
+  w.now = python_code_memo ? bpf_ktime_get_ns() : 0;
   lw_window_reset();
   bpf_loop(LW_MAX_PY_FRAMES + 1, lw_py_step, &w, 0);
   s->py_flags = w.end;

@@ -380,6 +380,8 @@ int run_top(int argc, char** argv) {
   // Benchmarks only (bench/unwind_depth.sh): every frame unwound as if new.
   if (getenv("LW_BENCH_NO_FRAME_CACHE") != nullptr) opt.bpf.frame_cache = false;
   if (getenv("LW_BENCH_NO_WALK_REUSE") != nullptr) opt.bpf.walk_reuse = false;
+  // Decision 52's code-object memo, off for benchmarks.
+  if (getenv("LW_BENCH_NO_PY_CODE_MEMO") != nullptr) opt.bpf.python_code_memo = false;
   // Decision 50's window size, for benchmarks: 0 turns it off.
   if (const char* w = getenv("LW_BENCH_STACK_WINDOW")) {
     const unsigned long v = strtoul(w, nullptr, 10);

@@ -63,6 +63,9 @@ struct BpfOptions {
   // Read CPython frames at each allocation of a process registered with
   // set_python_process() (bpf/lw_python.bpf.h).
   bool python_frames = true;
+  // Take a code object's first line read on this CPU in the last 10 ms
+  // again (decision 52; false: read it at every frame, benchmarks).
+  bool python_code_memo = true;
   // OOM kills and user-space SIGKILLs of targets (tp_btf/mark_victim,
   // signal_generate; decision 38), where the kernel has them.
   bool oom_events = true;

@@ -71,7 +71,7 @@ bool tables_ready(const Json& snap) {
 }
 
 PyRun run_python(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
-                 double max_ready_wait_s = 120) {
+                 double max_ready_wait_s = 120, const std::vector<std::string>& leakwatch_env = {}) {
   PyRun r;
   r.target = std::make_unique<Process>(argv, Process::Options{false, env, 0});
   auto ready = r.target->read_line(std::chrono::milliseconds(180000));
@@ -79,7 +79,8 @@ PyRun run_python(const std::vector<std::string>& argv, const std::vector<std::st
     throw std::runtime_error("target: expected ready, got '" + ready.value_or("<EOF>") + "'; stderr: " +
                              r.target->stderr_text());
   r.leakwatch = std::make_unique<Process>(std::vector<std::string>{
-      LW_LEAKWATCH_BIN, "top", "-p", std::to_string(r.target->pid()), "--json", "--interval", "0.2"});
+      LW_LEAKWATCH_BIN, "top", "-p", std::to_string(r.target->pid()), "--json", "--interval", "0.2"},
+      Process::Options{false, leakwatch_env, 0});
   const double start = now_s();
   for (;;) {
     Json snap = next_json(*r.leakwatch, 60);
@@ -171,10 +172,10 @@ void expect_within(int64_t got, int64_t want, double tolerance, const std::strin
   EXPECT_LE(static_cast<double>(got), static_cast<double>(want) * (1 + tolerance)) << what << "\n" << describe(snap);
 }
 
-TEST(LeakwatchPython, LeakTwoFunctionsDeepHasBothFramesWithFileAndLine) {
-  REQUIRE_PYTHON311();
+// remember <- handle_request <- two_deep, with files and lines, exact bytes.
+void expect_two_deep(const std::vector<std::string>& leakwatch_env) {
   const std::string script = py_target("py_leaker.py");
-  PyRun r = run_python({kPython311, script, "two_deep"});
+  PyRun r = run_python({kPython311, script, "two_deep"}, {}, 120, leakwatch_env);
   ASSERT_TRUE(r.attach.at("python").at("frames").get<bool>()) << r.attach.dump();
   EXPECT_EQ(r.attach.at("python").at("version").get<std::string>().rfind("3.11.", 0), 0u);
   EXPECT_EQ(r.attach.at("python").at("support"), "tested");
@@ -203,6 +204,18 @@ TEST(LeakwatchPython, LeakTwoFunctionsDeepHasBothFramesWithFileAndLine) {
   EXPECT_TRUE(site->at("truncated").is_null()) << describe(r.snapshot);
   r.target->write_line("exit");
   EXPECT_TRUE(r.target->wait_exit(std::chrono::milliseconds(10000)).has_value());
+}
+
+TEST(LeakwatchPython, LeakTwoFunctionsDeepHasBothFramesWithFileAndLine) {
+  REQUIRE_PYTHON311();
+  expect_two_deep({});
+}
+
+// Decision 52's memo of code objects' first lines, off: every frame reads
+// its code object, and the frames are the same as with it.
+TEST(LeakwatchPython, TheSameFramesWithoutTheCodeMemo) {
+  REQUIRE_PYTHON311();
+  expect_two_deep({"LW_BENCH_NO_PY_CODE_MEMO=1"});
 }
 
 // 3.12 and 3.13 are `untested` (docs/architecture.md, decision 36): no CI
