@@ -110,12 +110,33 @@ static __always_inline int lw_window_at(struct lw_stack_window *win, __u64 addr,
   return (int)(addr - base);
 }
 
-/* 8 or 16 bytes of the current thread's memory at addr (out->v[1] is 0
- * for 8). Returns 0 or a negative error, as bpf_probe_read_user(). Global:
- * verified once. */
 struct lw_u64x2 {
   __u64 v[2];
 };
+
+/* 8 or 16 bytes at addr (out->v[1] is 0 for 8) when this CPU's window
+ * holds them for thread me, without filling it: 1, or 0 (not there, or a
+ * fill or reset moved the count while they were taken). */
+static __always_inline int lw_window_peek(struct lw_stack_window *win, __u64 me, __u64 addr,
+                                          __u32 len, struct lw_u64x2 *out)
+{
+  if (!win)
+    return 0;
+  __u64 seq = *(volatile __u64 *)&win->seq;
+  __u64 base = win->base;
+  if ((seq & 1) || !base || win->owner != me || addr < base || addr + len > base + win->len)
+    return 0;
+  __u32 off = (__u32)(addr - base) & (LW_WINDOW_MAX - 1);
+  if (off > LW_WINDOW_MAX - 16)
+    return 0;
+  out->v[0] = *(__u64 *)&win->buf[off];
+  out->v[1] = len == 16 ? *(__u64 *)&win->buf[off + 8] : 0;
+  return *(volatile __u64 *)&win->seq == seq;
+}
+
+/* 8 or 16 bytes of the current thread's memory at addr (out->v[1] is 0
+ * for 8). Returns 0 or a negative error, as bpf_probe_read_user(). Global:
+ * verified once. */
 
 __noinline int lw_uread16(__u64 addr, struct lw_u64x2 *out, __u32 len)
 {

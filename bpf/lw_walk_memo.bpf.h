@@ -154,7 +154,6 @@ __noinline int lw_memo_take(struct lw_walk_memo *m, struct lw_stack *s, const st
   __u32 zero = 0;
   struct lw_stack_window *win = bpf_map_lookup_elem(&stack_window, &zero);
   __u64 me = bpf_get_current_pid_tgid();
-  __u64 size = stack_window_size;
   for (__u32 i = 0; i < LW_MEMO_MAX_READS; i++) {
     if (i >= n)
       break;
@@ -166,20 +165,7 @@ __noinline int lw_memo_take(struct lw_walk_memo *m, struct lw_stack *s, const st
     __u32 len = (a & LW_MEMO_READ16) ? 16 : 8;
     __u64 addr = a & LW_MEMO_ADDR;
     struct lw_u64x2 v = {};
-    bool got = false;
-    if (win && size >= 64 && size <= LW_WINDOW_MAX) {
-      __u64 seq = *(volatile __u64 *)&win->seq;
-      __u64 base = win->base;
-      if (!(seq & 1) && base && win->owner == me && addr >= base && addr + len <= base + win->len) {
-        __u32 off = (__u32)(addr - base) & (LW_WINDOW_MAX - 1);
-        if (off <= LW_WINDOW_MAX - 16) {
-          v.v[0] = *(__u64 *)&win->buf[off];
-          v.v[1] = len == 16 ? *(__u64 *)&win->buf[off + 8] : 0;
-          got = *(volatile __u64 *)&win->seq == seq;
-        }
-      }
-    }
-    if (!got && lw_uread16(addr, &v, len))
+    if (!lw_window_peek(win, me, addr, len, &v) && lw_uread16(addr, &v, len))
       return 2;
     if (((a & LW_MEMO_USE0) && v.v[0] != m->reads[i].v[0]) ||
         ((a & LW_MEMO_USE1) && v.v[1] != m->reads[i].v[1]))

@@ -384,8 +384,11 @@ int run_top(int argc, char** argv) {
   if (getenv("LW_BENCH_NO_PY_CODE_MEMO") != nullptr) opt.bpf.python_code_memo = false;
   // Decision 50's window size, for benchmarks: 0 turns it off.
   if (const char* w = getenv("LW_BENCH_STACK_WINDOW")) {
-    const unsigned long v = strtoul(w, nullptr, 10);
-    if (v != 0 && (v < 64 || v > 4096 || (v & (v - 1)) != 0)) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long v = strtoul(w, &end, 10);
+    if (*w < '0' || *w > '9' || *end != '\0' || errno != 0 ||
+        (v != 0 && (v < 64 || v > 4096 || (v & (v - 1)) != 0))) {
       fprintf(stderr, "leakwatch: LW_BENCH_STACK_WINDOW=%s: 0, or a power of two from 64 to 4096\n", w);
       return exit_code::kUsage;
     }

