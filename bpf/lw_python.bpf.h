@@ -42,7 +42,7 @@ const volatile __u32 python_code_memo = 1;
 /* The first lines of code objects read lately (docs/architecture.md,
  * decision 52). Each Python frame's signature (co_firstlineno) is in the
  * code object, away from the frame headers the window serves: one direct
- * read per frame, about half the Python walk. A first line read less
+ * user read per frame. A first line read less
  * than LW_PY_CODE_MEMO_NS ago on this CPU, for the same process and code
  * address, is taken again: a code object freed and another with another
  * first line made at its address within that time can give a stale

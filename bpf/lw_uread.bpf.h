@@ -137,7 +137,6 @@ static __always_inline int lw_window_peek(struct lw_stack_window *win, __u64 me,
 /* 8 or 16 bytes of the current thread's memory at addr (out->v[1] is 0
  * for 8). Returns 0 or a negative error, as bpf_probe_read_user(). Global:
  * verified once. */
-
 __noinline int lw_uread16(__u64 addr, struct lw_u64x2 *out, __u32 len)
 {
   if (!out)
