@@ -213,11 +213,13 @@ TEST_F(Allocators, RedisLiveBytesFollowUsedMemory) {
     auto line = top.read_line(milliseconds(30000));
     ASSERT_TRUE(line.has_value()) << top.stderr_text();
     snap = Json::parse(*line);
-    if (snap.at("timestamp").get<double>() >= quiet_at &&
+    // kernel_live_bytes is left out of a snapshot whose map read was
+    // skipped (docs/cli.md: at most a tenth of the consumer's time).
+    if (snap.at("timestamp").get<double>() >= quiet_at && snap.contains("kernel_live_bytes") &&
         snap.at("live_bytes") == snap.at("kernel_live_bytes"))
       break;
   }
-  EXPECT_EQ(snap.at("live_bytes"), snap.at("kernel_live_bytes"));
+  EXPECT_EQ(snap.at("live_bytes"), snap.value("kernel_live_bytes", Json()));
   const int64_t heap = snap.at("kinds").contains("heap")
                            ? snap.at("kinds").at("heap").at("live_bytes").get<int64_t>()
                            : 0;
