@@ -14,6 +14,12 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+uint64_t thread_cpu_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 ProcessAnalyzer::ProcessAnalyzer(const AnalysisParams& params)
     : per_kind_{ProcessAnalysis(params), ProcessAnalysis(params), ProcessAnalysis(params),
                 ProcessAnalysis(params), ProcessAnalysis(params)} {}

@@ -467,12 +467,13 @@ void Tracer::resync(TracedProcess& proc) {
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
     if (proc.heap.frozen(k)) skip |= 1u << k;
   const uint64_t t0 = monotonic_ns();
+  const uint64_t cpu0 = thread_cpu_ns();
   Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid, skip);
   if (!records) {  // retried on the next loss
     LW_LOG_WARN("resync of pid %d failed: %s", proc.pid, records.error().message.c_str());
     return;
   }
-  kernel_read_allowed_ns_ = t0 + 10 * (monotonic_ns() - t0);
+  allow_kernel_read_after(t0, cpu0);
   LW_LOG_DEBUG("resync of pid %d: %zu records read from the live map in %.0f ms", proc.pid, records->size(),
                static_cast<double>(monotonic_ns() - t0) / 1e6);
   proc.heap.resync(*records);
@@ -568,8 +569,9 @@ Unrecorded Tracer::unrecorded(pid_t pid) const {
 Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) {
   const uint64_t t0 = monotonic_ns();
   if (t0 < kernel_read_allowed_ns_) return Error{EAGAIN, "kernel live map read skipped: reads bounded"};
+  const uint64_t cpu0 = thread_cpu_ns();
   auto records = session_->read_live(pid);
-  kernel_read_allowed_ns_ = t0 + 10 * (monotonic_ns() - t0);
+  allow_kernel_read_after(t0, cpu0);
   if (!records) return records.error();
   uint64_t total = 0;
   for (const KernelRecord& r : *records) total += r.size;

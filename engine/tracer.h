@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/analyzer.h"
 #include "core/token_bucket.h"
 #include "core/elf_file.h"
 #include "core/cuda_devices.h"
@@ -279,7 +280,7 @@ class Tracer {
   // Sum of the kernel live map's records for `pid`, for consistency checks.
   // Reading the map costs about 0.3 us an entry (4 million: over a second
   // of the consumer's time, in which the ring buffer overflows): a read is
-  // skipped (EAGAIN) until ten times the last read's duration has passed,
+  // skipped (EAGAIN) until ten times the last read's CPU time has passed,
   // so that these reads take at most a tenth of the consumer's time.
   Result<uint64_t> kernel_live_bytes(pid_t pid);
   // The kernel's per-target counts of allocations not recorded (decision 44);
@@ -311,6 +312,14 @@ class Tracer {
   UnwindTables* unwind_tables() { return unwind_.get(); }
 
  private:
+  // After a live-map read begun at t0 (monotonic) with the thread's CPU
+  // clock at cpu0: the next read waits ten times its cost. The cost is CPU
+  // time (the batch syscalls' walk of the buckets, ~3 ms for 4M of them),
+  // not wall time: a read preempted for 100 ms on a busy host cost nothing
+  // more, and must not leave the next snapshot without kernel_live_bytes.
+  void allow_kernel_read_after(uint64_t t0, uint64_t cpu0) {
+    kernel_read_allowed_ns_ = t0 + 10 * (thread_cpu_ns() - cpu0);
+  }
   explicit Tracer(std::unique_ptr<BpfSession> session);
   // Reads `proc`'s mappings again and registers its objects' unwind tables.
   void refresh_maps(TracedProcess& proc);
