@@ -6,7 +6,8 @@
 #                                    integration tests that tolerate ASan's
 #                                    slower timing (LW_ASAN_INTEGRATION below)
 #   scripts/sanitize.sh asan --all   ASan+UBSan: every unit and integration test
-#   scripts/sanitize.sh tsan         TSan: every unit test
+#   scripts/sanitize.sh tsan         TSan: every unit test but two single-
+#                                    threaded ones (at the end, below)
 # CI runs `asan` and `tsan` (ctest labels sanitize). Integration tests need root.
 # -Werror is off here: GCC 12 reports false maybe-uninitialized warnings in
 # its own <regex> and <functional> once sanitizers are on. -O1 -g1 (line
