@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "core/event.h"
-#include "core/heap_tracker.h"
+#include "core/accounting/event.h"
+#include "core/accounting/heap_tracker.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/event.h"
-#include "core/heap_tracker.h"
+#include "core/accounting/event.h"
+#include "core/accounting/heap_tracker.h"
 #include "exporter/metrics.h"
 
 namespace {

@@ -48,8 +48,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/elf_file.h"
-#include "core/probe_placement.h"
+#include "core/symbols/elf_file.h"
+#include "core/probes/probe_placement.h"
 #include "noop_probes.skel.h"
 
 namespace {

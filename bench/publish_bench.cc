@@ -31,9 +31,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/analyzer.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "core/platform/clock.h"
+#include "core/config/config.h"
+#include "core/platform/log.h"
 #include "service/daemon_state.h"
 #include "service/discovery.h"
 #include "service/engine_tracer.h"

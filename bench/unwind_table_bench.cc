@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "core/elf_file.h"
-#include "core/proc_maps.h"
-#include "core/unwind_cache.h"
-#include "core/unwind_table.h"
+#include "core/symbols/elf_file.h"
+#include "core/proc/proc_maps.h"
+#include "core/unwind/unwind_cache.h"
+#include "core/unwind/unwind_table.h"
 
 namespace {
 

@@ -43,7 +43,7 @@ enum lw_func {
   LW_FUNC_FREE = 7,          /* (ptr): free, cfree */
   LW_FUNC_SBRK = 8,          /* (increment) -> old break; kind mmap */
   /* Allocator-specific entry points (jemalloc, tcmalloc, mimalloc: see
-   * core/allocator_probes.cc for which symbol maps to which). Most
+   * core/probes/allocator_probes.cc for which symbol maps to which). Most
    * of them reuse 0..7: mallocx(size, flags) is MALLOC, rallocx REALLOC,
    * sdallocx/dallocx/tc_free_sized/mi_free_size FREE, mi_mallocn CALLOC,
    * mi_malloc_aligned(size, align) MALLOC. Only new argument layouts or
@@ -235,7 +235,7 @@ struct lw_stack {
 };
 
 /* Per CPython process (py_procs, keyed by tgid), written by the daemon at
- * attach from the interpreter binary's version (core/python_runtime.h):
+ * attach from the interpreter binary's version (core/symbols/python_runtime.h):
  * where a thread's state is, and the layout of what leads to its frames.
  * Offsets are bytes; LW_PY_OFF_NONE marks a field this version lacks. */
 #define LW_PY_OFF_NONE 0xffffu

@@ -6,7 +6,7 @@
  *   ABI: never renumber), the name used in JSON, the Prometheus family it is
  *   exported in, the `reason` label it carries there (0: none), and what it
  *   counts.
- * The enum (here), the names and the export (core/counters.cc,
+ * The enum (here), the names and the export (core/accounting/counters.cc,
  * exporter/metrics.cc) are all generated from it, so a new counter cannot
  * be added without saying where it is exported; a unit test
  * (Counters.EveryCounterHasAKnownFamily) checks the exporter knows each family.

@@ -210,7 +210,7 @@ static __always_inline __u32 lw_find_mapping(struct lw_unwind *u, __u64 pc)
 }
 
 /* The row in effect at file offset `off` of the current object, or NULL.
- * The same steps as lw::find_row() (core/unwind_table.h), which the unit
+ * The same steps as lw::find_row() (core/unwind/unwind_table.h), which the unit
  * tests check against readelf. */
 static __always_inline struct lw_unwind_row *lw_find_row(struct lw_unwind *u, __u32 off)
 {

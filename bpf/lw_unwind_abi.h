@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Compact unwind rows: the call-frame information (CFI) of one ELF object,
- * compiled by the daemon (core/unwind_table.h) and binary-searched by
+ * compiled by the daemon (core/unwind/unwind_table.h) and binary-searched by
  * the BPF unwinder. Both sides include this file; nothing is copied. The
  * row layout has a fixed size checked at compile time on both sides.
  *

@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "core/result.h"
+#include "core/platform/result.h"
 
 // Exit codes of the leakwatch binary (documented in docs/cli.md).
 namespace lw::exit_code {

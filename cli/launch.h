@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
+#include "core/platform/result.h"
 
 namespace lw {
 

@@ -7,7 +7,7 @@
 #include "cli/options.h"
 #include "cli/run.h"
 #include "cli/top.h"
-#include "core/debuginfod.h"
+#include "core/symbols/debuginfod.h"
 
 namespace {
 
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return lw::run_daemon(sub_argc, sub_argv);
   if (cmd == "check-config") return lw::run_check_config(sub_argc, sub_argv);
   if (cmd == "snapshot") return lw::run_snapshot(sub_argc, sub_argv);
-  // Internal: the debuginfod fetch child (core/debuginfod.h), not for users.
+  // Internal: the debuginfod fetch child (core/symbols/debuginfod.h), not for users.
   if (cmd == "debuginfod-fetch") return lw::debuginfod_fetch_main(sub_argc, sub_argv);
   fprintf(stderr, "leakwatch: unknown command '%s'\n", cmd.c_str());
   usage(stderr);

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 namespace lw {
 

@@ -12,11 +12,11 @@
 
 #include "cli/exit_codes.h"
 #include "cli/options.h"
-#include "core/config.h"
-#include "core/log.h"
-#include "core/debuginfod.h"
-#include "core/sandbox.h"
-#include "core/sd_notify.h"
+#include "core/config/config.h"
+#include "core/platform/log.h"
+#include "core/symbols/debuginfod.h"
+#include "core/platform/sandbox.h"
+#include "core/platform/sd_notify.h"
 #include "service/daemon.h"
 #include "exporter/http_server.h"
 #include "exporter/web_config.h"
@@ -188,7 +188,7 @@ int run_daemon(int argc, char** argv) {
   set_log_level(options.log_level_override.value_or(cfg->log_level));
   if (!raise_fd_limit()) LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
   // Before any thread starts, so every thread inherits it: only the
-  // documented capabilities from here on (core/sandbox.h). Binding a port
+  // documented capabilities from here on (core/platform/sandbox.h). Binding a port
   // under 1024 happens later, at the HTTP start, and needs one more.
   const bool sandbox = cfg->sandbox;
   if (sandbox) {
@@ -204,7 +204,7 @@ int run_daemon(int argc, char** argv) {
                 caps->bounding_set_restricted ? "; bounding set restricted" : "");
     // The seccomp filter will kill execve: debuginfod fetches (when
     // configured, now or after a reload) run from a spawner forked now,
-    // while the daemon is one thread (core/debuginfod.h).
+    // while the daemon is one thread (core/symbols/debuginfod.h).
     if (Status st = start_debuginfod_spawner(); !st)
       LW_LOG_WARN("%s: debuginfod fetches will fail under the sandbox", st.error().message.c_str());
   } else {
@@ -262,7 +262,7 @@ int run_daemon(int argc, char** argv) {
     }
     LW_LOG_INFO("listening on %s:%d", host.c_str(), *bound);
     // Everything the daemon opens, binds and loads at start is done: from
-    // here on, only the system calls on the list (core/sandbox.h).
+    // here on, only the system calls on the list (core/platform/sandbox.h).
     if (sandbox && !kSeccompInThisBuild) {
       LW_LOG_WARN("sandbox: no seccomp filter in a sanitizer build (its runtime needs ptrace)");
     } else if (sandbox) {

@@ -14,8 +14,8 @@
 #include "cli/exit_codes.h"
 #include "cli/options.h"
 #include "cli/run.h"
-#include "core/fd.h"
-#include "core/log.h"
+#include "core/platform/fd.h"
+#include "core/platform/log.h"
 #include "engine/snapshot.h"
 #include "engine/tracer.h"
 #include "exporter/profile.h"
@@ -94,7 +94,7 @@ int run_snapshot(int argc, char** argv) {
   if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
   if (pid == 0 || out.empty()) return bad("%s-p PID and -o FILE are required", "");
   // Created first, so a path that will be refused (a symlink anywhere in
-  // it, another user's file) fails before any tracing (core/fd.h).
+  // it, another user's file) fails before any tracing (core/platform/fd.h).
   Result<OutputFile> file = create_output_file(out);
   if (!file) {
     fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), file.error().message.c_str());

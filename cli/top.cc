@@ -3,7 +3,7 @@
 // hold its memory, once per interval, as a table or as JSON lines.
 #include "cli/top.h"
 
-#include "core/fd.h"
+#include "core/platform/fd.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -26,10 +26,11 @@
 #include "cli/launch.h"
 #include "cli/options.h"
 #include "cli/top_printer.h"
-#include "core/analyzer.h"
-#include "core/live_map_size.h"
-#include "core/log.h"
-#include "core/config.h"
+#include "core/analysis/analyzer.h"
+#include "core/platform/clock.h"
+#include "core/policy/live_map_size.h"
+#include "core/platform/log.h"
+#include "core/config/config.h"
 #include "engine/snapshot.h"
 #include "engine/tracer.h"
 #include "lw_sampling.h"
@@ -235,7 +236,7 @@ int parse(int argc, char** argv, TopOptions& o) {
         o.bpf.ringbuf_bytes = static_cast<uint32_t>(n);
         break;
       case kOptLiveMax:
-        if (!parse_u64(optarg, n) || n < 16 || n > (1u << 26))
+        if (!parse_u64(optarg, n) || n < kLiveMapMinEntries || n > kLiveMapMaxEntries)
           return usage_error("--live-max must be between 16 and 67108864 (got '%s')", optarg);
         o.live_max = static_cast<uint32_t>(n);
         break;
@@ -462,7 +463,7 @@ int run_top(int argc, char** argv) {
 
   Tracer& t = **tracer;
   // Recorded events: every write checked; a failed one ends `top` with an
-  // error (core/fd.h, OutputFile).
+  // error (core/platform/fd.h, OutputFile).
   std::optional<OutputFile> record;
   if (!opt.record_path.empty()) {
     Result<OutputFile> file = create_output_file(opt.record_path, OutputFile::Publish::kNow);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/bpf_session.h"
 
-#include "core/fd.h"
+#include "core/platform/fd.h"
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -21,8 +21,8 @@
 #include <iterator>
 #include <thread>
 
-#include "core/capabilities.h"
-#include "core/log.h"
+#include "core/platform/capabilities.h"
+#include "core/platform/log.h"
 #include "leakwatch_bpf.skel.h"
 
 namespace lw {

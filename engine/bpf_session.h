@@ -24,9 +24,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/counters.h"
-#include "core/heap_tracker.h"
-#include "core/result.h"
+#include "core/accounting/counters.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/platform/result.h"
 #include "leakwatch_abi.h"
 
 struct leakwatch_bpf;
@@ -250,7 +250,7 @@ class BpfSession {
   StoredStack read_stack(uint64_t stack_hash) const;
   static StoredStack decode_stack(const lw_stack& s);
 
-  // ---- stack GC (core/stack_gc.h; architecture.md, 48) ----
+  // ---- stack GC (core/accounting/stack_gc.h; architecture.md, 48) ----
   // The stack map's hashes in its walk order: at most `most`, from the one
   // after `after` (null: from the first). `end`: the walk reached the map's
   // end. BPF may add more meanwhile.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/process_attacher.h"
 
-#include "core/stack_frames.h"
+#include "core/symbols/stack_frames.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,16 +18,16 @@
 #include <optional>
 #include <set>
 
-#include "core/analyzer.h"
-#include "core/elf_file.h"
-#include "core/log.h"
-#include "core/fd.h"
-#include "core/procfs.h"
-#include "core/probe_placement.h"
+#include "core/platform/clock.h"
+#include "core/symbols/elf_file.h"
+#include "core/platform/log.h"
+#include "core/platform/fd.h"
+#include "core/proc/procfs.h"
+#include "core/probes/probe_placement.h"
 #include "engine/cuda_probes.h"
 #include "engine/python_process.h"
-#include "core/capabilities.h"
-#include "core/cuda_devices.h"
+#include "core/platform/capabilities.h"
+#include "core/accounting/cuda_devices.h"
 
 namespace lw {
 

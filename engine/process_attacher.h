@@ -2,7 +2,7 @@
 // Attaches the allocator probes to one process: reads its mapped objects
 // from /proc/PID/maps (a container has its own), decides which object's
 // malloc, free, operator new... calls reach, the way the dynamic linker does
-// (core/allocator_resolver.h: executable, LD_PRELOAD from the
+// (core/probes/allocator_resolver.h: executable, LD_PRELOAD from the
 // process's environment, /etc/ld.so.preload in its root, DT_NEEDED
 // breadth-first), resolves each probed function in that very file, opens
 // the file inside the target's view (so deleted files and other mount
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator_resolver.h"
-#include "core/proc_maps.h"
-#include "core/result.h"
+#include "core/probes/allocator_resolver.h"
+#include "core/proc/proc_maps.h"
+#include "core/platform/result.h"
 #include "engine/bpf_session.h"
 #include "view/process_view.h"
 
@@ -56,7 +56,7 @@ enum class SyscallTracing { kPending, kWrappers, kTracepoints, kOff };
 // The device of the process's CUDA records made on a thread whose current
 // device was never seen (set before leakwatch attached): 0 when the process
 // can see only one device (CUDA_VISIBLE_DEVICES, /dev/nvidiaN in its root;
-// core/cuda_devices.h), else -1.
+// core/accounting/cuda_devices.h), else -1.
 int sole_cuda_device_of(pid_t pid);
 
 class ProcessAttacher {

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/elf_file.h"
-#include "core/fd.h"
-#include "core/procfs.h"
-#include "core/stack_frames.h"
+#include "core/symbols/elf_file.h"
+#include "core/platform/fd.h"
+#include "core/proc/procfs.h"
+#include "core/symbols/stack_frames.h"
 
 namespace lw {
 

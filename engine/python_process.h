@@ -16,9 +16,9 @@
 #include <tuple>
 #include <vector>
 
-#include "core/proc_maps.h"
-#include "core/python_frames.h"
-#include "core/python_runtime.h"
+#include "core/proc/proc_maps.h"
+#include "core/symbols/python_frames.h"
+#include "core/symbols/python_runtime.h"
 #include "engine/bpf_session.h"
 #include "view/process_view.h"
 

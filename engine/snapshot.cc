@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "core/platform/clock.h"
 #include "engine/snapshot.h"
 
 #include <algorithm>
@@ -6,7 +7,7 @@
 #include <map>
 #include <utility>
 
-#include "core/stack_id.h"
+#include "core/symbols/stack_id.h"
 
 namespace lw {
 

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/analyzer.h"
-#include "core/proc_maps.h"
+#include "core/analysis/analyzer.h"
+#include "core/proc/proc_maps.h"
 #include "engine/tracer.h"
 #include "view/process_view.h"
 

@@ -14,16 +14,16 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/analyzer.h"
-#include "core/elf_file.h"
-#include "core/event.h"
-#include "core/memory_budget.h"
-#include "core/python_frames.h"
-#include "core/log.h"
-#include "core/sampling.h"
-#include "core/stack_frames.h"
-#include "core/fd.h"
-#include "core/stack_id.h"
+#include "core/platform/clock.h"
+#include "core/symbols/elf_file.h"
+#include "core/accounting/event.h"
+#include "core/policy/memory_budget.h"
+#include "core/symbols/python_frames.h"
+#include "core/platform/log.h"
+#include "core/accounting/sampling.h"
+#include "core/symbols/stack_frames.h"
+#include "core/platform/fd.h"
+#include "core/symbols/stack_id.h"
 
 namespace lw {
 
@@ -695,7 +695,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     Located l;
     if (f.ino) {
       // Mapped from overlayfs, the object is its layer file to the BPF side
-      // and the overlay file to /proc/PID/maps (core/overlay.h).
+      // and the overlay file to /proc/PID/maps (core/symbols/overlay.h).
       auto find = [&] {
         const MapEntry* m = find_object_mapping(proc.maps, f.dev, f.ino);
         if (!m && unwind_) {

@@ -25,17 +25,17 @@
 #include <utility>
 #include <vector>
 
-#include "core/analyzer.h"
-#include "core/token_bucket.h"
-#include "core/elf_file.h"
-#include "core/cuda_devices.h"
+#include "core/platform/clock.h"
+#include "core/platform/token_bucket.h"
+#include "core/symbols/elf_file.h"
+#include "core/accounting/cuda_devices.h"
 
-#include "core/heap_tracker.h"
-#include "core/stack_gc.h"
-#include "core/proc_maps.h"
-#include "core/procfs.h"
-#include "core/symbol_service.h"
-#include "core/symbolizer.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/accounting/stack_gc.h"
+#include "core/proc/proc_maps.h"
+#include "core/proc/procfs.h"
+#include "core/symbols/symbol_service.h"
+#include "core/symbols/symbolizer.h"
 #include "engine/bpf_session.h"
 #include "engine/process_attacher.h"
 #include "engine/python_process.h"
@@ -45,7 +45,7 @@
 namespace lw {
 
 // One physical frame of a captured stack as the symbol service takes it:
-// an object and a file offset (core/symbol_service.h).
+// an object and a file offset (core/symbols/symbol_service.h).
 struct StackAddress {
   bool mapped = false;  // in a file mapping; else the frame is final as it is
   ModuleRef module;
@@ -266,7 +266,7 @@ class Tracer {
   // shows what arrived meanwhile.
   const ResolvedStack& resolve_stack(TracedProcess& proc, uint64_t stack_hash);
 
-  // ---- symbols (core/symbol_service.h) ----
+  // ---- symbols (core/symbols/symbol_service.h) ----
   // Replaces the symbol service (its caches too) when `options` differ from
   // the running one's search, debuginfod and bounds.
   void configure_symbols(const SymbolsConfig& config);
@@ -324,7 +324,7 @@ class Tracer {
   // Reads `proc`'s mappings again and registers its objects' unwind tables.
   void refresh_maps(TracedProcess& proc);
   // Replaces the CPython evaluation frames of `rs` (is_eval[i] for
-  // rs.frames[i]) with the stored Python frames (core/python_frames.h).
+  // rs.frames[i]) with the stored Python frames (core/symbols/python_frames.h).
   void splice_python_frames(TracedProcess& proc, const StoredStack& stored,
                             const std::vector<bool>& is_eval, std::vector<Frame>& physical,
                             ResolvedStack& rs);

@@ -6,10 +6,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/analyzer.h"  // monotonic_ns
-#include "core/log.h"
-#include "core/memory_budget.h"
-#include "core/sampling.h"
+#include "core/platform/clock.h"
+#include "core/analysis/analyzer.h"  // monotonic_ns
+#include "core/platform/log.h"
+#include "core/policy/memory_budget.h"
+#include "core/accounting/sampling.h"
 #include "engine/tracer.h"
 #include "engine/tracer_internal.h"
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tracer: the stack map's collection (docs/architecture.md, 48;
-// the decision is core/stack_gc.h's). Split from tracer.cc.
+// the decision is core/accounting/stack_gc.h's). Split from tracer.cc.
 #include <algorithm>
 #include <unordered_set>
 
-#include "core/analyzer.h"
-#include "core/log.h"
+#include "core/platform/clock.h"
+#include "core/platform/log.h"
 #include "engine/tracer.h"
 
 namespace lw {

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/elf_file.h"
-#include "core/log.h"
-#include "core/procfs.h"
-#include "core/stack_frames.h"
-#include "core/unwind_cache.h"
-#include "core/unwind_table.h"
+#include "core/symbols/elf_file.h"
+#include "core/platform/log.h"
+#include "core/proc/procfs.h"
+#include "core/symbols/stack_frames.h"
+#include "core/unwind/unwind_cache.h"
+#include "core/unwind/unwind_table.h"
 
 namespace lw {
 

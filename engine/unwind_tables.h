@@ -2,7 +2,7 @@
 // The unwind tables of every object a traced process maps (docs/
 // architecture.md, decision 32): each executable file mapping is
 // registered in the kernel's unwind_objs map as pending, its call-frame
-// information is compiled into rows (core/unwind_table.h) on a worker
+// information is compiled into rows (core/unwind/unwind_table.h) on a worker
 // thread, off the attach path, and loaded into BPF array maps; until then
 // the BPF unwinder falls back to frame pointers and marks the stack
 // `table_pending`. A table is built once per build-id and shared by every
@@ -33,9 +33,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/fd.h"
-#include "core/overlay.h"
-#include "core/proc_maps.h"
+#include "core/platform/fd.h"
+#include "core/symbols/overlay.h"
+#include "core/proc/proc_maps.h"
 #include "engine/bpf_session.h"
 #include "view/process_view.h"
 
@@ -76,7 +76,7 @@ class UnwindTables {
 
   // The identities /proc/PID/maps shows for an object the BPF side saw as
   // (dev, ino): a file mapped from overlayfs is seen by the kernel as its
-  // layer file (core/overlay.h), and is registered under both. Empty when
+  // layer file (core/symbols/overlay.h), and is registered under both. Empty when
   // (dev, ino) is no such layer file.
   std::vector<std::pair<uint32_t, uint64_t>> user_identities(uint32_t dev, uint64_t ino) const;
 

@@ -21,11 +21,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/fd.h"
-#include "core/log.h"
+#include "core/platform/fd.h"
+#include "core/platform/log.h"
 #include "exporter/http_web_state.h"
-#include "core/memory_budget.h"
-#include "core/sandbox.h"
+#include "core/policy/memory_budget.h"
+#include "core/platform/sandbox.h"
 #include "exporter/job_queue.h"
 
 namespace lw {
@@ -42,7 +42,7 @@ constexpr int kMaxAcceptsPerWake = 256;
 constexpr auto kSweepInterval = std::chrono::milliseconds(100);
 
 // The front's memory at the defaults, counted in the daemon's budget
-// (core/memory_budget.h): each connection holds at most a request head and
+// (core/policy/memory_budget.h): each connection holds at most a request head and
 // a TLS session (OpenSSL's record buffers, released when idle), and the
 // responses held for clients are bounded as a whole.
 constexpr uint64_t kTlsSessionBytes = 40 * 1024;

@@ -39,7 +39,7 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
+#include "core/platform/result.h"
 #include "exporter/http_request.h"
 #include "exporter/http_routes.h"
 #include "exporter/http_stats.h"

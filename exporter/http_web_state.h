@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
-#include "core/token_bucket.h"
+#include "core/platform/result.h"
+#include "core/platform/token_bucket.h"
 #include "exporter/web_config.h"
 
 struct ssl_ctx_st;

@@ -19,11 +19,11 @@
 #include <sstream>
 
 
-#include "core/counters.h"
-#include "core/elf_file.h"
-#include "core/procfs.h"
-#include "core/label_sanitize.h"
-#include "core/stack_id.h"
+#include "core/accounting/counters.h"
+#include "core/symbols/elf_file.h"
+#include "core/proc/procfs.h"
+#include "core/formats/label_sanitize.h"
+#include "core/symbols/stack_id.h"
 
 namespace lw {
 

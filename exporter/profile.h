@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/pprof.h"
+#include "core/formats/pprof.h"
 #include "view/daemon_view.h"
 #include "view/process_view.h"
 

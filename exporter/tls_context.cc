@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "core/yaml_support.h"
+#include "core/config/yaml_support.h"
 
 namespace lw {
 

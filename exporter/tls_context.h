@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
+#include "core/platform/result.h"
 
 // OpenSSL's SSL_CTX, declared here so that this header does not pull in
 // <openssl/ssl.h>.

@@ -15,8 +15,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/fd.h"
-#include "core/yaml_support.h"
+#include "core/platform/fd.h"
+#include "core/config/yaml_support.h"
 
 namespace lw {
 namespace {

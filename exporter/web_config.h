@@ -37,8 +37,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/config.h"
-#include "core/result.h"
+#include "core/config/config.h"
+#include "core/platform/result.h"
 #include "exporter/basic_auth.h"
 #include "exporter/tls_context.h"
 
@@ -63,7 +63,7 @@ struct WebConfig {
 
 // Parses `text` as the web config at `path` (which labels errors and anchors
 // relative certificate paths) and checks that the certificates and key load.
-// Errors (code EINVAL) as parse_config's in core/config.h.
+// Errors (code EINVAL) as parse_config's in core/config/config.h.
 Result<WebConfig> parse_web_config(std::string_view text, const std::string& path,
                                    std::vector<ConfigError>* errors);
 

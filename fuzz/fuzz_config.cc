@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/elf_file.h"
-#include "core/symbolizer.h"
-#include "core/unwind_table.h"
+#include "core/symbols/elf_file.h"
+#include "core/symbols/symbolizer.h"
+#include "core/unwind/unwind_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fd = memfd_create("lw_fuzz_elf", MFD_CLOEXEC);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes what the daemon reads out of a CPython process (core/python_frames.h):
+// Fuzzes what the daemon reads out of a CPython process (core/symbols/python_frames.h):
 // the input is that process's memory, one region at kBase, in which a code
 // object, its strings and its location table may point anywhere. Decoding
 // must stay in bounds and bounded (strings at most kPyMaxStringChars, tables
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/python_frames.h"
-#include "core/python_runtime.h"
+#include "core/symbols/python_frames.h"
+#include "core/symbols/python_runtime.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/rss_breakdown.h"
+#include "core/analysis/rss_breakdown.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes the unwind-table compiler (core/cfi_parser.cc,
+// Fuzzes the unwind-table compiler (core/unwind/cfi_parser.cc,
 // unwind_table.cc) on raw CFI, and the cache reader (unwind_cache.cc).
 //
 // Input: a 25-byte header, then the payload.
@@ -20,8 +20,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/unwind_cache.h"
-#include "core/unwind_table.h"
+#include "core/unwind/unwind_cache.h"
+#include "core/unwind/unwind_table.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/log.h"
+#include "core/platform/log.h"
 #include "service/discovery.h"
 
 namespace lw {

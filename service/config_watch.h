@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/fd.h"
+#include "core/config/config.h"
+#include "core/platform/fd.h"
 #include "service/daemon_state.h"
 
 namespace lw {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "core/platform/clock.h"
 #include "service/daemon.h"
 
 #include <fcntl.h>
@@ -7,9 +8,9 @@
 
 #include <string>
 
-#include "core/memory_budget.h"
-#include "core/procfs.h"
-#include "core/sd_notify.h"
+#include "core/policy/memory_budget.h"
+#include "core/proc/procfs.h"
+#include "core/platform/sd_notify.h"
 
 namespace lw {
 

@@ -26,9 +26,9 @@
 #include <optional>
 #include <string>
 
-#include "core/config.h"
-#include "core/log.h"
-#include "core/process_identity.h"
+#include "core/config/config.h"
+#include "core/platform/log.h"
+#include "core/proc/process_identity.h"
 #include "service/config_watch.h"
 #include "service/daemon_state.h"
 #include "service/discovery.h"

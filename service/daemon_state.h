@@ -16,12 +16,12 @@
 #include <memory>
 #include <string>
 
-#include "core/analyzer.h"
-#include "core/config.h"
-#include "core/escalation.h"
-#include "core/live_map_size.h"
-#include "core/overhead_policy.h"
-#include "core/process_identity.h"
+#include "core/analysis/analyzer.h"
+#include "core/config/config.h"
+#include "core/policy/escalation.h"
+#include "core/policy/live_map_size.h"
+#include "core/policy/overhead_policy.h"
+#include "core/proc/process_identity.h"
 #include "view/daemon_view.h"
 
 namespace lw {

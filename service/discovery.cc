@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "core/platform/clock.h"
 #include "service/discovery.h"
 
 #include <dirent.h>
@@ -9,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/fd.h"
-#include "core/log.h"
+#include "core/platform/fd.h"
+#include "core/platform/log.h"
 
 namespace lw {
 

@@ -19,8 +19,8 @@
 #include <set>
 #include <utility>
 
-#include "core/config.h"
-#include "core/process_identity.h"
+#include "core/config/config.h"
+#include "core/proc/process_identity.h"
 #include "service/daemon_state.h"
 #include "service/tracer_control.h"
 

@@ -13,9 +13,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/analyzer.h"
-#include "core/log.h"
-#include "core/procfs.h"
+#include "core/analysis/analyzer.h"
+#include "core/platform/clock.h"
+#include "core/platform/log.h"
+#include "core/proc/procfs.h"
 
 namespace lw {
 

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/log.h"
-#include "core/memory_budget.h"
-#include "core/procfs.h"
+#include "core/platform/log.h"
+#include "core/policy/memory_budget.h"
+#include "core/proc/procfs.h"
 
 namespace lw {
 

@@ -2,8 +2,8 @@
 // The overhead controller: carries out the overhead policies' decisions
 // through the tracer (docs/architecture.md, decisions 17, 18, 28). The
 // decisions themselves are pure and unit-tested in core/: escalation
-// (core/escalation.h), the governor (core/overhead_policy.h GovernorState)
-// and the memory budget (core/memory_budget.h); this class reads what they
+// (core/policy/escalation.h), the governor (core/policy/overhead_policy.h GovernorState)
+// and the memory budget (core/policy/memory_budget.h); this class reads what they
 // need (statm, probe hits, budget sheds), feeds them, and attaches or
 // detaches heap probes to match. Time is passed in (seconds since the
 // daemon started), so the unit tests drive it with a fake tracer and a
@@ -19,7 +19,7 @@
 #include <functional>
 #include <optional>
 
-#include "core/overhead_policy.h"
+#include "core/policy/overhead_policy.h"
 #include "service/daemon_state.h"
 #include "service/tracer_control.h"
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <utility>
 
-#include "core/log.h"
+#include "core/platform/log.h"
 
 namespace lw {
 

@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/rss_breakdown.h"
+#include "core/analysis/rss_breakdown.h"
 #include "service/daemon_state.h"
 #include "service/tracer_control.h"
 #include "view/daemon_view.h"

@@ -11,7 +11,7 @@
 // the consumer thread only (the one that runs Daemon::run).
 #pragma once
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 #include <sys/types.h>
 
@@ -23,10 +23,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/analyzer.h"
-#include "core/counters.h"
-#include "core/heap_tracker.h"
-#include "core/result.h"
+#include "core/analysis/analyzer.h"
+#include "core/accounting/counters.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/platform/result.h"
 #include "view/process_view.h"
 
 namespace lw {

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/config.h"
-#include "core/latency_histogram.h"
-#include "core/live_map_size.h"
-#include "core/process_identity.h"
+#include "core/config/config.h"
+#include "core/platform/latency_histogram.h"
+#include "core/policy/live_map_size.h"
+#include "core/proc/process_identity.h"
 #include "view/process_view.h"
 
 namespace lw {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "view/json.h"
 
-#include "core/stack_id.h"
+#include "core/symbols/stack_id.h"
 
 namespace lw {
 

@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "core/counters.h"
-#include "core/cuda_devices.h"
-#include "core/heap_tracker.h"
-#include "core/leak_analysis.h"
-#include "core/pprof.h"
-#include "core/rss_breakdown.h"
-#include "core/symbol_counters.h"
-#include "core/symbolizer.h"
+#include "core/accounting/counters.h"
+#include "core/accounting/cuda_devices.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/analysis/leak_analysis.h"
+#include "core/formats/pprof.h"
+#include "core/analysis/rss_breakdown.h"
+#include "core/symbols/symbol_counters.h"
+#include "core/symbols/symbolizer.h"
 #include "leakwatch_abi.h"
 
 namespace lw {
@@ -37,7 +37,7 @@ struct SiteSnapshot {
   uint64_t frees = 0;
   std::vector<Frame> frames;
   // Why the stack ends before the outermost frame ("no_cfi", "depth",
-  // "table_pending", "memory_budget", ...; core/stack_frames.h), "" when
+  // "table_pending", "memory_budget", ...; core/symbols/stack_frames.h), "" when
   // it is complete: a stack is never silently short.
   std::string truncated;
   // Some frames show module+offset only because the symbol thread has not
@@ -161,7 +161,7 @@ struct TracerStats {
   uint64_t attach_errors = 0;
   uint64_t ringbuf_errors = 0;
   uint64_t symbolization_errors = 0;  // modules that failed to open or parse
-  SymbolCounters symbols;  // the symbol thread and debuginfod (core/symbol_service.h)
+  SymbolCounters symbols;  // the symbol thread and debuginfod (core/symbols/symbol_service.h)
   // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
   std::vector<uint64_t> elf_rejections;
   // The memory budget (docs/architecture.md, 28).
@@ -252,7 +252,7 @@ struct ProcessSnapshot {
   TracerStats tracer_stats;
   int64_t kernel_live_bytes = -1;   // -1 when not read
   // Byte sampling: > 0 means every heap figure is an estimate from
-  // allocations sampled at this mean (core/sampling.h).
+  // allocations sampled at this mean (core/accounting/sampling.h).
   uint64_t sample_mean_bytes = 0;
   // The mean was chosen by automatic sampling (decision 47), not
   // configured: why ("live_map_share", "live_map_full", "memory_budget")

@@ -20,11 +20,11 @@ grep -Eq '^IPAddressAllow=localhost$' "$unit" || fail "IPAddressAllow=localhost"
 max=$(sed -n 's/^MemoryMax=\([0-9]*\)M$/\1/p' "$unit")
 # The default budget (512 MiB, docs/config.md) plus the BPF maps at the
 # default sizes (48 MiB) and kernel objects (32 MiB) at least.
-budget_mib=$(( $(sed -n 's/.*max_daemon_memory_bytes = \([0-9]*\);.*/\1/p' "$src/core/config.h") / 1048576 ))
+budget_mib=$(( $(sed -n 's/.*max_daemon_memory_bytes = \([0-9]*\);.*/\1/p' "$src/core/config/config.h") / 1048576 ))
 # The unwind tables live in BPF maps, charged to the same cgroup.
-tables_mib=$(( $(sed -n 's/.*max_table_bytes = \([0-9]*\)ull << 20;.*/\1/p' "$src/core/config.h") ))
-[ "$budget_mib" -gt 0 ] || fail "the budget default not found in core/config.h"
-[ "$tables_mib" -gt 0 ] || fail "unwind.max_table_bytes's default not found in core/config.h"
+tables_mib=$(( $(sed -n 's/.*max_table_bytes = \([0-9]*\)ull << 20;.*/\1/p' "$src/core/config/config.h") ))
+[ "$budget_mib" -gt 0 ] || fail "the budget default not found in core/config/config.h"
+[ "$tables_mib" -gt 0 ] || fail "unwind.max_table_bytes's default not found in core/config/config.h"
 if [ -z "$max" ]; then
   fail "MemoryMax=<N>M"
 elif [ "$max" -lt $((budget_mib + 48 + 32 + tables_mib)) ]; then

@@ -20,8 +20,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/heap_tracker.h"
-#include "core/analyzer.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/analysis/analyzer.h"
 #include "daemon_harness.h"
 #include "harness.h"
 #include "prometheus_harness.h"

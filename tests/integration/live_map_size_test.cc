@@ -15,8 +15,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/live_map_size.h"
-#include "core/config.h"
+#include "core/policy/live_map_size.h"
+#include "core/config/config.h"
 #include "daemon_harness.h"
 #include "harness.h"
 
@@ -80,7 +80,7 @@ TEST(LiveMapAutoSize, MillionLiveBlocksWithDefaults) {
 }
 
 // The daemon with the defaults sizes its map from this host as
-// core/live_map_size.h says, and says so in /api/v1/status and /metrics; a
+// core/policy/live_map_size.h says, and says so in /api/v1/status and /metrics; a
 // configured size wins and is not called automatic.
 TEST(LiveMapAutoSize, DaemonExportsTheChoice) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";

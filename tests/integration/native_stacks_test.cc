@@ -525,7 +525,7 @@ std::string overlay_identities(pid_t pid, const OverlayDir &overlay) {
 // The program and its library run from overlayfs (a container's root): the
 // kernel maps the layer files, /proc/PID/maps names the overlay's, and
 // leakwatch must still tie frames to modules and tables (both identities
-// registered, engine/unwind_tables.cc; core/overlay.h).
+// registered, engine/unwind_tables.cc; core/symbols/overlay.h).
 TEST_F(NativeStacks, OverlayfsProgramAndLibraryResolve) {
   OverlayDir overlay;
   if (!overlay.error().empty()) GTEST_SKIP() << "no overlayfs here: " << overlay.error();

@@ -4,6 +4,9 @@
 every hand-written source file:
   - arrows point down only: each folder includes only the folders it may
     depend on (the exporter and the CLI's printers never see the engine);
+  - core/ is in sub-areas (CORE_AREAS), each including only the sub-areas
+    it may depend on (the same DEPENDS as CMakeLists.txt's lw_core_area);
+    no source file sits in core/ itself;
   - core/ and view/ never include libbpf or the generated skeleton;
   - of service/, only the adapter onto the engine (ENGINE_ADAPTERS) includes
     engine/: the daemon's parts speak to the tracer through
@@ -24,6 +27,20 @@ ALLOWED = {
     "exporter": {"exporter", "view", "core"},
     "cli": {"cli", "service", "engine", "exporter", "view", "core"},
 }
+# core/'s sub-areas -> the sub-areas each may include (CMakeLists.txt,
+# lw_core_area(... DEPENDS ...); an arrow added here must be added there).
+CORE_AREAS = {
+    "platform": set(),
+    "config": {"platform"},
+    "proc": {"platform"},
+    "symbols": {"platform", "config", "proc"},
+    "unwind": {"platform", "symbols", "config", "proc"},
+    "probes": {"platform", "proc", "symbols", "config"},
+    "accounting": {"platform", "proc"},
+    "analysis": {"platform", "proc", "accounting"},
+    "policy": {"platform", "config", "proc"},
+    "formats": {"platform", "symbols", "config", "proc"},
+}
 # The only service/ files that include engine/ (lw_service_engine).
 ENGINE_ADAPTERS = {"service/engine_tracer.h", "service/engine_tracer.cc", "service/daemon_create.cc"}
 # Files of cli/ that only print views (docs/architecture.md, "Layers").
@@ -36,6 +53,27 @@ SOURCE_EXT = (".c", ".cc", ".h", ".py", ".sh")
 SKIP_DIRS = {".git", "node_modules"}
 
 include_re = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]')
+
+
+def check_core_file(rel, lines):
+    """core/AREA/FILE includes only core/AREA and the areas AREA depends on."""
+    parts = rel.split("/")
+    if len(parts) != 3 or parts[1] not in CORE_AREAS:
+        return [f"{rel}: core/ sources live in a sub-area ({', '.join(sorted(CORE_AREAS))})"]
+    area = parts[1]
+    allowed = CORE_AREAS[area] | {area}
+    errors = []
+    for n, line in enumerate(lines, 1):
+        m = include_re.match(line)
+        if not m or not m.group(1).startswith("core/"):
+            continue
+        inc_parts = m.group(1).split("/")
+        if len(inc_parts) != 3 or inc_parts[1] not in CORE_AREAS:
+            errors.append(f"{rel}:{n}: includes {m.group(1)}, which is in no core/ sub-area")
+        elif inc_parts[1] not in allowed:
+            errors.append(f"{rel}:{n}: core/{area} may not include {m.group(1)} "
+                          f"(allowed: {', '.join(sorted(allowed))})")
+    return errors
 
 
 def main():
@@ -58,6 +96,8 @@ def main():
                 folder = rel.split("/", 1)[0]
                 if folder not in ALLOWED:
                     continue
+                if folder == "core":
+                    errors.extend(check_core_file(rel, lines))
                 allowed = {"view", "core"} if rel in PRINTERS else ALLOWED[folder]
                 if folder == "service" and rel not in ENGINE_ADAPTERS:
                     allowed = allowed - {"engine"}

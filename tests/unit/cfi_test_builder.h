@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cfi_parser.h"
-#include "core/elf_file.h"
+#include "core/unwind/cfi_parser.h"
+#include "core/symbols/elf_file.h"
 
 namespace lw::cfi_test {
 

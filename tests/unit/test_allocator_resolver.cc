@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The per-process allocator decision (core/allocator_resolver.h):
+// The per-process allocator decision (core/probes/allocator_resolver.h):
 // preload parsing from hostile input, the dynamic linker's search order,
 // and which object's functions get the probes, on this machine's real
 // libraries.
-#include "core/allocator_resolver.h"
+#include "core/probes/allocator_resolver.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The heap analysis of an escalated `auto` process, primed with the rise
-// seen before the escalation (core/analyzer.h prime(), docs/analysis.md
+// seen before the escalation (core/analysis/analyzer.h prime(), docs/analysis.md
 // "Escalated processes", decision 39), end to end on simulated time: the
 // process's statm goes through the shipped escalation policy, and from the
 // escalation on its allocations go through a HeapTracker sampled by a
@@ -12,10 +12,10 @@
 #include <functional>
 #include <unordered_map>
 
-#include "core/analyzer.h"
-#include "core/escalation.h"
-#include "core/event.h"
-#include "core/heap_tracker.h"
+#include "core/analysis/analyzer.h"
+#include "core/policy/escalation.h"
+#include "core/accounting/event.h"
+#include "core/accounting/heap_tracker.h"
 
 namespace lw {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The clocks of core/analyzer.h: thread_cpu_ns() is what bounds the
+// The clocks of core/analysis/analyzer.h: thread_cpu_ns() is what bounds the
 // consumer's reads of the live map (Tracer::allow_kernel_read_after), so
 // time the thread spends preempted or asleep must not count in it.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/analyzer.h"
+#include "core/platform/clock.h"
 
 namespace lw {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/yaml_support.h"
+#include "core/config/config.h"
+#include "core/config/yaml_support.h"
 
 namespace lw {
 namespace {

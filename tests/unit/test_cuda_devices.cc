@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/cuda_devices.h"
-#include "core/procfs.h"
+#include "core/accounting/cuda_devices.h"
+#include "core/proc/procfs.h"
 
 #include <gtest/gtest.h>
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "core/memory_budget.h"
+#include "core/policy/memory_budget.h"
 #include "fake_tracer.h"
 #include "service/config_watch.h"
 #include "service/daemon.h"

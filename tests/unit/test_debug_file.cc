@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Debug-file lookup (core/debug_file.h), symbolization of stripped objects
-// and inline chains (core/symbolizer.h), the symbol thread
-// (core/symbol_service.h) and module+offset rendering. The objects are the
+// Debug-file lookup (core/symbols/debug_file.h), symbolization of stripped objects
+// and inline chains (core/symbols/symbolizer.h), the symbol thread
+// (core/symbols/symbol_service.h) and module+offset rendering. The objects are the
 // copies of tests/targets/symbols_leaker.c that tests/targets/CMakeLists.txt
 // makes (symbol_variants.sh): stripped/, debug/, mini/.
-#include "core/debug_file.h"
+#include "core/symbols/debug_file.h"
 
 #include <capstone/capstone.h>
 #include <fcntl.h>
@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "core/debuginfod.h"
-#include "core/elf_file.h"
-#include "core/stack_id.h"
-#include "core/symbol_service.h"
-#include "core/symbolizer.h"
+#include "core/symbols/debuginfod.h"
+#include "core/symbols/elf_file.h"
+#include "core/symbols/stack_id.h"
+#include "core/symbols/symbol_service.h"
+#include "core/symbols/symbolizer.h"
 
 namespace lw {
 namespace {

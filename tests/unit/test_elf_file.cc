@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/elf_file.h"
+#include "core/symbols/elf_file.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/proc_maps.h"
+#include "core/proc/proc_maps.h"
 
 // In .symtab only (the test binary is not linked with -rdynamic).
 extern "C" __attribute__((noinline)) int lw_elf_test_symtab_function(int x) {

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "core/elf_file.h"
-#include "core/symbolizer.h"
+#include "core/symbols/elf_file.h"
+#include "core/symbols/symbolizer.h"
 
 namespace lw {
 namespace {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The escalation policy of an `auto` process (core/escalation.h), with the
+// The escalation policy of an `auto` process (core/policy/escalation.h), with the
 // semantics the daemon has had since decision 17: a check every
 // check_interval, escalation on VmData or anonymous resident growth at its
 // high, full for full_window, then a cooldown.
 #include <gtest/gtest.h>
 
-#include "core/escalation.h"
+#include "core/policy/escalation.h"
 
 namespace lw {
 namespace {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // open_in_root / open_untrusted_file: a container's files are opened without
 // following links out of its root, regular files only, never blocking.
-#include "core/fd.h"
+#include "core/platform/fd.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <iterator>
 #include <string>
 
-#include "core/elf_file.h"
+#include "core/symbols/elf_file.h"
 
 namespace lw {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/heap_tracker.h"
+#include "core/accounting/heap_tracker.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <random>
 #include <unordered_map>
 
-#include "core/event.h"
-#include "core/flat_map.h"
+#include "core/accounting/event.h"
+#include "core/platform/flat_map.h"
 
 namespace lw {
 namespace {

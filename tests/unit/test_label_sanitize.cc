@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/label_sanitize.h"
+#include "core/formats/label_sanitize.h"
 
 namespace lw {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/latency_histogram.h"
+#include "core/platform/latency_histogram.h"
 
 #include <gtest/gtest.h>
 

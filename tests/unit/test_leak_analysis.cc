@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/leak_analysis.h"
+#include "core/analysis/leak_analysis.h"
 
 #include <gtest/gtest.h>
 

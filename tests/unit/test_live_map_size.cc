@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The live map's automatic size (core/live_map_size.h, architecture.md 45).
+// The live map's automatic size (core/policy/live_map_size.h, architecture.md 45).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "core/config.h"
-#include "core/live_map_size.h"
+#include "core/config/config.h"
+#include "core/policy/live_map_size.h"
 
 namespace lw {
 namespace {

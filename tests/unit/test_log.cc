@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "core/log.h"
+#include "core/platform/log.h"
 
 namespace lw {
 namespace {

@@ -4,14 +4,14 @@
 // shedding does to a HeapTracker (records gone and memory given back,
 // per-site figures frozen, events and resyncs of the kind ignored until a
 // re-baseline), and the governor's forced suspension.
-#include "core/memory_budget.h"
+#include "core/policy/memory_budget.h"
 
 #include <gtest/gtest.h>
 
-#include "core/event.h"
-#include "core/flat_map.h"
-#include "core/heap_tracker.h"
-#include "core/overhead_policy.h"
+#include "core/accounting/event.h"
+#include "core/platform/flat_map.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/policy/overhead_policy.h"
 
 namespace lw {
 namespace {

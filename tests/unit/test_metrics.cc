@@ -16,7 +16,7 @@
 
 #include "exporter/http_server.h"
 #include "exporter/profile.h"
-#include "core/counters.h"
+#include "core/accounting/counters.h"
 
 namespace lw {
 namespace {

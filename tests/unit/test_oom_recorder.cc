@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "core/analyzer.h"
+#include "core/platform/clock.h"
 #include "exporter/http_routes.h"
 #include "exporter/metrics.h"
 #include "fake_tracer.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
-#include "core/overhead_policy.h"
+#include "core/policy/overhead_policy.h"
 
 namespace lw {
 namespace {
@@ -102,7 +102,7 @@ TEST(OverheadPolicy, GovernorSuspendsOverBudgetAndBacksOff) {
 }  // namespace lw
 
 // The overhead keys of the config (docs/config.md).
-#include "core/config.h"
+#include "core/config/config.h"
 
 namespace lw {
 namespace {

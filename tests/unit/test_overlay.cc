@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/overlay.h"
+#include "core/symbols/overlay.h"
 
 #include <gtest/gtest.h>
 

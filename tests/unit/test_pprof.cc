@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/pprof.h"
+#include "core/formats/pprof.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/probe_placement.h"
+#include "core/probes/probe_placement.h"
 
 #include <unistd.h>
 
@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/elf_file.h"
-#include "core/stack_id.h"
+#include "core/symbols/elf_file.h"
+#include "core/symbols/stack_id.h"
 
 namespace lw {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/proc_maps.h"
+#include "core/proc/proc_maps.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>

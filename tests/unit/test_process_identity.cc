@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/process_identity.h"
+#include "core/proc/process_identity.h"
 
 namespace lw {
 namespace {

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <map>
 
-#include "core/config.h"
-#include "core/python_frames.h"
-#include "core/python_runtime.h"
-#include "core/stack_id.h"
+#include "core/config/config.h"
+#include "core/symbols/python_frames.h"
+#include "core/symbols/python_runtime.h"
+#include "core/symbols/stack_id.h"
 #include "exporter/metrics.h"
 #include "view/json.h"
 #include "tests/unit/python/py311_fixture.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/rss_breakdown.h"
+#include "core/analysis/rss_breakdown.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

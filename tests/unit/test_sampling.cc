@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Byte-weighted Poisson sampling: the BPF side's decision (bpf/lw_sampling.h,
 // run here through sample_decision()) and the daemon's estimator
-// (core/sampling.h, HeapTracker with a sample mean).
+// (core/accounting/sampling.h, HeapTracker with a sample mean).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "core/heap_tracker.h"
-#include "core/sampling.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/accounting/sampling.h"
 
 namespace lw {
 namespace {

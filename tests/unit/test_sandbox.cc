@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The daemon's sandbox (core/sandbox.h), applied in forked children so the
+// The daemon's sandbox (core/platform/sandbox.h), applied in forked children so the
 // test process keeps its own capabilities: the filter allows what is listed,
 // fails the unlisted with EPERM (and says so), kills on the deadly list, and
 // checks the arguments of clone, kill and socket.
-#include "core/sandbox.h"
+#include "core/platform/sandbox.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -58,7 +58,7 @@ TEST(Sandbox, RulesAreUniqueAndCheckedCallsAreNotListed) {
 }
 
 TEST(Sandbox, ListedCallsWorkUnderTheFilter) {
-  if (!kSeccompInThisBuild) GTEST_SKIP() << "no seccomp filter in sanitizer builds (core/sandbox.h)";
+  if (!kSeccompInThisBuild) GTEST_SKIP() << "no seccomp filter in sanitizer builds (core/platform/sandbox.h)";
   int status = in_sandbox([] {
     // Threads (clone without namespace flags), files, /proc, time.
     std::thread t([] {});
@@ -85,7 +85,7 @@ TEST(Sandbox, ListedCallsWorkUnderTheFilter) {
 }
 
 TEST(Sandbox, UnlistedCallsFailWithEperm) {
-  if (!kSeccompInThisBuild) GTEST_SKIP() << "no seccomp filter in sanitizer builds (core/sandbox.h)";
+  if (!kSeccompInThisBuild) GTEST_SKIP() << "no seccomp filter in sanitizer builds (core/platform/sandbox.h)";
   int status = in_sandbox([] {
     // chdir is on no list: trapped, reported once, EPERM.
     errno = 0;
@@ -104,7 +104,7 @@ TEST(Sandbox, UnlistedCallsFailWithEperm) {
 }
 
 TEST(Sandbox, DeadlyCallsKillTheProcess) {
-  if (!kSeccompInThisBuild) GTEST_SKIP() << "no seccomp filter in sanitizer builds (core/sandbox.h)";
+  if (!kSeccompInThisBuild) GTEST_SKIP() << "no seccomp filter in sanitizer builds (core/platform/sandbox.h)";
   for (int which = 0; which < 3; ++which) {
     int status = in_sandbox([which] {
       if (which == 0) {

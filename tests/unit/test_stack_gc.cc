@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Which stored stacks the stack map's collection deletes (core/stack_gc.h;
+// Which stored stacks the stack map's collection deletes (core/accounting/stack_gc.h;
 // docs/architecture.md, 48).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "core/stack_gc.h"
+#include "core/accounting/stack_gc.h"
 
 namespace lw {
 namespace {

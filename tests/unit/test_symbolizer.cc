@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/symbolizer.h"
+#include "core/symbols/symbolizer.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/elf_file.h"
-#include "core/proc_maps.h"
+#include "core/symbols/elf_file.h"
+#include "core/proc/proc_maps.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 
 #include <random>
 
-#include "core/unwind_cache.h"
-#include "core/unwind_table.h"
+#include "core/unwind/unwind_cache.h"
+#include "core/unwind/unwind_table.h"
 #include "tests/unit/cfi_test_builder.h"
 
 namespace lw {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/unwind_table.h"
+#include "core/unwind/unwind_table.h"
 
 namespace lw {
 namespace {

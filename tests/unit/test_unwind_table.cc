@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <random>
 
-#include "core/unwind_table.h"
+#include "core/unwind/unwind_table.h"
 #include "tests/unit/cfi_test_builder.h"
 
 namespace lw {

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/accounting/heap_tracker.h"
+
+#include <algorithm>
+
+#include "core/accounting/sampling.h"
+
+namespace lw {
+
+// Daemon memory per tracked allocation is a budget (bench/README.md): one
+// FlatMap slot is the 8-byte key plus this.
+static_assert(sizeof(LiveRecord) == 24, "LiveRecord grew: check the per-allocation memory budget");
+
+HeapTracker::HeapTracker() = default;
+
+uint32_t HeapTracker::site_index(uint64_t stack_hash, uint32_t kind) {
+  FlatMap<uint32_t>& by_stack = site_by_stack_[kind];
+  if (const uint32_t* idx = by_stack.find(stack_hash)) return *idx;
+  auto idx = static_cast<uint32_t>(sites_.size());
+  SiteStats s;
+  s.stack_hash = stack_hash;
+  s.kind = kind;
+  sites_.push_back(s);
+  by_stack.insert(stack_hash, idx);
+  return idx;
+}
+
+uint64_t HeapTracker::counted_bytes(const LiveRecord& r) const {
+  if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return r.size;
+  return sample_weight_bytes(r.size, sample_mean_);
+}
+
+std::vector<FilteredLive> HeapTracker::filtered_live(const LiveFilter& filter, uint64_t now_ns) const {
+  std::vector<FilteredLive> out(sites_.size());
+  live_.for_each([&](uint64_t, const LiveRecord& r) {
+    if (!filter.matches(r, now_ns)) return;
+    out[r.site].bytes += counted_bytes(r);
+    out[r.site].allocations += counted_allocations(r);
+  });
+  return out;
+}
+
+uint64_t HeapTracker::counted_allocations(const LiveRecord& r) const {
+  if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return 1;
+  return sample_weight_count(r.size, sample_mean_, r.alloc_ns);
+}
+
+void HeapTracker::add_live(uint64_t addr, const LiveRecord& r) {
+  const uint64_t key = live_key(r.kind, addr);
+  // A record already there (the tail of a cut region landing on another
+  // record: inconsistent input, found by fuzz_event) is retired first, as a
+  // missed free, so the per-site sums stay exact.
+  if (const LiveRecord* old = live_.find(key)) {
+    ++counters_.missed_frees;
+    const LiveRecord gone = *old;
+    drop_live(key, gone, gone.size);
+  }
+  live_.insert(key, r);
+  ++records_[r.kind];
+  SiteStats& s = sites_[r.site];
+  const uint64_t bytes = counted_bytes(r);
+  s.live_bytes += bytes;
+  s.live_allocations += counted_allocations(r);
+  live_bytes_[r.kind] += bytes;
+}
+
+void HeapTracker::drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes) {
+  SiteStats& s = sites_[r.site];
+  const uint64_t bytes = counted_bytes(r);
+  const uint64_t count = counted_allocations(r);
+  s.live_bytes -= bytes;
+  s.live_allocations -= count;
+  // Partial unmaps (kind mmap, never sampled) free part of a record.
+  s.freed_bytes += freed_bytes == r.size ? bytes : freed_bytes;
+  s.frees += count;
+  live_bytes_[r.kind] -= bytes;
+  if (live_.erase(key)) --records_[r.kind];
+}
+
+void HeapTracker::apply(const Event& e) {
+  if (e.kind >= LW_KIND_MAX) return;
+  if (frozen_[e.kind] && (e.type == EventType::kAlloc || e.type == EventType::kFree)) {
+    ++counters_.frozen_events;
+    return;
+  }
+  const uint64_t key = live_key(e.kind, e.addr);
+  if (e.type == EventType::kAlloc) {
+    if (LiveRecord* old = live_.find(key)) {
+      if (old->alloc_ns == e.alloc_ns) {
+        ++counters_.duplicate_allocs;
+        return;
+      }
+      // The kernel saw this address handed out again while live: the old
+      // record's free was missed. It is retired, not leaked.
+      ++counters_.missed_frees;
+      LiveRecord gone = *old;
+      drop_live(key, gone, gone.size);
+    }
+    LiveRecord r{e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
+    if (!keeps_at_current_mean(e.addr, r)) {
+      ++counters_.thinned_late;
+      thinned_pending_.push_back({e.addr, e.alloc_ns});
+      return;
+    }
+    SiteStats& s = sites_[r.site];
+    s.allocated_bytes += counted_bytes(r);
+    s.allocations += counted_allocations(r);
+    add_live(e.addr, r);
+    return;
+  }
+  if (e.type != EventType::kFree) return;
+  LiveRecord* rec = live_.find(key);
+  // The kernel retires records with a REPLACED-flagged FREE (alloc_ns 0)
+  // when the replacement could not be stored: drop whatever is there.
+  bool matches = rec && (rec->alloc_ns == e.alloc_ns || (e.flags & LW_EVF_REPLACED));
+  if (!matches) {
+    ++counters_.stale_frees;
+    return;
+  }
+  LiveRecord r = *rec;
+  if (e.flags & LW_EVF_PARTIAL) {
+    // munmap cut `size` bytes at offset `stack_hash` out of the region: the
+    // head keeps its address, the tail moves past the hole.
+    const uint64_t off = e.stack_hash;
+    if (off > r.size || e.size > r.size - off) {
+      ++counters_.stale_frees;  // inconsistent with what we hold; a resync repairs it
+      return;
+    }
+    drop_live(key, r, e.size);
+    sites_[r.site].frees -= counted_allocations(r);  // a cut is not a whole free
+    if (off > 0) {
+      LiveRecord head = r;
+      head.size = off;
+      add_live(e.addr, head);
+    }
+    if (const uint64_t tail = r.size - off - e.size; tail > 0) {
+      LiveRecord rest = r;
+      rest.size = tail;
+      add_live(e.addr + off + e.size, rest);
+    }
+    return;
+  }
+  drop_live(key, r, r.size);
+}
+
+void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
+  ++counters_.resyncs;
+  FlatMap<LiveRecord> fresh;
+  std::vector<uint64_t> site_live(sites_.size(), 0), site_count(sites_.size(), 0);
+  std::array<uint64_t, LW_KIND_MAX> kind_live{};
+  std::array<uint64_t, LW_KIND_MAX> kind_records{};
+  for (const KernelRecord& k : kernel) {
+    if (k.kind >= LW_KIND_MAX || frozen_[k.kind]) continue;  // a shed kind stays as frozen
+    const uint64_t key = live_key(k.kind, k.addr);
+    const LiveRecord* known = live_.find(key);
+    LiveRecord r;
+    if (known && known->alloc_ns == k.alloc_ns && known->size == k.size) {
+      r = *known;
+    } else {
+      r = LiveRecord{k.size, k.alloc_ns, k.kind, site_index(k.stack_hash, k.kind)};
+      if (!keeps_at_current_mean(k.addr, r)) {
+        ++counters_.thinned_late;
+        thinned_pending_.push_back({k.addr, k.alloc_ns});
+        site_live.resize(sites_.size(), 0);
+        site_count.resize(sites_.size(), 0);
+        continue;
+      }
+      SiteStats& s = sites_[r.site];
+      s.allocated_bytes += counted_bytes(r);
+      s.allocations += counted_allocations(r);
+      ++counters_.resync_added;
+      site_live.resize(sites_.size(), 0);
+      site_count.resize(sites_.size(), 0);
+    }
+    if (fresh.insert(key, r).second) ++kind_records[r.kind];
+    site_live[r.site] += counted_bytes(r);
+    site_count[r.site] += counted_allocations(r);
+    kind_live[r.kind] += counted_bytes(r);
+  }
+  // Records only on our side were freed while their FREE events were lost.
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    const LiveRecord* now = fresh.find(key);
+    if (now && now->alloc_ns == r.alloc_ns && now->size == r.size) return;
+    SiteStats& s = sites_[r.site];
+    s.freed_bytes += counted_bytes(r);
+    s.frees += counted_allocations(r);
+    ++counters_.resync_removed;
+  });
+  for (size_t i = 0; i < sites_.size(); ++i) {
+    if (frozen_[sites_[i].kind]) continue;
+    sites_[i].live_bytes = site_live[i];
+    sites_[i].live_allocations = site_count[i];
+  }
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    if (frozen_[k]) continue;
+    live_bytes_[k] = kind_live[k];
+  }
+  records_ = kind_records;
+  live_ = std::move(fresh);
+}
+
+void HeapTracker::clear() {
+  live_.clear();
+  for (auto& m : site_by_stack_) m.clear();
+  sites_.clear();
+  live_bytes_ = {};
+  records_ = {};
+  frozen_ = {};
+  // A new image starts at the mean the caller sets (set_sample_mean()).
+  epochs_.assign(1, SampleEpoch{0, sample_mean_});
+  thinned_pending_.clear();
+}
+
+void HeapTracker::shed_kind(uint32_t kind) {
+  if (kind >= LW_KIND_MAX || frozen_[kind]) return;
+  frozen_[kind] = true;
+  // A new map holding only the other kinds: erasing one by one would rehash
+  // down step by step, and the old arrays are released when it is replaced.
+  FlatMap<LiveRecord> kept;
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    if (r.kind != kind) kept.insert(key, r);
+  });
+  counters_.shed_records += records_[kind];
+  records_[kind] = 0;
+  live_ = std::move(kept);
+}
+
+void HeapTracker::clear_kind(uint32_t kind) {
+  if (kind >= LW_KIND_MAX) return;
+  std::vector<uint64_t> keys;
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    if (r.kind == kind) keys.push_back(key);
+  });
+  for (uint64_t key : keys) live_.erase(key);
+  records_[kind] = 0;
+  frozen_[kind] = false;
+  // Sites of the kind are zeroed, not removed: indices stay valid for the
+  // other kinds and the site keeps its identity for the next window.
+  for (SiteStats& s : sites_) {
+    if (s.kind != kind) continue;
+    s.live_bytes = s.live_allocations = 0;
+    s.allocated_bytes = s.allocations = s.freed_bytes = s.frees = 0;
+  }
+  live_bytes_[kind] = 0;
+}
+
+void HeapTracker::set_sample_mean(uint64_t mean_bytes) {
+  if (mean_bytes == sample_mean_ && epochs_.size() == 1) return;
+  clear_kind(LW_KIND_HEAP);
+  sample_mean_ = mean_bytes;
+  epochs_.assign(1, SampleEpoch{0, mean_bytes});
+  thinned_pending_.clear();
+}
+
+uint64_t HeapTracker::mean_at(uint64_t alloc_ns) const {
+  for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it)
+    if (it->from_ns <= alloc_ns) return it->mean;
+  return epochs_.front().mean;
+}
+
+bool HeapTracker::keeps_at_current_mean(uint64_t addr, const LiveRecord& r) const {
+  if (r.kind != LW_KIND_HEAP || epochs_.size() == 1 || r.alloc_ns >= epochs_.back().from_ns) return true;
+  return thin_keeps(addr, r.alloc_ns, r.size, mean_at(r.alloc_ns), sample_mean_);
+}
+
+void HeapTracker::thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<ThinnedRecord>* dropped) {
+  if (mean_bytes <= sample_mean_ || frozen_[LW_KIND_HEAP]) return;
+  ++counters_.thinnings;
+  const uint64_t old_mean = sample_mean_;
+  epochs_.push_back(SampleEpoch{switch_ns, mean_bytes});
+  sample_mean_ = mean_bytes;
+  // Every record here is a sample at old_mean: one it was allocated under
+  // a smaller mean has passed that mean's test already (the tests of one
+  // record are against one draw, so passing the new one implies the old).
+  std::vector<uint64_t> gone;
+  uint64_t heap_live = 0;
+  live_.for_each([&](uint64_t key, const LiveRecord& r) {
+    if (r.kind != LW_KIND_HEAP) return;
+    const uint64_t addr = key ^ (static_cast<uint64_t>(r.kind) << 58);
+    SiteStats& s = sites_[r.site];
+    const uint64_t old_bytes = old_mean ? sample_weight_bytes(r.size, old_mean) : r.size;
+    const uint64_t old_count = old_mean ? sample_weight_count(r.size, old_mean, r.alloc_ns) : 1;
+    // The record leaves the cumulative figures with its old weight, and a
+    // kept one comes back with its new one: allocated - freed stays live.
+    auto sub = [](uint64_t& v, uint64_t d) { v = v > d ? v - d : 0; };
+    sub(s.live_bytes, old_bytes);
+    sub(s.live_allocations, old_count);
+    sub(s.allocated_bytes, old_bytes);
+    sub(s.allocations, old_count);
+    if (!thin_keeps(addr, r.alloc_ns, r.size, mean_at(r.alloc_ns), mean_bytes)) {
+      gone.push_back(key);
+      if (dropped) dropped->push_back({addr, r.alloc_ns});
+      return;
+    }
+    const uint64_t bytes = counted_bytes(r);
+    const uint64_t count = counted_allocations(r);
+    s.live_bytes += bytes;
+    s.live_allocations += count;
+    s.allocated_bytes += bytes;
+    s.allocations += count;
+    heap_live += bytes;
+  });
+  if (gone.size() * 2 > live_.size()) {
+    // Most go: a new map of the rest (erasing one by one would rehash
+    // down step by step), as shed_kind() does.
+    std::sort(gone.begin(), gone.end());
+    FlatMap<LiveRecord> kept;
+    live_.for_each([&](uint64_t key, const LiveRecord& r) {
+      if (!std::binary_search(gone.begin(), gone.end(), key)) kept.insert(key, r);
+    });
+    live_ = std::move(kept);
+  } else {
+    for (uint64_t key : gone) live_.erase(key);
+  }
+  records_[LW_KIND_HEAP] -= gone.size();
+  counters_.thinned_records += gone.size();
+  live_bytes_[LW_KIND_HEAP] = heap_live;
+}
+
+uint64_t HeapTracker::live_allocations_total() const {
+  bool any_frozen = false;
+  for (bool f : frozen_) any_frozen |= f;
+  // A shed kind's count lives on in its frozen sites, not in records.
+  if (sample_mean_ == 0 && !any_frozen) return live_.size();
+  uint64_t total = 0;
+  for (const SiteStats& s : sites_) total += s.live_allocations;
+  return total;
+}
+
+uint64_t HeapTracker::live_bytes_total() const {
+  uint64_t total = 0;
+  for (uint64_t b : live_bytes_) total += b;
+  return total;
+}
+
+size_t HeapTracker::memory_bytes() const {
+  size_t bytes = live_.memory_bytes() + sites_.capacity() * sizeof(SiteStats);
+  for (const auto& m : site_by_stack_) bytes += m.memory_bytes();
+  return bytes;
+}
+
+}  // namespace lw

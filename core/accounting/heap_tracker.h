@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// The daemon's picture of one process's live memory: every live record and
+// per-site aggregates, kept in step with the kernel's live map by the event
+// stream, and rebuilt from that map (resync) after a counted loss.
+//
+// Records are identified by (kind, addr, alloc_ns): alloc_ns is the kernel's
+// timestamp of the allocation, carried by both ALLOC and FREE events. This
+// makes applying events idempotent across a resync: an ALLOC already known
+// is ignored, and a FREE retires only the exact record it names, never a
+// newer one at the same address.
+//
+// Thread-safety: not thread-safe; owned by the consumer thread. Snapshots
+// are taken by copying out (sites(), for_each_live()).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/accounting/event.h"
+#include "core/platform/flat_map.h"
+
+namespace lw {
+
+struct SiteStats {
+  uint64_t stack_hash = 0;  // kernel-side hash; 0 = stack unknown
+  uint32_t kind = 0;        // enum lw_kind
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t freed_bytes = 0;
+  uint64_t frees = 0;
+};
+
+// The address is not stored: it is the map key's (HeapTracker::live_key),
+// which keeps a tracked allocation at 32 bytes per slot (key + record).
+struct LiveRecord {
+  uint64_t size = 0;
+  uint64_t alloc_ns = 0;
+  uint32_t kind = 0;
+  uint32_t site = 0;  // index into sites()
+};
+
+// A record thinning dropped (automatic sampling): its address and
+// identity, so that the kernel's record is deleted only if it is still
+// that allocation (the address may have been freed and handed out again).
+struct ThinnedRecord {
+  uint64_t addr = 0;
+  uint64_t alloc_ns = 0;
+};
+
+// One entry of the kernel's live map, as read back for a resync.
+struct KernelRecord {
+  uint32_t kind = 0;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t alloc_ns = 0;
+  uint64_t stack_hash = 0;
+};
+
+// Which live records count in what `top` shows (its --older, --min-size,
+// --max-size: bcc memleak's -o, -z, -Z). The size is the record's own
+// (requested) size, whatever it stands for under byte sampling; the age is
+// now minus alloc_ns (a record stamped after now is age 0).
+struct LiveFilter {
+  uint64_t min_age_ns = 0;
+  uint64_t min_size = 0;
+  uint64_t max_size = UINT64_MAX;
+  bool active() const { return min_age_ns > 0 || min_size > 0 || max_size != UINT64_MAX; }
+  bool matches(const LiveRecord& r, uint64_t now_ns) const {
+    const uint64_t age = now_ns > r.alloc_ns ? now_ns - r.alloc_ns : 0;
+    return age >= min_age_ns && r.size >= min_size && r.size <= max_size;
+  }
+};
+
+// The live figures of one site (an index of HeapTracker::sites()) counting
+// only the records a LiveFilter keeps.
+struct FilteredLive {
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+};
+
+struct HeapCounters {
+  uint64_t missed_frees = 0;      // ALLOC over a still-live record
+  uint64_t duplicate_allocs = 0;  // ALLOC already applied (resync overlap)
+  uint64_t stale_frees = 0;       // FREE of a record not known (resync overlap)
+  uint64_t resyncs = 0;
+  uint64_t resync_added = 0;      // records found only in the kernel map
+  uint64_t resync_removed = 0;    // records found only here
+  uint64_t shed_records = 0;      // records dropped by shed_kind() (memory budget)
+  uint64_t frozen_events = 0;     // events of a shed kind, ignored while it is frozen
+  // Automatic sampling (thin_to()): records dropped by a thinning pass, and
+  // records that arrived after it (allocated before the switch: an event
+  // still queued, a resync) and were thinned on arrival.
+  uint64_t thinned_records = 0;
+  uint64_t thinned_late = 0;
+  uint64_t thinnings = 0;         // thinning passes
+};
+
+class HeapTracker {
+ public:
+  HeapTracker();
+
+  // Applies an ALLOC or FREE event; other types are ignored.
+  void apply(const Event& e);
+
+  // Replaces the live records with the kernel's. Records only in the kernel
+  // map count as allocations whose events were lost; records only here
+  // count as frees whose events were lost. Cumulative totals stay consistent:
+  // allocated_bytes - freed_bytes == live_bytes per site.
+  void resync(const std::vector<KernelRecord>& kernel);
+
+  // Forgets everything (exec: the image and its heap are gone).
+  void clear();
+  // Forgets the records and sites of one kind (re-baselining the heap at an
+  // escalation: only allocations after it count).
+  void clear_kind(uint32_t kind);
+
+  // The memory budget (docs/architecture.md, 28): drops the per-address
+  // records of `kind` to give their memory back, keeping the per-site
+  // figures as they are, frozen: events of the kind are ignored (counted in
+  // frozen_events) and a resync leaves the kind alone until clear_kind() or
+  // clear() re-baselines it.
+  void shed_kind(uint32_t kind);
+  bool frozen(uint32_t kind) const { return kind < LW_KIND_MAX && frozen_[kind]; }
+  // Per-address records held (what memory_bytes() grows with).
+  uint64_t record_count() const { return live_.size(); }
+  uint64_t record_count(uint32_t kind) const { return kind < LW_KIND_MAX ? records_[kind] : 0; }
+
+  // Byte sampling (core/accounting/sampling.h): heap records then count for the
+  // bytes and allocations they stand for, not their own size. Changing the
+  // mean clears the heap records, which were weighted at the old one.
+  void set_sample_mean(uint64_t mean_bytes);
+  uint64_t sample_mean() const { return sample_mean_; }
+
+  // Automatic sampling (docs/config.md, "Automatic sampling"; decision 47):
+  // switches the heap to sampling at `mean_bytes` (larger than the current
+  // mean) from `switch_ns` (CLOCK_MONOTONIC, the kernel's alloc_ns clock,
+  // read after the kernel target was switched). The heap records are
+  // thinned, not cleared: each is kept with the probability that makes it
+  // a sample at the new mean (core/accounting/sampling.h, thin_keeps()), the kept ones
+  // re-weighted, so the old bytes (the leak) and their ages survive as
+  // unbiased estimates. The dropped records are appended to `dropped`:
+  // the caller deletes them from the kernel map. A heap record
+  // allocated before the switch that arrives later (a queued event, a
+  // resync) is tested on arrival the same way; the addresses of those
+  // dropped wait in take_thinned().
+  void thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<ThinnedRecord>* dropped);
+  std::vector<ThinnedRecord> take_thinned() { return std::exchange(thinned_pending_, {}); }
+  bool thinned_pending() const { return !thinned_pending_.empty(); }
+  // The mean the kernel sampled an allocation made at `alloc_ns` with.
+  uint64_t mean_at(uint64_t alloc_ns) const;
+  // What a live record counts for in the figures (its size, or its
+  // estimated weight when sampled).
+  uint64_t counted_bytes(const LiveRecord& r) const;
+  uint64_t counted_allocations(const LiveRecord& r) const;
+
+  const std::vector<SiteStats>& sites() const { return sites_; }
+  uint64_t live_bytes(uint32_t kind) const { return live_bytes_[kind]; }
+  uint64_t live_bytes_total() const;
+  // Estimated when sampling (sum of counted_allocations()).
+  uint64_t live_allocations_total() const;
+  const HeapCounters& counters() const { return counters_; }
+  size_t memory_bytes() const;
+
+  // Per site, indexed like sites(): the live bytes and allocations of the
+  // records `filter` keeps at now_ns (counted_bytes/counted_allocations).
+  // One pass over the live records.
+  std::vector<FilteredLive> filtered_live(const LiveFilter& filter, uint64_t now_ns) const;
+
+  template <typename F>
+  void for_each_live(F&& fn) const {
+    live_.for_each([&](uint64_t, const LiveRecord& r) { fn(r); });
+  }
+  // The same with each record's address, recovered from its key.
+  template <typename F>
+  void for_each_live_at(F&& fn) const {
+    live_.for_each([&](uint64_t key, const LiveRecord& r) {
+      fn(key ^ (static_cast<uint64_t>(r.kind) << 58), r);
+    });
+  }
+
+ private:
+  static uint64_t live_key(uint32_t kind, uint64_t addr) {
+    // User addresses fit in 57 bits on x86-64; the kind takes the top bits.
+    return addr ^ (static_cast<uint64_t>(kind) << 58);
+  }
+  uint32_t site_index(uint64_t stack_hash, uint32_t kind);
+  void add_live(uint64_t addr, const LiveRecord& r);
+  void drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes);
+
+  FlatMap<LiveRecord> live_;
+  std::array<FlatMap<uint32_t>, LW_KIND_MAX> site_by_stack_;
+  std::vector<SiteStats> sites_;
+  std::array<uint64_t, LW_KIND_MAX> live_bytes_{};
+  std::array<uint64_t, LW_KIND_MAX> records_{};  // live_ entries by kind
+  std::array<bool, LW_KIND_MAX> frozen_{};
+  // Whether a heap record allocated at alloc_ns is kept at the current
+  // mean (true when no switch happened after it was allocated).
+  bool keeps_at_current_mean(uint64_t addr, const LiveRecord& r) const;
+
+  HeapCounters counters_;
+  uint64_t sample_mean_ = 0;
+  // The means the kernel sampled the heap with, from when (CLOCK_MONOTONIC
+  // ns), oldest first: the first from 0, one more per thin_to().
+  struct SampleEpoch {
+    uint64_t from_ns = 0;
+    uint64_t mean = 0;
+  };
+  std::vector<SampleEpoch> epochs_{SampleEpoch{}};
+  std::vector<ThinnedRecord> thinned_pending_;  // dropped on arrival, for the kernel map
+};
+
+}  // namespace lw

@@ -1,0 +1,793 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/config/config.h"
+
+#include "core/platform/fd.h"
+#include "core/config/yaml_support.h"
+#include "lw_sampling.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <set>
+#include <span>
+#include <sstream>
+#include <type_traits>
+#include <utility>
+
+namespace lw {
+namespace {
+
+using yaml_support::contains;
+using yaml_support::ErrorSink;
+using yaml_support::index_path;
+using yaml_support::kind_of;
+using yaml_support::parse_mapping;
+using yaml_support::printable;
+using yaml_support::quoted;
+using yaml_support::read_bool;
+using yaml_support::read_enum;
+using yaml_support::read_seconds;
+using yaml_support::read_string;
+using yaml_support::read_uint;
+using yaml_support::second_document;
+
+constexpr size_t kMaxPathBytes = PATH_MAX;
+
+std::optional<RegexCondition> read_regex(ErrorSink& errors, const YAML::Node& node,
+                                         const std::string& path) {
+  std::optional<std::string> s = read_string(errors, node, path);
+  if (!s) return std::nullopt;
+  if (s->empty()) {
+    errors.add(node.Mark(),
+               quoted(path) + " is an empty pattern; remove the key to match any value");
+    return std::nullopt;
+  }
+  if (s->size() > kMaxPatternBytes) {
+    errors.add(node.Mark(),
+               quoted(path) + " is longer than " + std::to_string(kMaxPatternBytes) + " bytes");
+    return std::nullopt;
+  }
+  try {
+    return RegexCondition{*s, std::regex(*s, std::regex::ECMAScript)};
+  } catch (const std::regex_error& e) {
+    errors.add(node.Mark(), quoted(path) + ": invalid regex " + quoted(*s) + ": " + e.what());
+    return std::nullopt;
+  }
+}
+
+// Checks a fnmatch glob ourselves: glibc's fnmatch quietly treats most
+// malformed patterns (an unclosed '[') as literals, which would make a typo
+// match nothing without a word. Returns "" when valid, else the problem.
+std::string glob_problem(std::string_view glob) {
+  static constexpr std::string_view kClasses[] = {"alnum", "alpha", "blank", "cntrl",
+                                                  "digit", "graph", "lower", "print",
+                                                  "punct", "space", "upper", "xdigit"};
+  for (size_t i = 0; i < glob.size(); ++i) {
+    if (glob[i] == '\\') {
+      if (++i == glob.size()) return "ends in a lone '\\'";
+      continue;
+    }
+    if (glob[i] != '[') continue;
+    size_t j = i + 1;
+    if (j < glob.size() && (glob[j] == '!' || glob[j] == '^')) ++j;
+    if (j < glob.size() && glob[j] == ']') ++j;  // a leading ']' is a literal member
+    for (;; ++j) {
+      if (j >= glob.size()) return "has a '[' without a closing ']'";
+      if (glob[j] == ']') break;
+      // With FNM_PATHNAME a bracket never matches '/'.
+      if (glob[j] == '/') return "has a '/' inside [...], which never matches a path";
+      if (glob.substr(j, 2) == "[:") {
+        size_t close = glob.find(":]", j + 2);
+        if (close == std::string_view::npos) return "has a '[:' without a closing ':]'";
+        std::string_view cls = glob.substr(j + 2, close - j - 2);
+        if (std::find(std::begin(kClasses), std::end(kClasses), cls) == std::end(kClasses)) {
+          return "has an unknown character class " + quoted(cls);
+        }
+        j = close + 1;
+      }
+    }
+    i = j;
+  }
+  return {};
+}
+
+void read_exe_glob(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                   std::optional<std::string>& out) {
+  std::optional<std::string> s = read_string(errors, node, path);
+  if (!s) return;
+  if (s->empty() || (*s)[0] != '/') {
+    // '*' does not cross '/' (FNM_PATHNAME), so a relative glob such as
+    // "*python*" could never match an absolute executable path.
+    errors.add(node.Mark(),
+               quoted(path) + " must be a glob on the absolute executable path, starting with '/'",
+               s->empty() ? std::string() : "/*/" + *s);
+    return;
+  }
+  if (s->size() > kMaxPathBytes) {
+    errors.add(node.Mark(), quoted(path) + " is longer than PATH_MAX");
+    return;
+  }
+  if (std::string problem = glob_problem(*s); !problem.empty()) {
+    errors.add(node.Mark(), quoted(path) + ": invalid glob " + quoted(*s) + ": " + problem);
+    return;
+  }
+  out = std::move(*s);
+}
+
+void read_cgroup(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                 std::optional<std::string>& out) {
+  std::optional<std::string> s = read_string(errors, node, path);
+  if (!s) return;
+  if (s->empty() || (*s)[0] != '/') {
+    errors.add(
+        node.Mark(),
+        quoted(path) + " must be a cgroup v2 path starting with '/' (as in /proc/PID/cgroup)",
+        s->empty() ? std::string() : "/" + *s);
+    return;
+  }
+  if (s->size() > kMaxPathBytes) {
+    errors.add(node.Mark(), quoted(path) + " is longer than PATH_MAX");
+    return;
+  }
+  // Prefixes compare by whole components; a trailing '/' would only make
+  // "/a/" fail to match "/a" itself.
+  while (s->size() > 1 && s->back() == '/') s->pop_back();
+  out = std::move(*s);
+}
+
+void read_pids(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+               std::vector<pid_t>& out) {
+  if (!node.IsSequence()) {
+    errors.add(node.Mark(),
+               quoted(path) + " must be a sequence of process ids, not " + kind_of(node),
+               node.IsScalar() ? "[" + printable(node.Scalar()) + "]" : std::string());
+    return;
+  }
+  if (node.size() == 0) {
+    errors.add(node.Mark(), quoted(path) + " is empty and would match no process; remove the key");
+    return;
+  }
+  if (node.size() > kMaxPidsPerMatch) {
+    errors.add(node.Mark(), quoted(path) + " lists more than " + std::to_string(kMaxPidsPerMatch) +
+                                " process ids");
+    return;
+  }
+  size_t i = 0;
+  for (const YAML::Node& item : node) {
+    // PID_MAX_LIMIT on 64-bit Linux is 2^22.
+    uint32_t pid = 0;
+    read_uint(errors, item, index_path(path, i++), 1, 1u << 22, pid);
+    if (pid != 0) out.push_back(static_cast<pid_t>(pid));
+  }
+  // Sorted and unique: matching is a binary search and equality is set
+  // equality, so reordering a list on reload is not a change.
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+// A sequence of at most kMaxSymbolPaths strings, each checked by `problem`
+// ("" when fine). An empty sequence is allowed: it turns the feature off.
+void read_symbol_list(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                      const std::function<std::string(const std::string&)>& problem,
+                      std::vector<std::string>& out) {
+  if (!node.IsSequence()) {
+    errors.add(node.Mark(), quoted(path) + " must be a sequence, not " + kind_of(node),
+               node.IsScalar() ? "[" + printable(node.Scalar()) + "]" : std::string());
+    return;
+  }
+  if (node.size() > kMaxSymbolPaths) {
+    errors.add(node.Mark(), quoted(path) + " lists more than " + std::to_string(kMaxSymbolPaths) +
+                                " entries");
+    return;
+  }
+  std::vector<std::string> values;
+  size_t i = 0;
+  for (const YAML::Node& item : node) {
+    const std::string item_path = index_path(path, i++);
+    std::optional<std::string> s = read_string(errors, item, item_path);
+    if (!s) continue;
+    if (std::string p = problem(*s); !p.empty()) {
+      errors.add(item.Mark(), quoted(item_path) + " " + p);
+      continue;
+    }
+    values.push_back(std::move(*s));
+  }
+  out = std::move(values);
+}
+
+std::string absolute_path_problem(const std::string& s) {
+  if (s.empty() || s[0] != '/') return "must be an absolute path";
+  if (s.size() > kMaxPathBytes) return "is longer than PATH_MAX";
+  return {};
+}
+
+// The URL goes into DEBUGINFOD_URLS, a space-separated list: no spaces.
+std::string debuginfod_url_problem(const std::string& s) {
+  if (!s.starts_with("http://") && !s.starts_with("https://")) return "must start with http:// or https://";
+  if (s.size() > 4096) return "is longer than 4096 characters";
+  for (unsigned char ch : s)
+    if (ch <= ' ' || ch == 0x7f) return "must not contain spaces or control characters";
+  return {};
+}
+
+void parse_symbols(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                   SymbolsConfig& out) {
+  parse_mapping(errors, node, path,
+                {{"debug_dirs",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_symbol_list(errors, v, p, absolute_path_problem, out.debug_dirs);
+                  },
+                  true},
+                 {"debuginfod_urls",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_symbol_list(errors, v, p, debuginfod_url_problem, out.debuginfod_urls);
+                  },
+                  true},
+                 {"cache_dir",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    std::optional<std::string> s = read_string(errors, v, p);
+                    if (!s) return;
+                    if (std::string problem = absolute_path_problem(*s); !problem.empty()) {
+                      errors.add(v.Mark(), quoted(p) + " " + problem);
+                      return;
+                    }
+                    out.cache_dir = std::move(*s);
+                  }},
+                 {"cache_max_bytes",
+                  [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 1u << 20, 1ull << 40, out.cache_max_bytes);
+                  }},
+                 {"timeout_seconds", [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 1, 600, out.timeout_seconds);
+                  }}});
+}
+
+MatchConfig parse_match(ErrorSink& errors, const YAML::Node& node, const std::string& path) {
+  MatchConfig m;
+  std::vector<std::string_view> seen = parse_mapping(
+      errors, node, path,
+      {{"pids",
+        [&](const YAML::Node& v, const std::string& p) { read_pids(errors, v, p, m.pids); }},
+       {"comm",
+        [&](const YAML::Node& v, const std::string& p) { m.comm = read_regex(errors, v, p); }},
+       {"exe",
+        [&](const YAML::Node& v, const std::string& p) { read_exe_glob(errors, v, p, m.exe); }},
+       {"cgroup",
+        [&](const YAML::Node& v, const std::string& p) { read_cgroup(errors, v, p, m.cgroup); }},
+       {"namespace", [&](const YAML::Node& v,
+                         const std::string& p) { m.k8s_namespace = read_regex(errors, v, p); }},
+       {"pod",
+        [&](const YAML::Node& v, const std::string& p) { m.k8s_pod = read_regex(errors, v, p); }}});
+  // Judged on the keys present, not on the conditions that parsed: a bad
+  // regex already has its own error.
+  if (node.IsMap() && seen.empty()) {
+    errors.add(
+        node.Mark(),
+        quoted(path) + " needs at least one condition: pids, comm, exe, cgroup, namespace or pod");
+  }
+  return m;
+}
+
+bool valid_target_name(std::string_view name) {
+  auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (name.empty() || name.size() > 63 || !word(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return word(c) || c == '_' || c == '.' || c == '-'; });
+}
+
+void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                   std::vector<TargetConfig>& out) {
+  if (!node.IsSequence()) {
+    errors.add(node.Mark(), quoted(path) + " must be a sequence of targets, not " + kind_of(node));
+    return;
+  }
+  // Name -> line of its first definition, for duplicate errors.
+  std::map<std::string, int> first_line;
+  size_t i = 0;
+  for (const YAML::Node& item : node) {
+    const std::string item_path = index_path(path, i++);
+    if (i > kMaxTargets) {
+      errors.add(item.Mark(),
+                 quoted(path) + " has more than " + std::to_string(kMaxTargets) + " entries");
+      return;
+    }
+    TargetConfig t;
+    YAML::Mark name_mark;
+    std::vector<std::string_view> seen = parse_mapping(
+        errors, item, item_path,
+        {{"name",
+          [&](const YAML::Node& v, const std::string& p) {
+            std::optional<std::string> s = read_string(errors, v, p);
+            if (!s) return;
+            if (!valid_target_name(*s)) {
+              errors.add(v.Mark(), quoted(p) + " " + quoted(*s) +
+                                       " must be 1-63 characters of [A-Za-z0-9_.-], starting "
+                                       "with a letter or digit");
+              return;
+            }
+            t.name = std::move(*s);
+            name_mark = v.Mark();
+          }},
+         {"match",
+          [&](const YAML::Node& v, const std::string& p) { t.match = parse_match(errors, v, p); }},
+         {"mode",
+          [&](const YAML::Node& v, const std::string& p) {
+            read_enum<TargetMode>(errors, v, p,
+                                  {{"full", TargetMode::kFull},
+                                   {"light", TargetMode::kLight},
+                                   {"auto", TargetMode::kAuto}},
+                                  t.mode);
+          }},
+         {"follow_forks", [&](const YAML::Node& v, const std::string& p) {
+            read_bool(errors, v, p, t.follow_forks);
+          }},
+         {"sampling_mean_bytes", [&](const YAML::Node& v, const std::string& p) {
+            uint64_t n = UINT64_MAX;
+            read_uint(errors, v, p, 0, LW_SAMPLE_MAX_MEAN, n);
+            if (n != UINT64_MAX) t.sampling_mean_bytes = n;
+          }},
+         {"automatic_sampling", [&](const YAML::Node& v, const std::string& p) {
+            // Unset until read: a bad value leaves the global deciding
+            // (and the error stops the load).
+            const size_t before = errors.size();
+            bool b = true;
+            read_bool(errors, v, p, b);
+            if (errors.size() == before) t.automatic_sampling = b;
+          }}});
+    if (!item.IsMap()) continue;  // parse_mapping reported it
+    if (!contains(seen, "name")) errors.add(item.Mark(), quoted(item_path) + " needs a 'name'");
+    if (!contains(seen, "match")) {
+      errors.add(item.Mark(), quoted(item_path) + " needs a 'match' with at least one condition");
+    }
+    if (!t.name.empty()) {
+      auto [it, inserted] = first_line.emplace(t.name, name_mark.line + 1);
+      if (!inserted) {
+        errors.add(name_mark, "duplicate target name " + quoted(t.name) + " (first at line " +
+                                  std::to_string(it->second) + ")");
+      }
+    }
+    out.push_back(std::move(t));
+  }
+}
+
+void parse_exclude(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                   std::vector<ExcludeConfig>& out) {
+  if (!node.IsSequence()) {
+    errors.add(node.Mark(),
+               quoted(path) + " must be a sequence of {match: ...} entries, not " + kind_of(node));
+    return;
+  }
+  size_t i = 0;
+  for (const YAML::Node& item : node) {
+    const std::string item_path = index_path(path, i++);
+    if (i > kMaxTargets) {
+      errors.add(item.Mark(),
+                 quoted(path) + " has more than " + std::to_string(kMaxTargets) + " entries");
+      return;
+    }
+    ExcludeConfig e;
+    std::vector<std::string_view> seen = parse_mapping(
+        errors, item, item_path, {{"match", [&](const YAML::Node& v, const std::string& p) {
+                                     e.match = parse_match(errors, v, p);
+                                   }}});
+    if (item.IsMap() && !contains(seen, "match")) {
+      errors.add(item.Mark(), quoted(item_path) + " needs a 'match' with at least one condition");
+    }
+    out.push_back(std::move(e));
+  }
+}
+
+bool valid_hostname(std::string_view host) {
+  if (host.empty() || host.size() > 253) return false;
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.';
+  });
+}
+
+// Splits "host:port" / "[v6]:port". Returns "" and fills host/port when
+// valid, else the problem and, where one is obvious, a corrected address.
+std::string listen_problem(const std::string& s, std::string& host, uint16_t& port,
+                           std::string& suggestion) {
+  const std::string form = "must be host:port, e.g. 127.0.0.1:9478 or [::1]:9478";
+  std::string_view port_text;
+  if (!s.empty() && s[0] == '[') {
+    size_t close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') return form;
+    host = s.substr(1, close - 1);
+    in6_addr addr;
+    if (inet_pton(AF_INET6, host.c_str(), &addr) != 1) {
+      return "has " + quoted(host) + " in brackets, which is not an IPv6 address";
+    }
+    port_text = std::string_view(s).substr(close + 2);
+  } else {
+    size_t colon = s.rfind(':');
+    if (colon == std::string::npos) {
+      bool digits = !s.empty() &&
+                    std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+      suggestion = digits ? "127.0.0.1:" + s : (valid_hostname(s) ? s + ":9478" : "");
+      return form;
+    }
+    host = s.substr(0, colon);
+    in6_addr addr;
+    if (host.find(':') != std::string::npos) {
+      if (inet_pton(AF_INET6, host.c_str(), &addr) == 1)
+        suggestion = "[" + host + "]" + s.substr(colon);
+      return "has an IPv6 address without brackets; " + form;
+    }
+    if (host.empty()) {
+      // Listening on every interface exposes stacks; make it explicit.
+      suggestion = "0.0.0.0" + s;
+      return "has no host; name the interface (0.0.0.0 for all)";
+    }
+    if (!valid_hostname(host)) return "has an invalid host " + quoted(host);
+    port_text = std::string_view(s).substr(colon + 1);
+  }
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      value < 1 || value > 65535 || port_text[0] == '+') {
+    return "has an invalid port " + quoted(port_text) + " (1-65535)";
+  }
+  port = static_cast<uint16_t>(value);
+  return {};
+}
+
+Config parse_document(ErrorSink& errors, const YAML::Node& root) {
+  Config c;
+  if (root.IsNull()) return c;  // empty, or only comments: all defaults
+  // For the window/interval cross-check: where each value was given, and
+  // whether either was invalid (then its own error is enough).
+  std::optional<YAML::Mark> window_mark, interval_mark;
+  bool analysis_invalid = false;
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(
+      errors, root, "",
+      {{"listen",
+        [&](const Node& v, const Path& p) {
+          std::optional<std::string> s = read_string(errors, v, p);
+          if (!s) return;
+          std::string host, suggestion;
+          uint16_t port = 0;
+          if (std::string problem = listen_problem(*s, host, port, suggestion); !problem.empty()) {
+            errors.add(v.Mark(), quoted(p) + " " + quoted(*s) + " " + problem, suggestion);
+            return;
+          }
+          c.listen = std::move(*s);
+          c.listen_host = std::move(host);
+          c.listen_port = port;
+        }},
+       {"log_level",
+        [&](const Node& v, const Path& p) {
+          read_enum<LogLevel>(errors, v, p,
+                              {{"debug", LogLevel::kDebug},
+                               {"info", LogLevel::kInfo},
+                               {"warn", LogLevel::kWarn},
+                               {"error", LogLevel::kError}},
+                              c.log_level);
+        }},
+       {"targets", [&](const Node& v, const Path& p) { parse_targets(errors, v, p, c.targets); },
+        true},
+       {"exclude", [&](const Node& v, const Path& p) { parse_exclude(errors, v, p, c.exclude); },
+        true},
+       {"limits",
+        [&](const Node& v, const Path& p) {
+          LimitsConfig& l = c.limits;
+          // Map sizes mirror `leakwatch top`'s bounds (docs/cli.md).
+          parse_mapping(errors, v, p,
+                        {{"max_processes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 65536, l.max_processes);
+                          }},
+                         {"live_map_entries",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, kLiveMapMaxEntries, l.live_map_entries);
+                            if (l.live_map_entries != 0 && l.live_map_entries < kLiveMapMinEntries)
+                              errors.add(x.Mark(),
+                                         quoted(q) + " must be 0 (automatic) or between 16 and 67108864, not " +
+                                             std::to_string(l.live_map_entries),
+                                         "");
+                          }},
+                         {"live_map_memory_percent",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 50, l.live_map_memory_percent);
+                          }},
+                         {"max_rescans_per_second",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 1000, l.max_rescans_per_second);
+                          }},
+                         {"stack_map_entries",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);
+                          }},
+                         {"stack_gc_grace_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, 86400, l.stack_gc_grace_seconds);
+                          }},
+                         {"max_daemon_memory_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, UINT64_MAX, l.max_daemon_memory_bytes);
+                          }},
+                         {"max_series", [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 10000000, l.max_series);
+                          }}});
+        },
+        true},
+       {"ringbuf_bytes",
+        [&](const Node& v, const Path& p) {
+          uint32_t n = 0;
+          read_uint(errors, v, p, 4096, 1u << 30, n);
+          if (n == 0) return;
+          if ((n & (n - 1)) != 0) {
+            // n < 2^30 here, so the next power of two is still in range.
+            errors.add(v.Mark(), quoted(p) + " must be a power of two, not " + std::to_string(n),
+                       std::to_string(1u << (32 - __builtin_clz(n))));
+            return;
+          }
+          c.ringbuf_bytes = n;
+        }},
+       {"top_sites_per_process",
+        [&](const Node& v, const Path& p) {
+          read_uint(errors, v, p, 1, 100000, c.top_sites_per_process);
+        }},
+       {"rss_interval_seconds",
+        [&](const Node& v, const Path& p) { read_seconds(errors, v, p, 0, 3600, c.rss_interval_seconds); }},
+       {"reconcile_interval_seconds",
+        [&](const Node& v, const Path& p) {
+          read_seconds(errors, v, p, 1, 3600, c.reconcile_interval_seconds);
+        }},
+       {"analysis",
+        [&](const Node& v, const Path& p) {
+          parse_mapping(errors, v, p,
+                        {{"window_seconds",
+                          [&](const Node& x, const Path& q) {
+                            uint32_t n = 0;
+                            read_seconds(errors, x, q, 1, 7 * 86400, n);
+                            analysis_invalid |= n == 0;
+                            if (n != 0) c.analysis.window_seconds = n;
+                            window_mark = x.Mark();
+                          }},
+                         {"sample_interval_seconds",
+                          [&](const Node& x, const Path& q) {
+                            uint32_t n = 0;
+                            read_seconds(errors, x, q, 1, 86400, n);
+                            analysis_invalid |= n == 0;
+                            if (n != 0) c.analysis.sample_interval_seconds = n;
+                            interval_mark = x.Mark();
+                          }},
+                         {"primed_min_span_seconds", [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 0, 7 * 86400,
+                                         c.analysis.primed_min_span_seconds);
+                          }}});
+        },
+        true},
+       {"sampling",
+        [&](const Node& v, const Path& p) {
+          parse_mapping(errors, v, p,
+                        {{"enabled",
+                          [&](const Node& x, const Path& q) {
+                            read_bool(errors, x, q, c.sampling.enabled);
+                          }},
+                         {"mean_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, LW_SAMPLE_MAX_MEAN, c.sampling.mean_bytes);
+                          }},
+                         {"automatic", [&](const Node& x, const Path& q) {
+                            read_bool(errors, x, q, c.sampling.automatic);
+                          }}});
+        },
+        true},
+       {"escalation",
+        [&](const Node& v, const Path& p) {
+          EscalationConfig& e = c.escalation;
+          parse_mapping(errors, v, p,
+                        {{"check_interval_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 1, 3600, e.check_interval_seconds);
+                          }},
+                         {"growth_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 4096, UINT64_MAX, e.growth_bytes);
+                          }},
+                         {"growth_window_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 1, 7 * 86400, e.growth_window_seconds);
+                          }},
+                         {"full_window_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 1, 7 * 86400, e.full_window_seconds);
+                          }},
+                         {"cooldown_seconds", [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 0, 7 * 86400, e.cooldown_seconds);
+                          }}});
+        },
+        true},
+       {"governor",
+        [&](const Node& v, const Path& p) {
+          GovernorConfig& g = c.governor;
+          parse_mapping(errors, v, p,
+                        {{"max_hits_per_second",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, UINT64_MAX, g.max_hits_per_second);
+                          }},
+                         {"backoff_initial_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 1, 86400, g.backoff_initial_seconds);
+                          }},
+                         {"backoff_max_seconds", [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
+                          }}});
+        },
+        true},
+       {"unwind",
+        [&](const Node& v, const Path& p) {
+          UnwindConfig& u = c.unwind;
+          parse_mapping(errors, v, p,
+                        {{"mode",
+                          [&](const Node& x, const Path& q) {
+                            read_enum<bool>(errors, x, q, {{"cfi", true}, {"frame_pointers", false}}, u.cfi);
+                          }},
+                         {"max_table_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, 1ull << 36, u.max_table_bytes);
+                          }},
+                         {"cache_dir",
+                          [&](const Node& x, const Path& q) {
+                            std::optional<std::string> d = read_string(errors, x, q);
+                            if (!d) return;
+                            if (!d->empty() && ((*d)[0] != '/' || d->size() > kMaxPathBytes)) {
+                              errors.add(x.Mark(), quoted(q) + " must be an absolute path or empty");
+                              return;
+                            }
+                            u.cache_dir = std::move(*d);
+                          }},
+                         {"cache_max_bytes",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 0, UINT64_MAX, u.cache_max_bytes);
+                          }},
+                         {"python_frames", [&](const Node& x, const Path& q) {
+                            read_bool(errors, x, q, u.python_frames);
+                          }}});
+        },
+        true},
+       {"kill_switch",
+        [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
+       {"sandbox", [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.sandbox); }},
+       {"symbols", [&](const Node& v, const Path& p) { parse_symbols(errors, v, p, c.symbols); },
+        true},
+       {"oom",
+        [&](const Node& v, const Path& p) {
+          parse_mapping(errors, v, p,
+                        {{"report_dir",
+                          [&](const Node& x, const Path& q) {
+                            std::optional<std::string> s = read_string(errors, x, q);
+                            if (!s) return;
+                            if (std::string problem = absolute_path_problem(*s); !s->empty() && !problem.empty()) {
+                              errors.add(x.Mark(), quoted(q) + " " + problem + " (or empty: no files)");
+                              return;
+                            }
+                            c.oom.report_dir = std::move(*s);
+                          }},
+                         {"max_reports",
+                          [&](const Node& x, const Path& q) {
+                            read_uint(errors, x, q, 1, 10000, c.oom.max_reports);
+                          }},
+                         {"history_seconds",
+                          [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 0, 3600, c.oom.history_seconds);
+                          }},
+                         {"history_interval_seconds", [&](const Node& x, const Path& q) {
+                            read_seconds(errors, x, q, 1, 600, c.oom.history_interval_seconds);
+                          }}});
+        },
+        true},
+       {"web_config_file", [&](const Node& v, const Path& p) {
+          std::optional<std::string> s = read_string(errors, v, p);
+          if (!s) return;
+          // The daemon runs with cwd "/" under systemd; a relative path
+          // would silently depend on how it was started.
+          if (!s->empty() && (*s)[0] != '/') {
+            errors.add(v.Mark(), quoted(p) + " must be an absolute path or empty");
+            return;
+          }
+          if (s->size() > kMaxPathBytes) {
+            errors.add(v.Mark(), quoted(p) + " is longer than PATH_MAX");
+            return;
+          }
+          c.web_config_file = std::move(*s);
+        }}});
+  if (!analysis_invalid && (window_mark || interval_mark) &&
+      c.analysis.sample_interval_seconds > c.analysis.window_seconds) {
+    errors.add(interval_mark ? *interval_mark : *window_mark,
+               "'analysis.sample_interval_seconds' (" +
+                   std::to_string(c.analysis.sample_interval_seconds) +
+                   ") must not exceed 'analysis.window_seconds' (" +
+                   std::to_string(c.analysis.window_seconds) + ")");
+  }
+  return c;
+}
+
+
+
+Error summary_error(const std::vector<ConfigError>& all) {
+  std::string msg = format_error(all.front());
+  if (all.size() > 1) msg += " (and " + std::to_string(all.size() - 1) + " more errors)";
+  return Error{EINVAL, std::move(msg)};
+}
+
+}  // namespace
+
+std::string format_error(const ConfigError& e) {
+  std::string out = e.file;
+  if (e.line > 0) out += ":" + std::to_string(e.line) + ":" + std::to_string(e.column);
+  out += ": " + e.message;
+  if (!e.suggestion.empty()) out += " (did you mean " + quoted(e.suggestion) + "?)";
+  return out;
+}
+
+Result<Config> parse_config(std::string_view text, const std::string& file_name,
+                            std::vector<ConfigError>* errors) {
+  ErrorSink sink(file_name);
+  auto fail = [&]() -> Result<Config> {
+    std::vector<ConfigError> all = sink.take();
+    Error summary = summary_error(all);
+    if (errors) errors->insert(errors->end(), all.begin(), all.end());
+    return summary;
+  };
+  if (text.size() > kMaxConfigBytes) {
+    sink.add_at(0, 0,
+                "file is " + std::to_string(text.size()) + " bytes; the limit is " +
+                    std::to_string(kMaxConfigBytes));
+    return fail();
+  }
+  Config config;
+  try {
+    const std::string input(text);
+    if (std::optional<YAML::Mark> extra = second_document(input)) {
+      sink.add(*extra, "content after the first YAML document (a stray ',' or a second '---')");
+    } else {
+      config = parse_document(sink, YAML::Load(input));
+    }
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp bounds its recursion (depthguard.h) but its message is just
+    // "bad file".
+    sink.add(e.mark, "YAML nesting is too deep");
+  } catch (const YAML::Exception& e) {
+    sink.add(e.mark, "YAML syntax error: " + printable(e.msg, 200));
+  } catch (const std::exception& e) {
+    // bad_alloc or a yaml-cpp failure outside its own exception types: the
+    // reload must fail, not the daemon.
+    sink.add_at(0, 0, std::string("could not parse: ") + e.what());
+  }
+  if (!sink.empty()) return fail();
+  return config;
+}
+
+Result<Config> load_config_file(const std::string& path, std::vector<ConfigError>* errors) {
+  auto fail = [&](Error err) -> Result<Config> {
+    if (errors) errors->push_back(ConfigError{path, 0, 0, err.message, {}});
+    return Error{err.code, path + ": " + err.message};
+  };
+  Result<std::string> text = read_regular_file(path, kMaxConfigBytes);
+  if (!text) return fail(text.error());
+  return parse_config(*text, path, errors);
+}
+
+}  // namespace lw

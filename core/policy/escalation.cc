@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/policy/escalation.h"
+
+#include <algorithm>
+
+namespace lw {
+
+EscalationAction EscalationState::tick(double now_s, const EscalationConfig& c) {
+  if (full_ && now_s >= full_until_s_) {
+    full_ = false;
+    cooldown_until_s_ = now_s + c.cooldown_seconds;
+    growth_.clear();
+    growth_resident_.clear();
+    return EscalationAction::kStepDown;
+  }
+  if (now_s - last_check_s_ < c.check_interval_seconds) return EscalationAction::kNone;
+  last_check_s_ = now_s;
+  return EscalationAction::kReadMemory;
+}
+
+EscalationAction EscalationState::sample(double now_s, const StatmBytes& mem,
+                                         const EscalationConfig& c) {
+  growth_.add(now_s, mem.data, c.growth_window_seconds);
+  growth_resident_.add(now_s, mem.anon_resident, c.growth_window_seconds);
+  const bool data = growth_.growing(c.growth_bytes);
+  const bool resident = growth_resident_.growing(c.growth_bytes);
+  if (!full_ && now_s >= cooldown_until_s_ && (data || resident)) {
+    const GrowthWatch& w =
+        data && (!resident || growth_.rise_span_s() >= growth_resident_.rise_span_s())
+            ? growth_
+            : growth_resident_;
+    growth_span_s_ = w.rise_span_s();
+    growth_rate_ = growth_span_s_ > 0 ? static_cast<double>(w.rise_bytes()) / growth_span_s_ : 0;
+    full_ = true;
+    full_until_s_ = now_s + c.full_window_seconds;
+    return EscalationAction::kEscalate;
+  }
+  return EscalationAction::kNone;
+}
+
+}  // namespace lw
