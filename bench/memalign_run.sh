@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Where can posix_memalign's probes sit? (docs/architecture.md decision 19)
+# Where can posix_memalign's probes sit? (decision return-probe-placement)
 # Times a posix_memalign(&p, 64, 64..319)+free loop, ns per pair, bare and
 # with three probe layouts of lw_bench_noop --memalign (bench/noop_probes.cc),
 # interleaved: bare, entry, moved, retsites, bare, entry, ... so that load

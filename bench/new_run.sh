@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # What operator new's entry probe costs, and what the native unwinder saves
-# by not placing it (docs/architecture.md decision 32). Times a loop of
+# by not placing it (decision cfi-unwinding). Times a loop of
 # libstdc++'s operator new(64..319) + operator delete (malloc_free_loop
 # --new), ns per pair, interleaved: bare, leakwatch, leakwatch with the
 # hint probe, bare, ...
@@ -13,7 +13,7 @@
 #   leakwatch     `leakwatch top` (full, CFI unwinding): malloc and free are
 #                 probed; libstdc++'s plain operator new is not (the unwinder
 #                 finds new's caller through libstdc++'s call-frame information)
-#   +new_probe    the same with new's entry probe placed as before decision 32
+#   +new_probe    the same with new's entry probe placed as before decision cfi-unwinding
 #                 (LW_BENCH_HINT_PROBES=1), one more trap per new
 # shellcheck disable=SC2317
 set -euo pipefail

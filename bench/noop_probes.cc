@@ -17,7 +17,7 @@
 //
 // With --memalign, only posix_memalign is probed (bench/memalign_run.sh), in
 // one of three layouts:
-//   entry:    uprobe + uretprobe at the symbol (leakwatch today, decision 19:
+//   entry:    uprobe + uretprobe at the symbol (leakwatch today, decision return-probe-placement:
 //             the first instruction, `cmpb $0,...(%rip)`, is single-stepped);
 //   moved:    uprobe + uretprobe past that `cmpb`, on the `push` that
 //             follows (emulated). The stack pointer has not moved there, so

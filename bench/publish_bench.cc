@@ -14,8 +14,8 @@
 // given the signal, and their events consumed; then R publishes are timed.
 // The first publish after new processes symbolizes their stacks (cold);
 // the median of the others is the steady cost of every dirty loop and of
-// the once-a-second publish (warm). docs/architecture.md, "The daemon in
-// parts", has figures.
+// the once-a-second publish (warm).
+// decision daemon-in-parts, has figures.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -199,9 +199,9 @@ int main(int argc, char** argv) {
     }
     // The parts of a publish, in CPU time of this thread (wall time on a
     // shared machine is mostly waiting for a CPU): the views as publish()
-    // built them before decision 31, the engine-wide figures read again for
-    // each process, alternating with the views as now (figures read once);
-    // freeing a previous snapshot; the kernel counters read N times.
+    // built them before decision daemon-in-parts, the engine-wide figures read
+    // again for each process, alternating with the views as now (figures read
+    // once); freeing a previous snapshot; the kernel counters read N times.
     std::vector<double> per_process, once, release;
     for (int r = 0; r < 5; ++r) {
       double c0 = thread_cpu_ms();

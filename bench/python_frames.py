@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """What reading Python frames costs per allocation, by depth
-(docs/architecture.md, "Python frames").
+(decision python-frames).
 
     /usr/bin/python3 bench/python_frames.py [--reps N] [--depths 1,8,32,64]
         [--workloads py,torch] [--build build]          (as root)

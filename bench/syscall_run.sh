@@ -12,13 +12,13 @@
 # pays the traced path too.
 #
 # With --mmap the loop is mmap(one anonymous page) + a write + munmap
-# instead: what light's probes on libc's wrappers (decision 29: one probe
-# after each `syscall`) cost a process that maps a lot, and with
-# --others N (N > 0) a fourth row, light-many: the target and N idle
-# copies of the loop, all traced in mode light by one `leakwatch run`
-# daemon. Every probe on a libc offset is one kernel uprobe with one
-# consumer per traced process, and each hit runs every consumer's filter,
-# so this row shows what N other traced processes add to each call.
+# instead: what light's probes on libc's wrappers
+# (decision libc-syscall-wrappers: one probe after each `syscall`) cost a
+# process that maps a lot, and with --others N (N > 0) a fourth row, light-many:
+# the target and N idle copies of the loop, all traced in mode light by one
+# `leakwatch run` daemon. Every probe on a libc offset is one kernel uprobe with
+# one consumer per traced process, and each hit runs every consumer's filter, so
+# this row shows what N other traced processes add to each call.
 #
 #   bench/syscall_run.sh [--reps N] [--seconds S] [--mmap [--others N]] [BUILD_DIR]   (as root)
 # shellcheck disable=SC2317

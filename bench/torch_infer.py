@@ -15,7 +15,8 @@ S seconds and prints `its_per_s <iterations per second> cpu_ms_per_it <the
 process's CPU time per iteration>`. It exits at end of input.
 
 Torch allocates tensor storage through posix_memalign (64-byte alignment;
-shared/FACTS.md), so a `full` tracer pays for every intermediate tensor of
+bench/README.md, "Facts measured on these machines"), so a `full`
+tracer pays for every intermediate tensor of
 every forward pass. One intra-op thread by default: on a small shared
 machine more threads only add scheduling noise.
 """

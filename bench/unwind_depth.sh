@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The native unwinder's cost per stack, by depth (docs/architecture.md,
-# decision 32), against the kernel's frame-pointer walk. The target makes
-# each malloc+free pair N frames deep through N distinct functions
-# (malloc_free_loop --depth N, built with frame pointers so that both ways
-# find the whole stack), and `leakwatch top` traces it three ways:
+# The native unwinder's cost per stack, by depth
+# (decision cfi-unwinding), against the kernel's frame-pointer walk. The target
+# makes each malloc+free pair N frames deep through N distinct functions
+# (malloc_free_loop --depth N, built with frame pointers so that both ways find
+# the whole stack), and `leakwatch top` traces it three ways:
 #   fp         --unwind frame_pointers (the kernel's bpf_get_stack walk)
 #   cfi        --unwind cfi, the per-CPU frame cache on (the steady state:
 #              the same call sites again and again)

@@ -93,8 +93,9 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
 
 /* The raw syscall tracepoints: only for a target whose system calls bypass
  * any wrapper we can probe (Go, stripped static binaries). They run on
- * every system call of every process while attached (decision 25), so the
- * daemon attaches them only while such a target is traced (decision 29). */
+ * every system call of every process while attached (decision light-mode-cost),
+ * so the daemon attaches them only while such a target is traced
+ * (decision libc-syscall-wrappers). */
 SEC("raw_tp/sys_enter")
 int lw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -204,7 +205,7 @@ int BPF_PROG(lw_fork, struct task_struct *parent, struct task_struct *child)
      * exit: the entry's process is gone unreported (it exited while the
      * daemon was attaching it, before the entry existed). Without this the
      * new process would be accounted as the old one, with the old one's
-     * mode, until a reconciliation noticed (docs/architecture.md, 27).
+     * mode, until a reconciliation noticed (decision pid-reuse).
      * Stop accounting for the pid and report the old process's exit. An
      * entry whose exit was reported merely awaits the daemon's cleanup. */
     struct lw_target *stale = bpf_map_lookup_elem(&targets, &child_tgid);
@@ -223,8 +224,9 @@ int BPF_PROG(lw_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 /* ---------------------------------------------------------------------------
- * OOM kills (decision 38). Loaded and attached only when the kernel has the
- * tracepoints (BpfSession::create); both filter on the targets map.
+ * OOM kills (decision oom-kill-reports). Loaded and attached only when the
+ * kernel has the tracepoints (BpfSession::create); both filter on the targets
+ * map.
  */
 
 SEC("tp_btf/mark_victim")

@@ -56,20 +56,21 @@ enum lw_func {
   LW_FUNC_REALLOCF = 14,     /* (ptr, size) -> ptr; ptr is freed even when it fails */
   /* The libc system-call wrappers, probed after their `syscall`
    * instruction (one probe sees the arguments, still in their registers,
-   * and the result in %rax; docs/architecture.md, decision 29). Bits 0..7
+   * and the result in %rax; decision libc-syscall-wrappers). Bits 0..7
    * of the attach cookie hold the value; for LW_FUNC_SYS_BRK bits 16..63
    * hold the signed distance from the probe to libc's `__curbrk`, the
    * break before the call, where the probe runs before glibc stores the
    * new break (the site right after `syscall`, single-stepped), or 0
-   * where it runs after (the emulated result check; decision 41): the
-   * break before the call is then lw_target.brk_last. */
+   * where it runs after (the emulated result check;
+   * decision brk-emulated-probe): the break before the call is then
+   * lw_target.brk_last. */
   LW_FUNC_SYS_MMAP = 15,  /* bit 8 of the cookie: LW_COOKIE_SHARED */
   LW_FUNC_SYS_MUNMAP = 16,
   LW_FUNC_SYS_MREMAP = 17,
   LW_FUNC_SYS_BRK = 18,
   LW_FUNC_DL_STATE = 19,     /* ld.so's _dl_debug_state: the link map changed (dlopen) */
   /* 20..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
-   * docs/architecture.md, "GPU memory"). The name says how the arguments
+   * decision cuda-memory). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,
   /* Runtime (libcudart, or linked into the executable). Return probes. */
@@ -146,8 +147,9 @@ struct lw_live_val {
 
 /* Reserved stack hashes (no real stack hashes to them): 0, the stack is
  * unknown; LW_STACK_HEAP_REGROWN, a brk growth at or below the highest
- * break seen, recorded without a stack walk (decision 41); 2, internal to
- * bpf/lw_stack.bpf.h (LW_STACK_HASH_MAP_FULL, never stored in a record). */
+ * break seen, recorded without a stack walk (decision brk-emulated-probe); 2,
+ * internal to bpf/lw_stack.bpf.h (LW_STACK_HASH_MAP_FULL, never stored in a
+ * record). */
 #define LW_STACK_HEAP_REGROWN 1ull
 
 /* How a frame of a stored stack was found (lw_stack.how[i]). */
@@ -191,7 +193,7 @@ struct lw_frame {
   __u32 off;   /* file offset */
 };
 
-/* ---- Python frames (bpf/lw_python.bpf.h; docs/architecture.md, "Python frames") ---- */
+/* ---- Python frames (bpf/lw_python.bpf.h; decision python-frames) ---- */
 
 /* Deepest Python frame chain stored, innermost first. */
 #define LW_MAX_PY_FRAMES 64
@@ -320,9 +322,10 @@ enum lw_target_flags {
    * process, leave this one alone, so no call is counted twice. */
   LW_TARGET_SYSCALL_SITES = 1u << 5,
   /* The process's system-call wrapper probes are the link shared by every
-   * process mapping that libc (no pid filter; docs/architecture.md,
-   * decision 49): hits from that link (LW_COOKIE_SHARED) count for it, and
-   * a process without this flag counts only its own link's hits. */
+   * process mapping that libc (no pid filter;
+   * decision shared-wrapper-links): hits from that link (LW_COOKIE_SHARED)
+   * count for it, and a process without this flag counts only its own link's
+   * hits. */
   LW_TARGET_SHARED_SITES = 1u << 6,
   /* CUDA runtime/driver probes are attached: account them. Independent of
    * LW_TARGET_HEAP (GPU allocations are rare calls, traced in every mode). */
@@ -330,13 +333,13 @@ enum lw_target_flags {
 };
 
 /* Attach cookie bit: the probe's link is shared by every process mapping
- * the object, filtered in BPF by the targets map (decision 49). */
+ * the object, filtered in BPF by the targets map (decision shared-wrapper-links). */
 #define LW_COOKIE_SHARED (1ull << 8)
 
 /* lw_target.seen, written by the BPF side only. */
 #define LW_SEEN_CUDA 1u /* the process made a CUDA record: purge CUDA state at exit/exec */
 
-/* One kind's unrecorded allocations in lw_target.unrec (decision 44). */
+/* One kind's unrecorded allocations in lw_target.unrec (decision unrecorded-per-kind). */
 struct lw_unrec {
   __u64 map_full;        /* live map insert failed: not tracked at all */
   __u64 map_full_bytes;  /* their bytes */
@@ -356,22 +359,23 @@ struct lw_target {
    * per-CPU frame cache is keyed by it. The daemon starts it at a random
    * value, so a process on a reused pid never matches an old entry. */
   __u64 maps_gen;
-  /* The program break as last seen by the brk wrapper's probe (decision 41):
-   * the previous break of the next brk call, where the probe sits past
-   * glibc's store of the new one. 0: unknown (the daemon seeds it from
-   * glibc's __curbrk when it attaches the probe; exec clears it). */
+  /* The program break as last seen by the brk wrapper's probe
+   * (decision brk-emulated-probe): the previous break of the next brk call,
+   * where the probe sits past glibc's store of the new one. 0: unknown (the
+   * daemon seeds it from glibc's __curbrk when it attaches the probe; exec
+   * clears it). */
   __u64 brk_last;
   /* The highest break seen since the attach (seeded with brk_last): a brk
    * growth that stays at or below it re-grows heap the allocator trimmed
-   * before, and is recorded without walking its stack (decision 41)... */
+   * before, and is recorded without walking its stack (decision brk-emulated-probe)... */
   __u64 brk_high;
   /* ...unless the last such walk was LW_BRK_REGROWN_WALK_NS ago or more
    * (its bpf_ktime_get_ns). */
   __u64 brk_walk_ns;
-  /* Unrecorded issue (decision 44): allocations of this process that were
-   * not recorded, by kind (enum lw_kind) and reason, added by the BPF side
-   * with atomic adds on the pointer the hot path holds, on the failure
-   * paths only. The daemon keeps them across set_target. */
+  /* Unrecorded issue (decision unrecorded-per-kind): allocations of this
+   * process that were not recorded, by kind (enum lw_kind) and reason, added by
+   * the BPF side with atomic adds on the pointer the hot path holds, on the
+   * failure paths only. The daemon keeps them across set_target. */
   struct lw_unrec unrec[LW_KIND_MAX];
 };
 
@@ -395,14 +399,15 @@ enum lw_event_type {
    * eviction). addr: the sender's tgid; size: the victim's RSS in bytes;
    * alloc_ns and stack_hash: the sender's comm (16 bytes, NUL-padded). */
   LW_EV_SIGKILL = 8,
-  /* A CUDA allocation returned out-of-memory (bpf/lw_cuda.bpf.h; decision 38,
-   * "GPU OOM"); the process lives on. kind: the enum lw_kind asked for;
-   * addr: the error code returned (LW_CUDART_ERROR_MEMORY_ALLOCATION or
-   * LW_CU_ERROR_OUT_OF_MEMORY); size: the bytes requested (0 for the pitched
-   * and 3D calls, whose size the driver chooses); alloc_ns: the enum lw_func
-   * of the failing call (below LW_FUNC_CU_MEM_ALLOC: runtime API, else
-   * driver API; LW_EVF_GPU_DRIVER says the same); stack_hash: 0. flags: the
-   * device current on the thread (LW_EVF_DEVICE_*; 0: unknown). */
+  /* A CUDA allocation returned out-of-memory (bpf/lw_cuda.bpf.h;
+   * decision oom-kill-reports, "GPU OOM"); the process lives on. kind: the enum
+   * lw_kind asked for; addr: the error code returned
+   * (LW_CUDART_ERROR_MEMORY_ALLOCATION or LW_CU_ERROR_OUT_OF_MEMORY); size: the
+   * bytes requested (0 for the pitched and 3D calls, whose size the driver
+   * chooses); alloc_ns: the enum lw_func of the failing call (below
+   * LW_FUNC_CU_MEM_ALLOC: runtime API, else driver API; LW_EVF_GPU_DRIVER says
+   * the same); stack_hash: 0. flags: the device current on the thread
+   * (LW_EVF_DEVICE_*; 0: unknown). */
   LW_EV_GPU_OOM = 9,
 };
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The allocator probes: entry contexts (nesting by stack pointer, decision
- * 5; calls left without returning, decision 26), operator new's entry-only
- * probe (decision 6), frees, in-place resizes, byte sampling (decision 16)
- * and the return that records the block.
+ * The allocator probes: entry contexts (nesting by stack pointer,
+ * decision nesting-by-stack-pointer; calls left without returning,
+ * decision orphaned-calls), operator new's entry-only probe
+ * (decision operator-new-entry-only), frees, in-place resizes, byte sampling
+ * (decision byte-sampling) and the return that records the block.
  */
 #ifndef LW_ALLOC_BPF_H_
 #define LW_ALLOC_BPF_H_
@@ -83,7 +84,7 @@ static __always_inline __u64 uretprobe_trampoline(void)
  * installs no return probe at the limit, and it checks the limit before it
  * drops the instances a longjmp left behind: a thread that longjmps (or
  * throws) out of 64 or more nested return-probed calls gets no return probe
- * again until it exits (decision 26). */
+ * again until it exits (decision orphaned-calls). */
 static __always_inline __u32 uretprobe_depth(void)
 {
   struct task_struct *task = bpf_get_current_task_btf();
@@ -97,7 +98,7 @@ static __always_inline __u32 uretprobe_depth(void)
  * return slot (at its entry sp) still holds what the kernel left there, the
  * uretprobe trampoline, or its own return address where no return probe was
  * installed. After a longjmp or an exception out of the call, any call made
- * from at or above that frame overwrites the slot (decision 26). */
+ * from at or above that frame overwrites the slot (decision orphaned-calls). */
 static __always_inline bool alloc_frame_alive(struct lw_ctx_val *c)
 {
   __u64 slot = 0;

@@ -94,15 +94,15 @@ static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __
   if (wakeup_bytes && (type == LW_EV_ALLOC || type == LW_EV_FREE))
     wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
                                                                            : BPF_RB_NO_WAKEUP;
-  /* A kill report must be taken within a second (decision 38): wake the
-   * consumer now even when batched allocation events wait unconsumed (the
-   * default, adaptive wakeup skips the wakeup then). */
+  /* A kill report must be taken within a second (decision oom-kill-reports):
+   * wake the consumer now even when batched allocation events wait unconsumed
+   * (the default, adaptive wakeup skips the wakeup then). */
   if (type == LW_EV_OOM_KILL || type == LW_EV_SIGKILL || type == LW_EV_GPU_OOM)
     wake = BPF_RB_FORCE_WAKEUP;
   /* So must an exec, a fork and a target's new code mapping: the attach
    * waits for them. Adaptive wakeup skipped them while light processes'
    * mmap events sat unconsumed, and they waited for the consumer's 100 ms
-   * poll timeout: the exec->attached tail under churn (decision 49). */
+   * poll timeout: the exec->attached tail under churn (decision shared-wrapper-links). */
   if (type == LW_EV_EXEC || type == LW_EV_FORK || type == LW_EV_MAP_EXEC)
     wake = BPF_RB_FORCE_WAKEUP;
   bpf_ringbuf_submit(e, wake);
@@ -133,7 +133,7 @@ static __always_inline struct lw_target *current_target(__u32 flags, __u32 *tgid
 }
 
 /* The same, also counting the call as an allocator probe hit (the
- * governor's rate, decision 18). */
+ * governor's rate, decision governor-kill-switch). */
 static __always_inline struct lw_target *current_target_hit(__u32 flags, __u32 *tgid)
 {
   struct lw_target *t = current_target(flags, tgid);

@@ -72,12 +72,12 @@
   /* 28: allocators. */                                                                         \
   X(RESIZE_UNKNOWN, 28, "resize_unknown", LW_FAM_FAILURES, "resize_unknown",                    \
     "in-place resize (xallocx, mi_expand) of an untracked block")                               \
-  /* 29..30: calls left without returning (longjmp, exceptions; decision 26). */                \
+  /* 29..30: calls left without returning (longjmp, exceptions; decision orphaned-calls). */ \
   X(CTX_ORPHANED, 29, "ctx_orphaned", LW_FAM_FAILURES, "ctx_orphaned",                          \
     "entry context of a call left without returning: reclaimed")                                \
   X(RET_PROBE_OMITTED, 30, "ret_probe_omitted", LW_FAM_FAILURES, "ret_probe_omitted",           \
     "allocator call entered past the kernel's uretprobe nesting limit: not counted")            \
-  /* 31..39: the native unwinder (decision 32). */                                              \
+  /* 31..39: the native unwinder (decision cfi-unwinding). */ \
   X(UNWIND_TRAMPOLINE_LOST, 31, "unwind_trampoline_lost", LW_FAM_FAILURES,                      \
     "unwind_trampoline_lost",                                                                   \
     "a return slot held the uretprobe trampoline and no return instance matched it")           \
@@ -102,13 +102,13 @@
     "Python frames cut at LW_MAX_PY_FRAMES")                                                    \
   X(PY_NO_THREAD, 41, "python_no_thread", "leakwatch_python_native_thread_allocations_total", 0,\
     "allocation in a CPython process on a thread without a Python thread state")              \
-  /* 42: the brk wrapper's probe (decision 41). */                                              \
+  /* 42: the brk wrapper's probe (decision brk-emulated-probe). */ \
   X(BRK_UNKNOWN, 42, "brk_unknown", LW_FAM_FAILURES, "brk_unknown",                             \
     "brk call whose previous break was unknown: its growth or trim not recorded")              \
-  /* 43: walk reuse (decision 46). */                                                           \
+  /* 43: walk reuse (decision walk-reuse). */ \
   X(WALKS_REUSED, 43, "walks_reused", "leakwatch_stack_walks_reused_total", 0,                   \
     "native stacks taken from an earlier walk from the same start whose reads all still hold")   \
-  /* 44: user reads through the per-CPU window (decision 50). */                                \
+  /* 44: user reads through the per-CPU window (decision user-read-window). */ \
   X(UREAD_WINDOW_FILLS, 44, "stack_window_fills", "leakwatch_stack_window_fills_total", 0,      \
     "blocks of user memory copied for the stack walks' reads (each serves the reads inside it)")
 

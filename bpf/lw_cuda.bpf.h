@@ -4,7 +4,7 @@
  * (leakwatch.bpf.c) dispatch here on attach cookies >= LW_FUNC_CUDA_FIRST;
  * records go through the one record/retire path (lw_record.bpf.h).
  *
- * Design (docs/architecture.md, decision 20):
+ * Design (decision cuda-memory):
  *  - Allocations are read at return: the output pointer (void **devPtr,
  *    CUdeviceptr *) is read then, and a non-zero cudaError_t / CUresult
  *    means nothing was allocated (counted, not recorded).
@@ -451,7 +451,7 @@ static __always_inline int cuda_enter(struct pt_regs *ctx, __u32 func)
 }
 
 /* An allocation returned out-of-memory: one LW_EV_GPU_OOM (the daemon
- * rate-limits the reports; decision 38, "GPU OOM"). */
+ * rate-limits the reports; decision oom-kill-reports, "GPU OOM"). */
 /* The kind of memory a CUDA allocation function returns. */
 static __always_inline __u32 cuda_alloc_kind(__u32 func)
 {

@@ -16,7 +16,7 @@
 #include "leakwatch_abi.h"
 
 /* Sizes are set by the daemon between open and load; so is the live map's
- * BPF_F_NO_PREALLOC (docs/architecture.md, 45: sized from the host, an
+ * BPF_F_NO_PREALLOC (decision live-map-sizing: sized from the host, an
  * entry costs memory only while it holds an allocation). */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -34,9 +34,9 @@ struct {
 } stacks SEC(".maps");
 
 /* Entry contexts, one slot per class, in the thread's own task storage
- * (decision 40): a pointer the kernel keeps with the task, no hashing, no
- * delete (a slot is free when LW_CTXF_VALID is clear), and freed with the
- * task. A hash keyed by (tid, class) cost an update, two lookups and a
+ * (decision fewer-map-operations): a pointer the kernel keeps with the task, no
+ * hashing, no delete (a slot is free when LW_CTXF_VALID is clear), and freed
+ * with the task. A hash keyed by (tid, class) cost an update, two lookups and a
  * delete per allocation. */
 struct {
   __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -53,7 +53,7 @@ struct {
 } targets SEC(".maps");
 
 /* A rescan the daemon has been asked for and not yet taken, per tgid
- * (architecture.md, 37): the first change of a target's code mappings
+ * (decision lifecycle-budget): the first change of a target's code mappings
  * (exec-mapped file, dlopen, dlclose) after the daemon last read its maps
  * inserts the key and emits one LW_EV_MAP_EXEC; later changes only bump
  * lw_target.maps_gen. The daemon deletes the key just before it reads the
@@ -104,7 +104,7 @@ const volatile bool collect_stacks = true;
  * selectors within the poll interval, without scanning /proc. */
 const volatile bool report_all_execs = false;
 /* Allocation and free events wake the consumer only once this much data is
- * waiting (docs/architecture.md, decision 30): a wakeup is an irq_work
+ * waiting (decision batched-wakeups): a wakeup is an irq_work
  * and a cross-CPU wakeup, tens of us per event in a VM, and the consumer
  * polls every 100 ms anyway. Lifecycle events always wake it. 0 = wake on
  * every event. */

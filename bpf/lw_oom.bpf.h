@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * OOM kills of traced processes (docs/architecture.md, decision 38): the
+ * OOM kills of traced processes (decision oom-kill-reports): the
  * kernel's OOM killer choosing a victim (tp_btf/mark_victim, global or
  * memory cgroup), and SIGKILLs sent from user space (systemd-oomd, kubelet
  * eviction, an operator: tp_btf/signal_generate). Both only emit for

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * CPython frames at an allocation (docs/architecture.md, "Python frames").
+ * CPython frames at an allocation (decision python-frames).
  *
  * For a process the daemon found to run CPython 3.11+ (py_procs[tgid],
  * written at attach), the current thread's frame chain is read here and
@@ -39,17 +39,16 @@ const volatile __u32 python_frames = 1;
 /* Set at load time: 0 reads every code object's first line (benchmarks). */
 const volatile __u32 python_code_memo = 1;
 
-/* The first lines of code objects read lately (docs/architecture.md,
- * decision 52). Each Python frame's signature (co_firstlineno) is in the
- * code object, away from the frame headers the window serves: one direct
- * user read per frame. A first line read less
- * than LW_PY_CODE_MEMO_NS ago on this CPU, for the same process and code
- * address, is taken again: a code object freed and another with another
- * first line made at its address within that time can give a stale
- * signature, which the daemon's check then refuses (the frame is
- * unresolved, never misnamed). Slots are direct-mapped by address and
- * guarded like the window: a writer takes the slot's count from even to
- * odd with a compare-and-swap (a preempted writer's slot is skipped),
+/* The first lines of code objects read lately
+ * (decision code-object-memo). Each Python frame's signature (co_firstlineno)
+ * is in the code object, away from the frame headers the window serves: one
+ * direct user read per frame. A first line read less than LW_PY_CODE_MEMO_NS
+ * ago on this CPU, for the same process and code address, is taken again: a
+ * code object freed and another with another first line made at its address
+ * within that time can give a stale signature, which the daemon's check then
+ * refuses (the frame is unresolved, never misnamed). Slots are direct-mapped by
+ * address and guarded like the window: a writer takes the slot's count from
+ * even to odd with a compare-and-swap (a preempted writer's slot is skipped),
  * and a reader that saw it odd or moved reads the code object. */
 #define LW_PY_CODE_MEMO_SLOTS 256
 #define LW_PY_CODE_MEMO_NS (10ULL * 1000 * 1000)
@@ -160,7 +159,7 @@ static long lw_py_step(__u32 i, struct lw_py_walk *w)
   if (!s)
     return 1;
   /* Frames are contiguous in the thread's data stack (3.11+): their
-   * headers come from one window (decision 50). */
+   * headers come from one window (decision user-read-window). */
   struct lw_ublock blk = {};
   if (lw_uread_block(w->frame, &blk)) {
     w->end = LW_PY_READ_FAILED;

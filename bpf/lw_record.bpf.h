@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The one record/retire path of the live map (docs/architecture.md,
- * decisions 3 and 4): every kind (heap, mmap, CUDA) inserts and removes its
- * records here, so "the kernel map is authoritative" and "every loss is
- * counted" hold in one place.
+ * The one record/retire path of the live map
+ * (decisions live-map-authoritative and losses-counted-repaired): every kind
+ * (heap, mmap, CUDA) inserts and removes its records here, so "the kernel map
+ * is authoritative" and "every loss is counted" hold in one place.
  */
 #ifndef LW_RECORD_BPF_H_
 #define LW_RECORD_BPF_H_
@@ -14,8 +14,8 @@
 #define LW_UNMAP_MAX_RECORDS 8
 
 /* Counts an allocation of `kind` the live map could not hold on its target
- * (decision 44): a failure path only. The bound is for the verifier (the
- * kind indexes the target's array). */
+ * (decision unrecorded-per-kind): a failure path only. The bound is for the
+ * verifier (the kind indexes the target's array). */
 static __always_inline void count_unrec_map_full(struct lw_target *t, __u32 kind, __u64 bytes)
 {
   if (kind >= LW_KIND_MAX)

@@ -3,7 +3,7 @@
  * User stacks: captured at the allocation and stored once per distinct
  * stack in the `stacks` map under a 64-bit hash of its frames (object
  * identity and file offset, so one stack is one entry whichever process
- * runs it; docs/architecture.md, decisions 7 and 32).
+ * runs it; decisions stacks-caller-visible and cfi-unwinding).
  */
 #ifndef LW_STACK_BPF_H_
 #define LW_STACK_BPF_H_
@@ -143,8 +143,9 @@ static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
   lw_python_stack();
   __u64 h = lw_store_stack();
   if (h == LW_STACK_HASH_MAP_FULL) {
-    /* Per process and kind too (decision 44): the map value is writable.
-     * `kind` is the record's, a constant at every caller but CUDA's. */
+    /* Per process and kind too (decision unrecorded-per-kind): the map value is
+     * writable. `kind` is the record's, a constant at every caller but CUDA's.
+     * */
     if (kind < LW_KIND_MAX)
       __sync_fetch_and_add(&((struct lw_target *)t)->unrec[kind].stack_full, 1);
     return 0;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Anonymous mmap/munmap/mremap/brk (kind mmap) and new executable mappings:
- * from probes after the `syscall` in libc's wrappers (decision 29) or,
- * for processes with no probeable wrapper, the raw syscall tracepoints.
- * Syscalls made inside an allocator call in flight are the allocator's own
- * (glibc maps large chunks) and are not counted twice.
+ * from probes after the `syscall` in libc's wrappers
+ * (decision libc-syscall-wrappers) or, for processes with no probeable wrapper,
+ * the raw syscall tracepoints. Syscalls made inside an allocator call in flight
+ * are the allocator's own (glibc maps large chunks) and are not counted twice.
  */
 #ifndef LW_SYSCALLS_BPF_H_
 #define LW_SYSCALLS_BPF_H_
@@ -78,7 +78,7 @@ static __always_inline bool syscall_wanted(struct lw_target *t, __u32 tid, long 
 
 /* The target's code mappings changed: the frame cache is stale (maps_gen),
  * and the daemon is asked for a rescan unless one is already asked for and
- * not yet taken (rescan_req; architecture.md, 37). A full rescan_req map
+ * not yet taken (rescan_req; decision lifecycle-budget). A full rescan_req map
  * (never: sized like targets) still reports. */
 static __always_inline void code_changed(struct lw_target *t, __u32 tgid, __u64 addr, __u64 len)
 {
@@ -152,7 +152,7 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
        * allocates and frees a large block moves the break up and down on
        * every iteration): bytes recorded, stack not walked, but for one
        * re-growth per LW_BRK_REGROWN_WALK_NS, so the sites that re-grow it
-       * still show. Growth to a new high has its stack (decision 41). */
+       * still show. Growth to a new high has its stack (decision brk-emulated-probe). */
       __u64 now = bpf_ktime_get_ns();
       __u64 stack = LW_STACK_HEAP_REGROWN;
       if (new_brk > t->brk_high || now - t->brk_walk_ns >= LW_BRK_REGROWN_WALK_NS) {
@@ -183,9 +183,9 @@ static __always_inline int syscall_site(struct pt_regs *ctx, __u32 func, __u64 c
   struct lw_target *t = bpf_map_lookup_elem(&targets, &tgid);
   if (!t)
     return 0;
-  /* The shared link (decision 49) counts only for targets that have no
-   * link of their own on these wrappers, and theirs only for the others:
-   * a process attached before the link was shared keeps its own. */
+  /* The shared link (decision shared-wrapper-links) counts only for targets
+   * that have no link of their own on these wrappers, and theirs only for the
+   * others: a process attached before the link was shared keeps its own. */
   if (!(cookie & LW_COOKIE_SHARED) != !(t->flags & LW_TARGET_SHARED_SITES))
     return 0;
   long nr = func == LW_FUNC_SYS_MMAP     ? LW_NR_MMAP
@@ -198,10 +198,10 @@ static __always_inline int syscall_site(struct pt_regs *ctx, __u32 func, __u64 c
   if (nr == LW_NR_BRK) {
     /* The break before the call: where this site runs before glibc stores
      * the new break in __curbrk (cookie: the distance to it), read there;
-     * else the last break this probe saw (decision 41), kept current on
-     * every call, also those not recorded (inside malloc, mode full). No
-     * atomic exchange: glibc's malloc calls brk under its main-arena lock,
-     * and the kernel serializes brk under the mmap lock. */
+     * else the last break this probe saw (decision brk-emulated-probe), kept
+     * current on every call, also those not recorded (inside malloc, mode
+     * full). No atomic exchange: glibc's malloc calls brk under its main-arena
+     * lock, and the kernel serializes brk under the mmap lock. */
     prev_brk = t->brk_last;
     t->brk_last = PT_REGS_RC(ctx);
   }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The native unwinder (docs/architecture.md, decision 32): user stacks from
+ * The native unwinder (decision cfi-unwinding): user stacks from
  * each object's call-frame information, compiled by the daemon into sorted
  * rows (bpf/lw_unwind_abi.h), with frame pointers as the fallback per frame.
  *
@@ -619,8 +619,8 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, _
     u.ri = ut->return_instances;
   u.bp_initial = 1;
   u.bp_src = 0xff;
-  lw_window_reset();  /* decision 50: this thread's stack changed since the last walk */
-  /* Walk reuse (decision 46): the frame cache's generation validates it too. */
+  lw_window_reset();  /* decision user-read-window: this thread's stack changed since the last walk */
+  /* Walk reuse (decision walk-reuse): the frame cache's generation validates it too. */
   struct lw_walk_memo *m = 0;
   struct lw_memo_rec *rec = 0;
   struct lw_memo_key key = {.pc = ip, .sp = sp, .bp = bp, .hint = hint_flags, .gen = gen, .tgid = u.tgid};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * User reads through a per-CPU window (docs/architecture.md, decision 50).
+ * User reads through a per-CPU window (decision user-read-window).
  *
  * A walk reads a few bytes per frame from the thread's stack (a return
  * address, a saved rbp) and per Python frame from the interpreter's data

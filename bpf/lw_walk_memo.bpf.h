@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Walk reuse for the native unwinder (bpf/lw_unwind.bpf.h; docs/architecture.md,
- * decision 46). Included by lw_unwind.bpf.h after struct lw_unwind.
+ * Walk reuse for the native unwinder (bpf/lw_unwind.bpf.h;
+ * decision walk-reuse). Included by lw_unwind.bpf.h after struct lw_unwind.
  */
 #ifndef LW_WALK_MEMO_BPF_H_
 #define LW_WALK_MEMO_BPF_H_
 
-/* Walk reuse (docs/architecture.md, decision 46). A walk is a function of
+/* Walk reuse (decision walk-reuse). A walk is a function of
  * its start (pc, sp, the hint, and rbp when a step used it before loading
  * it from the stack), the process's mappings (maps_gen) and the user
  * memory it read. A complete walk is kept with every (address, value) it
@@ -150,7 +150,7 @@ __noinline int lw_memo_take(struct lw_walk_memo *m, struct lw_stack *s, const st
   if (nr == 0 || nr > LW_MAX_STACK_DEPTH || n > LW_MEMO_MAX_READS)
     return 0;
   /* The reads go up the stack, mostly within one block: the window's
-   * test is made here, not through a call per read (decision 50). */
+   * test is made here, not through a call per read (decision user-read-window). */
   __u32 zero = 0;
   struct lw_stack_window *win = bpf_map_lookup_elem(&stack_window, &zero);
   __u64 me = bpf_get_current_pid_tgid();

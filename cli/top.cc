@@ -54,7 +54,7 @@ struct TopOptions {
   long slow_tables_ms = 0;  // fault testing: each unwind-table job waits this long
   std::string record_path;  // raw ring-buffer records, for bench/ replay
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
-  bool no_auto_sampling = false;   // --no-auto-sampling (decision 47)
+  bool no_auto_sampling = false;   // --no-auto-sampling (decision auto-sampling)
   bool light = false;              // --mode light: no heap probes
   LiveFilter filter;               // --older, --min-size, --max-size
   double analysis_window_s = 0;    // 0: the default analysis
@@ -62,7 +62,7 @@ struct TopOptions {
   std::string config_path;         // --config: only its `symbols` section is used
   double rss_interval_s = 15;      // --rss-interval: smaps read at most this often; 0: off
   BpfOptions bpf;
-  uint32_t live_max = 0;  // --live-max; 0: automatic (architecture.md, 45)
+  uint32_t live_max = 0;  // --live-max; 0: automatic (decision live-map-sizing)
 };
 
 void top_usage(FILE* out) {
@@ -285,7 +285,7 @@ int parse(int argc, char** argv, TopOptions& o) {
         if (!parse_u64(optarg, n)) return usage_error("--max-size must be a number of bytes (got '%s')", optarg);
         o.filter.max_size = n;
         break;
-      case kOptRssInterval:  // docs/cli.md, "rss:"; decision 43
+      case kOptRssInterval:  // docs/cli.md, "rss:"; decision rss-explained
         if (!parse_number(optarg, 0, 3600, d) || (d > 0 && d < 1))
           return usage_error("--rss-interval must be 0 (off) or between 1 and 3600 seconds (got '%s')", optarg);
         o.rss_interval_s = d;
@@ -304,7 +304,7 @@ int parse(int argc, char** argv, TopOptions& o) {
           return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
         o.bpf.unwind_cfi = strcmp(optarg, "cfi") == 0;
         break;
-      case kOptNoPythonFrames:  // docs/architecture.md, decision 36
+      case kOptNoPythonFrames:  // decision python-frames
         o.bpf.python_frames = false;
         break;
       case kOptLogLevel:
@@ -381,9 +381,10 @@ int run_top(int argc, char** argv) {
   // Benchmarks only (bench/unwind_depth.sh): every frame unwound as if new.
   if (getenv("LW_BENCH_NO_FRAME_CACHE") != nullptr) opt.bpf.frame_cache = false;
   if (getenv("LW_BENCH_NO_WALK_REUSE") != nullptr) opt.bpf.walk_reuse = false;
-  // Decision 52's code-object memo, off for benchmarks.
+  // The code-object memo (decision code-object-memo), off for benchmarks.
   if (getenv("LW_BENCH_NO_PY_CODE_MEMO") != nullptr) opt.bpf.python_code_memo = false;
-  // Decision 50's window size, for benchmarks: 0 turns it off.
+  // The user-read window's size (decision user-read-window), for benchmarks: 0
+  // turns it off.
   if (const char* w = getenv("LW_BENCH_STACK_WINDOW")) {
     char* end = nullptr;
     errno = 0;
@@ -501,8 +502,8 @@ int run_top(int argc, char** argv) {
                      std::chrono::steady_clock::now().time_since_epoch()).count();
     analyzer.sample(proc.heap, now - t0, monotonic_ns());
     ProcessSnapshot snap = take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer, filter);
-    // RSS explained (decision 43): the smaps read is rate-bounded; an
-    // active filter narrows the live figures, so no breakdown then.
+    // RSS explained (decision rss-explained): the smaps read is rate-bounded;
+    // an active filter narrows the live figures, so no breakdown then.
     if (opt.rss_interval_s > 0 && !filter && !snap.final)
       snap.rss = rss.sample(snap.pid, snap.timestamp, rss_tracked_bytes(snap));
     return snap;

@@ -119,7 +119,7 @@ std::string frame_text(const Frame& f, size_t avail) {
   // How the unwinder found it, when that is worth knowing (frame pointers
   // where there is no CFI: the caller may be skipped).
   const std::string how = f.unwound == "fp" ? " (frame pointer)" : "";
-  if (f.language == "python") {  // docs/architecture.md, decision 36
+  if (f.language == "python") {  // decision python-frames
     for (const std::string& candidate : {fn + loc + " [python]", fn + loc, fn + loc_short})
       if (candidate.size() <= avail) return candidate;
     return clip(fn + loc_short, avail);
@@ -166,7 +166,7 @@ void add_frame_lines(std::vector<std::string>& out, const std::vector<Frame>& fr
 }
 
 // A verdict made on incomplete data (its kind lost allocations or stacks,
-// decision 44) ends in '*', which the WARNING lines explain.
+// decision unrecorded-per-kind) ends in '*', which the WARNING lines explain.
 const char* trend_cell(const SiteSnapshot& site, bool incomplete, char* buf, size_t len) {
   if (site.suspected_leak || site.trend != Trend::kUnknown) {
     snprintf(buf, len, "%s%s", site.suspected_leak ? "LEAK" : trend_name(site.trend), incomplete ? "*" : "");
@@ -244,9 +244,9 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                               " stacks not stored (kernel stack map full: --stack-max, "
                               "limits.stack_map_entries): their bytes show under an unknown stack"),
                         width, " ", 2));
-  // This process's own losses (decision 44): lost, apart from sampled
-  // (estimates) and suspended (frozen). One line per kind and reason; a '*'
-  // after a trend marks a site verdict of a kind that lost something.
+  // This process's own losses (decision unrecorded-per-kind): lost, apart from
+  // sampled (estimates) and suspended (frozen). One line per kind and reason; a
+  // '*' after a trend marks a site verdict of a kind that lost something.
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
     const UnrecordedCounts& u = s.unrecorded.kinds[k];
     const std::string kind = kind_name(k);

@@ -237,8 +237,8 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
     bpf_program__set_autoload(sk->progs.lw_sys_enter, false);
     bpf_program__set_autoload(sk->progs.lw_sys_exit, false);
   }
-  // OOM kill reports (decision 38): only where the kernel has both
-  // tracepoints in its BTF; elsewhere the object loads without them.
+  // OOM kill reports (decision oom-kill-reports): only where the kernel has
+  // both tracepoints in its BTF; elsewhere the object loads without them.
   bool oom_tracepoints = false;
   if (btf* vmlinux = btf__load_vmlinux_btf()) {
     oom_tracepoints = btf__find_by_name_kind(vmlinux, "btf_trace_mark_victim", BTF_KIND_TYPEDEF) > 0 &&
@@ -260,7 +260,8 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   sk->links.lw_fork = bpf_program__attach(sk->progs.lw_fork);
   if (!sk->links.lw_fork) return errno_error("attaching tp_btf/sched_process_fork");
   // The raw syscall tracepoints are loaded but attached only when a traced
-  // process needs them (Tracer::update_raw_syscalls, decision 29).
+  // process needs them (Tracer::update_raw_syscalls,
+  // decision libc-syscall-wrappers).
   if (bpf_program__autoload(sk->progs.lw_oom_victim)) {
     // Optional: without them the daemon runs, with no OOM reports.
     sk->links.lw_oom_victim = bpf_program__attach(sk->progs.lw_oom_victim);
@@ -326,8 +327,8 @@ Result<int> BpfSession::poll(int timeout_ms) {
   if (n == kBudgetSpent) return consumed_;
   if (n < 0 && n != -EINTR) return errno_error("polling ring buffer", -n);
   // Alloc/free events below the wakeup threshold raise no epoll event
-  // (decision 30): ring_buffer__poll only reads rings epoll reported, so
-  // read whatever else is waiting too.
+  // (decision batched-wakeups): ring_buffer__poll only reads rings epoll
+  // reported, so read whatever else is waiting too.
   int more = ring_buffer__consume(ringbuf_);
   if (more < 0 && more != -EINTR && more != kBudgetSpent) return errno_error("consuming ring buffer", -more);
   return consumed_;

@@ -40,7 +40,7 @@ struct BpfOptions {
   uint32_t ringbuf_bytes = 8u << 20;  // power of two, >= 4096
   uint32_t live_max_entries = 262144;
   // The live map preallocated (every entry's memory at creation) instead of
-  // BPF_F_NO_PREALLOC (memory per entry in use; architecture.md, 45). The
+  // BPF_F_NO_PREALLOC (memory per entry in use; decision live-map-sizing). The
   // benchmark compares both with LW_BENCH_LIVE_PREALLOC=1|0 in the
   // environment, which overrides this.
   bool live_prealloc = false;
@@ -52,24 +52,26 @@ struct BpfOptions {
   // (the consumer must poll with a timeout; every caller polls <= 100 ms).
   bool batch_wakeups = true;
   bool report_all_execs = false;  // daemon: discover new processes at exec
-  // Stacks from each object's call-frame information (decision 32), with
-  // frame pointers as the fallback; false: the kernel's frame-pointer walk.
+  // Stacks from each object's call-frame information (decision cfi-unwinding),
+  // with frame pointers as the fallback; false: the kernel's frame-pointer
+  // walk.
   bool unwind_cfi = true;
   bool frame_cache = true;               // the unwinder's per-CPU frame cache (benchmarks turn it off)
-  bool walk_reuse = true;                // reuse of earlier walks (decision 46; benchmarks turn it off)
-  uint32_t stack_window = 4096;          // bytes per user-read window (decision 50; 0 = off, benchmarks)
+  bool walk_reuse = true;                // reuse of earlier walks (decision walk-reuse; benchmarks turn it off)
+  uint32_t stack_window = 4096;          // bytes per user-read window (decision user-read-window; 0 = off, benchmarks)
   uint32_t max_unwind_tables = 4096;    // objects with a table loaded at once
   uint32_t max_unwind_objects = 16384;  // objects registered (inode, device)
   // Read CPython frames at each allocation of a process registered with
   // set_python_process() (bpf/lw_python.bpf.h).
   bool python_frames = true;
   // Take a code object's first line read on this CPU in the last 10 ms
-  // again (decision 52; false: read it at every frame, benchmarks).
+  // again (decision code-object-memo; false: read it at every frame,
+  // benchmarks).
   bool python_code_memo = true;
   // OOM kills and user-space SIGKILLs of targets (tp_btf/mark_victim,
-  // signal_generate; decision 38), where the kernel has them.
+  // signal_generate; decision oom-kill-reports), where the kernel has them.
   bool oom_events = true;
-  // The stack map's collection (architecture.md, 48): a stored
+  // The stack map's collection (decision stack-map-gc): a stored
   // stack no tracked record referenced for this long is deleted; 0: never.
   // A pass runs every quarter of it (100 ms..10 s).
   uint32_t stack_gc_grace_ms = 60000;
@@ -81,7 +83,7 @@ struct UprobeSpec {
   uint64_t file_offset = 0;
   uint32_t func = 0;       // enum lw_func: bits 0..7 of the attach cookie
   int64_t cookie_arg = 0;  // bits 16..63 (signed): LW_FUNC_SYS_BRK's distance to __curbrk
-  bool shared = false;     // bit 8: LW_COOKIE_SHARED, a link with no pid filter (decision 49)
+  bool shared = false;     // bit 8: LW_COOKIE_SHARED, a link with no pid filter (decision shared-wrapper-links)
   uint64_t cookie() const {
     return func | (shared ? LW_COOKIE_SHARED : 0) | (static_cast<uint64_t>(cookie_arg) << 16);
   }
@@ -137,7 +139,7 @@ void destroy_links(std::vector<Link> links);
 // kernel's grace periods: for the links of processes that have exited
 // (their breakpoints are in address spaces that are gone; nothing can hit
 // them), whose teardown used to hold the daemon's event loop for 25-110 ms
-// a batch under process churn (architecture.md, decision 42). Batches are
+// a batch under process churn (decision gone-processes-dropped). Batches are
 // closed in order, each with destroy_links(); the destructor closes what is
 // still queued. pending() is what is queued or being closed. Thread-safety:
 // close_async(), pending() and drain() from any thread.
@@ -181,15 +183,15 @@ class BpfSession {
 
   // The probes of one object (dev, inode) in one role (the system-call
   // wrappers, or ld.so's link-map hook: `loader`) shared by every traced
-  // process that maps it (decision 49): one link with no pid filter, the
-  // target filter in BPF, so a hit costs the same whatever the number of
-  // traced processes. Processes below the threshold each get their own
-  // pid-filtered link instead (no trap in untraced processes);
+  // process that maps it (decision shared-wrapper-links): one link with no pid
+  // filter, the target filter in BPF, so a hit costs the same whatever the
+  // number of traced processes. Processes below the threshold each get their
+  // own pid-filtered link instead (no trap in untraced processes);
   // per_pid_links() counts those, for the attacher's choice.
-  // acquire_shared_uprobes() attaches the link at the first user (specs
-  // and path as attach_uprobes(), the specs marked shared);
-  // release_shared_uprobes() hands the link back, to be closed, when its
-  // last user leaves.
+  // acquire_shared_uprobes() attaches the link at the first user (specs and
+  // path as attach_uprobes(), the specs marked shared);
+  // release_shared_uprobes() hands the link back, to be closed, when its last
+  // user leaves.
   struct SharedKey {
     uint64_t dev = 0;
     uint64_t inode = 0;
@@ -205,7 +207,7 @@ class BpfSession {
     auto it = shared_.find(key);
     return it == shared_.end() ? 0 : it->second.users;
   }
-  // The OOM tracepoints are attached (decision 38).
+  // The OOM tracepoints are attached (decision oom-kill-reports).
   bool oom_events() const { return oom_events_; }
 
   // Per-target state in the kernel.
@@ -214,12 +216,13 @@ class BpfSession {
   Status remove_target(pid_t tgid);
   std::optional<lw_target> get_target(pid_t tgid) const;
   // Seeds lw_target.brk_last, the break before the next brk call, where the
-  // brk wrapper's probe runs after glibc stored the new break (decision
-  // 41). Left alone if the probe has set it already. True if written.
+  // brk wrapper's probe runs after glibc stored the new break
+  // (decision brk-emulated-probe). Left alone if the probe has set it already.
+  // True if written.
   bool seed_brk(pid_t tgid, uint64_t brk);
   // Takes the target's pending rescan request (bpf map rescan_req): call it
   // just before reading the process's maps, so that any later change of its
-  // code mappings reports a new LW_EV_MAP_EXEC (architecture.md, 37).
+  // code mappings reports a new LW_EV_MAP_EXEC (decision lifecycle-budget).
   void take_rescan_request(pid_t tgid);
 
   // Reads every live record of `tgid` from the kernel map.
@@ -234,23 +237,24 @@ class BpfSession {
   Status purge_live_many(const std::vector<pid_t>& tgids);
   // Deletes the records of `tgid` of `kind` at `records`' addresses that
   // are still those allocations (the same alloc_ns; automatic sampling's
-  // thinning, decision 47): each is looked up first, and the matching ones
-  // go in batches of 1,024, so an address freed and handed out again
-  // meanwhile keeps its new record (bar the microseconds between the
-  // lookup and its batch). One already gone is not an error. Returns how
-  // many were deleted.
+  // thinning, decision auto-sampling): each is looked up first, and the
+  // matching ones go in batches of 1,024, so an address freed and handed out
+  // again meanwhile keeps its new record (bar the microseconds between the
+  // lookup and its batch). One already gone is not an error. Returns how many
+  // were deleted.
   uint64_t delete_live(pid_t tgid, uint32_t kind, const std::vector<ThinnedRecord>& records);
   uint32_t live_capacity() const { return live_capacity_; }
 
   // Attaches (true) or detaches (false) the host-wide raw syscall
-  // tracepoints; off after open(). The Tracer decides (decision 29).
+  // tracepoints; off after open(). The Tracer decides
+  // (decision libc-syscall-wrappers).
   Status set_syscall_tracing(bool on);
   bool syscall_tracing() const;
   // The user stack stored under `stack_hash` (leaf first), or empty.
   StoredStack read_stack(uint64_t stack_hash) const;
   static StoredStack decode_stack(const lw_stack& s);
 
-  // ---- stack GC (core/accounting/stack_gc.h; architecture.md, 48) ----
+  // ---- stack GC (core/accounting/stack_gc.h; decision stack-map-gc) ----
   // The stack map's hashes in its walk order: at most `most`, from the one
   // after `after` (null: from the first). `end`: the walk reached the map's
   // end. BPF may add more meanwhile.
@@ -268,7 +272,7 @@ class BpfSession {
   Status set_python_process(pid_t tgid, const lw_py_proc& info);
   Status remove_python_process(pid_t tgid);
 
-  // ---- unwind tables (decision 32) ----
+  // ---- unwind tables (decision cfi-unwinding) ----
   // These may be called from the unwind-table thread as well as the owner's:
   // they only make bpf syscalls on map fds fixed at load.
   // Registers an object (its state, and its table when ready).
@@ -293,7 +297,8 @@ class BpfSession {
   // as fast as the consumer (a burst of millions of allocations) libbpf's
   // loop would otherwise never return, and nothing after the poll (the
   // resync after a loss, automatic sampling, snapshots) would run until the
-  // burst ended (decision 47). Records left are read by the next call.
+  // burst ended (decision auto-sampling). Records left are read by the next
+  // call.
   Result<int> poll(int timeout_ms);
   // Consumes what is already in the buffer without waiting (at most
   // kRecordsPerCall records).
@@ -327,7 +332,7 @@ class BpfSession {
   // records in the live map (the BPF side records targets only), so the
   // purge at an attach of any other pid walks nothing. The walk costs
   // O(records of every process): 2.2 ms of the 3 ms attach of a light
-  // process at 100 traced (decision 49).
+  // process at 100 traced (decision shared-wrapper-links).
   std::unordered_set<uint32_t> may_have_records_;
 };
 

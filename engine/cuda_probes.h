@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // Which CUDA objects a process maps, and what to probe in each: the runtime
 // (libcudart.so.*, or linked into the executable and found by its cudaMalloc
-// symbol) and the driver (libcuda.so.*). See docs/architecture.md,
-// decision 20. Every CUDA probe is optional: a process without CUDA, or a
-// CUDA library missing a symbol, is not an error.
-// Thread-safety: stateless functions and constant tables.
+// symbol) and the driver (libcuda.so.*). See
+// decision cuda-memory. Every CUDA probe is optional: a process without CUDA,
+// or a CUDA library missing a symbol, is not an error. Thread-safety: stateless
+// functions and constant tables.
 #pragma once
 
 #include <cstdint>

@@ -68,9 +68,10 @@ bool is_heap_role(const std::string& role) {
   return !is_cuda_role(role) && role != kRoleSyscalls && role != kRoleLoader;
 }
 
-// The libc system-call wrappers probed after their `syscall` (decision 29),
-// by the names glibc and musl give them. mremap is optional: a libc
-// without it is not a reason to fall back to the tracepoints.
+// The libc system-call wrappers probed after their `syscall`
+// (decision libc-syscall-wrappers), by the names glibc and musl give them.
+// mremap is optional: a libc without it is not a reason to fall back to the
+// tracepoints.
 struct WrapperSpec {
   const char* names[3];
   uint32_t func;
@@ -412,11 +413,11 @@ void ProcessAttacher::attach_loader_objects(const std::vector<LoadedObject>& obj
     r.symbols = sym->name;
     r.file_offset = *off;
     r.placement = "entry (ld.so link-map hook)";
-    // Shared past the threshold like the wrappers (decision 49): making a
-    // link waits for a grace period now and then (uprobe_register's
-    // dup_mmap_sem), 10-16 ms in one attach of ten under churn. A process
-    // with its own link is counted twice at a shared-link hit: a second
-    // rescan request, which is idempotent.
+    // Shared past the threshold like the wrappers
+    // (decision shared-wrapper-links): making a link waits for a grace period
+    // now and then (uprobe_register's dup_mmap_sem), 10-16 ms in one attach of
+    // ten under churn. A process with its own link is counted twice at a
+    // shared-link hit: a second rescan request, which is idempotent.
     const std::vector<UprobeSpec> spec = {{*off, LW_FUNC_DL_STATE, 0}};
     Status st = session_.per_pid_links({dev, m.inode, true}) >= shared_threshold_
                     ? attach_shared(m, *elf, kRoleLoader, {r}, spec, {})
@@ -495,7 +496,7 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
       reports.push_back(std::move(r));
       UprobeSpec u{*off, w.func, 0};
       // Past glibc's store of the new break, the BPF side keeps the break
-      // itself (decision 41), seeded below.
+      // itself (decision brk-emulated-probe), seeded below.
       if (curbrk && !site.after_store) u.cookie_arg = static_cast<int64_t>(curbrk->vaddr - site.vaddr);
       if (curbrk && site.after_store) seed_curbrk = curbrk->vaddr;
       specs.push_back(u);

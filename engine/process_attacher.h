@@ -40,14 +40,15 @@ struct AttachedObject {
   // File-offset ranges [start, end) of the probed functions' bodies: a
   // stack's frames inside them are the allocator's own, not the site.
   std::vector<std::pair<uint64_t, uint64_t>> function_ranges;
-  // The probes are the session's shared link for this object (decision
-  // 49), not links of this process: `links` is empty.
+  // The probes are the session's shared link for this object
+  // (decision shared-wrapper-links), not links of this process: `links` is
+  // empty.
   bool shared = false;
 };
 
 // Processes with their own pid-filtered link on one libc's system-call
 // wrappers (or on one ld.so's link-map hook) before the next one joins the
-// shared link instead (decision 49).
+// shared link instead (decision shared-wrapper-links).
 inline constexpr size_t kSharedSyscallLinkThreshold = 16;
 
 // How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
@@ -88,7 +89,8 @@ class ProcessAttacher {
   // ld.so's _dl_debug_state (anonymous mmap accounting; on by default).
   void set_syscalls(bool on) { syscalls_ = on; }
   SyscallTracing syscall_tracing() const { return syscall_state_; }
-  // Whether the wrappers are probed through the shared link (decision 49).
+  // Whether the wrappers are probed through the shared link
+  // (decision shared-wrapper-links).
   bool shared_syscall_link() const;
 
   // Detaches every probe (in parallel, see destroy_links()).
@@ -124,7 +126,7 @@ class ProcessAttacher {
                        const std::vector<UprobeSpec>& specs,
                        std::vector<std::pair<uint64_t, uint64_t>> ranges);
   // Writes glibc's __curbrk (at `curbrk_vaddr` in `elf`, mapped through
-  // `m`) into lw_target.brk_last (decision 41).
+  // `m`) into lw_target.brk_last (decision brk-emulated-probe).
   void seed_brk_from(const MapEntry& m, const ElfFile& elf, uint64_t curbrk_vaddr);
   Status attach_fixed(const MapEntry& m, const ElfFile& elf, const std::string& role,
                       std::vector<ProbeReport> reports, const std::vector<UprobeSpec>& specs,

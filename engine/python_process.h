@@ -4,7 +4,7 @@
 // the binary declares), registered with the BPF side (py_procs) once the
 // interpreter has its thread-state key, and the reader that turns stored
 // Python frames into function, file and line from the process's memory.
-// docs/architecture.md, "Python frames".
+// decision python-frames.
 // Thread-safety: not thread-safe (the Tracer's thread).
 #pragma once
 

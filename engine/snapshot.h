@@ -25,7 +25,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
                               const LiveFilter* filter = nullptr);
 // The same with the engine-wide figures read once by the caller: a publish
 // of many processes reads the kernel counters (one map lookup per counter)
-// once, not once per process (docs/architecture.md, 31).
+// once, not once per process (decision daemon-in-parts).
 ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer,
                               const Counters& kernel_counters, const TracerStats& tracer_stats,

@@ -189,10 +189,10 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (!st) {
     (void)session_->remove_target(pid);  // best effort: the attach error is what matters
     // Whatever was attached goes, and the shared links' users with it
-    // (decision 49): a process that exited part way through its attach
-    // kept its share, and the shared libc and ld.so links were never
+    // (decision shared-wrapper-links): a process that exited part way through
+    // its attach kept its share, and the shared libc and ld.so links were never
     // closed (2 bpf_link fds left after LeakwatchChurn's 77 such attaches).
-    closer_->close_async(proc->attacher->take_links());  // off the event loop (decision 42)
+    closer_->close_async(proc->attacher->take_links());  // off the event loop (decision gone-processes-dropped)
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Error{ESRCH, "no such process: " + std::to_string(pid)};
     return st;
@@ -399,7 +399,7 @@ void Tracer::after_poll() {
         proc->lost_seen = t->lost;
         proc->resync_pending = true;
         // A lost event may have been its rescan request: the BPF side asks
-        // no more until the request is taken (architecture.md, 37).
+        // no more until the request is taken (decision lifecycle-budget).
         proc->rescan_pending = true;
       }
     }
@@ -415,7 +415,7 @@ void Tracer::after_poll() {
   }  // Resyncs and execs replaced whole record sets.
   recount_records();
   // A resync (events lost) may have brought records the event path never
-  // counted: automatic sampling looks again (decision 47).
+  // counted: automatic sampling looks again (decision auto-sampling).
   if (resynced) check_auto_sampling();
   update_raw_syscalls();
   collect_stacks();
@@ -426,7 +426,7 @@ void Tracer::after_poll() {
 // headers and the unwinder's registration. Past the process's budget the
 // rescan waits, still pending (later changes fold into it), and is done
 // once a token is back: probes on a new library come at most 1/rate s late
-// (architecture.md, 37).
+// (decision lifecycle-budget).
 void Tracer::rescan_within_budget(TracedProcess& proc) {
   count_code_changes(proc);
   const uint64_t now = monotonic_ns();
@@ -650,7 +650,8 @@ void Tracer::render_symbols(ResolvedStack& rs) {
     rs.frames.push_back(std::move(f));
     rs.symbols_pending = true;
   }
-  // Python frames where the evaluation loop's frames were (decision 36).
+  // Python frames where the evaluation loop's frames were
+  // (decision python-frames).
   if (!rs.python.empty())
     rs.frames = merge_python_frames_grouped(rs.frames, starts, rs.is_eval, rs.python, rs.python_entry);
   if (!rs.symbols_pending) {
@@ -671,7 +672,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     return cached;
   }
   ResolvedStack rs;
-  if (stack_hash == LW_STACK_HEAP_REGROWN) {  // not walked (decision 41)
+  if (stack_hash == LW_STACK_HEAP_REGROWN) {  // not walked (decision brk-emulated-probe)
     rs.frames = heap_regrown_frames();
     rs.stack_id = stable_stack_id(rs.frames);
     rs.end = "not_walked";
@@ -724,7 +725,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
   if (refreshed) locate_all();
   // The leaf is the allocator's caller: frames inside the probed functions
   // themselves (operator new calling malloc, the mmap wrapper around its
-  // syscall) are not the site (decision 32).
+  // syscall) are not the site (decision cfi-unwinding).
   size_t first = 0;
   if (proc.attacher) {
     auto probed = [&](size_t i) {
@@ -750,7 +751,7 @@ const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_h
     }
   }
   std::vector<Frame> physical;  // what the stack id hashes: (build-id, offset)
-  std::vector<bool> is_eval;    // frames in CPython's evaluation loop (decision 36)
+  std::vector<bool> is_eval;    // frames in CPython's evaluation loop (decision python-frames)
   for (size_t i = first; i < where.size(); ++i) {
     const MapEntry* m = where[i].map;
     is_eval.push_back(proc.python && m && m->is_file() &&

@@ -64,7 +64,7 @@ struct ResolvedStack {
   bool symbols_pending = false;
   uint64_t symbols_generation = 0;
   std::vector<StackAddress> addresses;  // kept only while symbols are pending
-  // Python frames (docs/architecture.md, decision 36), innermost first, each
+  // Python frames (decision python-frames), innermost first, each
   // one's entry flag, and which addresses are CPython evaluation frames:
   // render_symbols() splices them in; kept while symbols are pending.
   std::vector<Frame> python;
@@ -83,19 +83,19 @@ struct AttachOptions {
   // Byte sampling of the heap (bpf/lw_sampling.h): mean bytes between
   // samples, 0 = record every allocation. Heap figures are then estimates.
   uint64_t sample_mean_bytes = 0;
-  // Automatic sampling (docs/config.md, "Automatic sampling"; decision
-  // 47): when the process's heap records outgrow its share of the live
-  // map or of the daemon's record cap, its heap is switched to sampling
-  // (the records it holds thinned, not dropped) instead of losing
+  // Automatic sampling (docs/config.md, "Automatic sampling";
+  // decision auto-sampling): when the process's heap records outgrow its share
+  // of the live map or of the daemon's record cap, its heap is switched to
+  // sampling (the records it holds thinned, not dropped) instead of losing
   // allocations. false: exact until the map fills (losses counted).
   bool auto_sampling = true;
-  bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (architecture.md 20)
+  bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (decision cuda-memory)
   // Place the probes that only lend a hint to the unwinder (libstdc++'s
   // plain operator new) even when stacks come from call-frame information
-  // (decision 32; benchmarks compare both).
+  // (decision cfi-unwinding; benchmarks compare both).
   bool hint_probes = false;
-  // The lifecycle budget (architecture.md, 37): link-map rescans per second,
-  // with a burst of twice that; more wait, coalesced, until one is due.
+  // The lifecycle budget (decision lifecycle-budget): link-map rescans per
+  // second, with a burst of twice that; more wait, coalesced, until one is due.
   uint32_t max_rescans_per_second = 5;
 };
 
@@ -108,7 +108,7 @@ struct Discovery {
 };
 
 // An OOM kill or a user-space SIGKILL of a traced process, as the kernel
-// reported it before the process exited (decision 38).
+// reported it before the process exited (decision oom-kill-reports).
 struct KillNotice {
   pid_t pid = 0;
   bool sigkill = false;       // a SIGKILL from user space; else the OOM killer
@@ -139,7 +139,7 @@ struct TracedProcess {
   bool exited = false;
   uint64_t execs = 0;
   HeapTracker heap;
-  CudaDeviceLedger cuda_devices;  // CUDA records by device (docs/architecture.md, 20)
+  CudaDeviceLedger cuda_devices;  // CUDA records by device (decision cuda-memory)
   // Devices with a GPU OOM not yet followed by a successful allocation there
   // (a KillNotice with gpu_recovered when one comes).
   std::set<int> gpu_oom_devices;
@@ -166,20 +166,21 @@ struct TracedProcess {
   // kill switch); 0 while they are attached or never were. The heap figures
   // are then frozen and stale (ProcessSnapshot::heap_stale_since).
   double heap_stale_since = 0;
-  // The memory budget shed this process's heap records (architecture.md,
-  // 28): its kernel flags leave heap accounting off at once, before the
-  // daemon detaches the heap probes; cleared when heap tracing resumes.
+  // The memory budget shed this process's heap records
+  // (decision daemon-memory-bound): its kernel flags leave heap accounting off
+  // at once, before the daemon detaches the heap probes; cleared when heap
+  // tracing resumes.
   bool heap_shed = false;
-  // Automatic sampling (decision 47): the mean the heap was switched to
-  // (0: not switched; it then samples at options.sample_mean_bytes), why,
+  // Automatic sampling (decision auto-sampling): the mean the heap was switched
+  // to (0: not switched; it then samples at options.sample_mean_bytes), why,
   // and since when (unix seconds). Reset at exec: a new image starts exact.
   uint64_t auto_sample_mean = 0;
   const char* auto_sample_reason = "";
   double auto_sample_since = 0;
   // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
-  // see this process's mmap-family calls (decision 29).
+  // see this process's mmap-family calls (decision libc-syscall-wrappers).
   bool syscall_sites = false;
-  bool shared_sites = false;  // ...through the shared link (decision 49)
+  bool shared_sites = false;  // ...through the shared link (decision shared-wrapper-links)
   // Its CPython, if it runs one (Python frames; docs/architecture.md).
   std::unique_ptr<PythonProcess> python;
 };
@@ -196,10 +197,10 @@ class Tracer {
   void detach(pid_t pid);
   // detach() for many processes that have exited: their links are closed
   // together, so the kernel's grace period per uprobe unregistration is
-  // waited out once for all of them (process churn: architecture.md 27),
+  // waited out once for all of them (process churn: decision pid-reuse),
   // and on the LinkCloser's thread, so the caller does not wait at all
-  // (decision 42). Only for exited processes: a live one keeps its
-  // breakpoints until the closer gets to them.
+  // (decision gone-processes-dropped). Only for exited processes: a live one
+  // keeps its breakpoints until the closer gets to them.
   void detach_many(const std::vector<pid_t>& pids);
   // Links of exited processes queued or being closed.
   size_t links_closing() const { return closer_ ? closer_->pending() : 0; }
@@ -219,17 +220,17 @@ class Tracer {
   // mmap, by its kernel target flags (the kill switch; the probes
   // themselves are detached with set_heap_tracing).
   Status set_accounting(pid_t pid, bool on);
-  // The memory budget (docs/architecture.md, 28): at most `cap` live
+  // The memory budget (decision daemon-memory-bound): at most `cap` live
   // records across all processes (0: no cap). Checked on every insert: past
   // it, the process with the most heap records is shed at once (heap
   // accounting off in the kernel, its heap records dropped, its per-site
   // figures frozen) and reported by take_budget_sheds(); the caller then
   // detaches its heap probes (set_heap_tracing(pid, false)).
   void set_live_record_cap(uint64_t cap);
-  // Automatic sampling's thresholds (decision 47), from the live map's
-  // capacity and the record cap: a process is switched when its heap
-  // records pass `share`, and the process with the most when all records
-  // pass `total`; it then keeps about `records` heap records.
+  // Automatic sampling's thresholds (decision auto-sampling), from the live
+  // map's capacity and the record cap: a process is switched when its heap
+  // records pass `share`, and the process with the most when all records pass
+  // `total`; it then keeps about `records` heap records.
   struct AutoSampling {
     uint64_t share = 0;
     uint64_t total = 0;
@@ -239,9 +240,9 @@ class Tracer {
   std::vector<pid_t> take_budget_sheds() { return std::exchange(budget_sheds_, {}); }
   // Allocator probe hits of `pid` counted by the kernel side so far.
   std::optional<uint64_t> probe_hits(pid_t pid) const;
-  // The host-wide raw syscall tracepoints (decision 29) are attached only
-  // while a process in mode full has no probeable mmap wrapper (Go,
-  // stripped static, an interposed mmap) and `allowed` (false while the
+  // The host-wide raw syscall tracepoints (decision libc-syscall-wrappers) are
+  // attached only while a process in mode full has no probeable mmap wrapper
+  // (Go, stripped static, an interposed mmap) and `allowed` (false while the
   // kill switch holds). Re-evaluated after every poll and attach.
   void set_raw_syscalls_allowed(bool allowed);
   bool raw_syscalls_attached() const { return session_->syscall_tracing(); }
@@ -283,8 +284,8 @@ class Tracer {
   // skipped (EAGAIN) until ten times the last read's CPU time has passed,
   // so that these reads take at most a tenth of the consumer's time.
   Result<uint64_t> kernel_live_bytes(pid_t pid);
-  // The kernel's per-target counts of allocations not recorded (decision 44);
-  // zeros for a pid that is not a target.
+  // The kernel's per-target counts of allocations not recorded
+  // (decision unrecorded-per-kind); zeros for a pid that is not a target.
   Unrecorded unrecorded(pid_t pid) const;
 
   // Every raw record is also handed to `tap` before decoding (recording).
@@ -342,14 +343,15 @@ class Tracer {
   void shed_largest();
   void update_auto_sampling();
   // Switches `p`'s heap to sampling at a larger mean, thinning its records
-  // (decision 47). False when it cannot (not allowed, nothing to thin).
+  // (decision auto-sampling). False when it cannot (not allowed, nothing to
+  // thin).
   bool sample_automatically(TracedProcess& p, const char* reason);
   void sample_largest();
   const char* share_reason() const;
   // Both of automatic sampling's rules over every process (after a resync).
   void check_auto_sampling();
   void delete_thinned(TracedProcess& p);
-  // ---- stack GC (engine/tracer_stack_gc.cc; architecture.md, 48) ----
+  // ---- stack GC (engine/tracer_stack_gc.cc; decision stack-map-gc) ----
   void start_stack_gc(uint32_t grace_ms);  // 0: off
   // A pass when one is due: deletes the stored stacks no tracked record
   // referenced for the grace period, bounded per pass.

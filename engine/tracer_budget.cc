@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tracer: the daemon's memory budget (docs/architecture.md, 28) and
-// automatic sampling (decision 47), both checked as records are applied.
-// Split from tracer.cc.
+// Tracer: the daemon's memory budget (decision daemon-memory-bound) and
+// automatic sampling (decision auto-sampling), both checked as records are
+// applied. Split from tracer.cc.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -24,13 +24,13 @@ void Tracer::set_live_record_cap(uint64_t cap) {
   update_auto_sampling();
 }
 
-// Automatic sampling (docs/config.md, "Automatic sampling"; decision 47).
-// The capacity is what binds first, the kernel map or the daemon's record
-// cap. One process may fill 3/4 of it, so that the others keep room while
-// it is thinned; past 7/8 in all, the process with the most records is
-// sampled. A sampled process keeps about 160,000 records (at most 1/8 of
-// the capacity): then T <= heap/160,000, and a site holding 1% of the heap
-// is estimated within sqrt(T / (heap/100)) = 2.5% (one standard error).
+// Automatic sampling (docs/config.md, "Automatic sampling";
+// decision auto-sampling). The capacity is what binds first, the kernel map or
+// the daemon's record cap. One process may fill 3/4 of it, so that the others
+// keep room while it is thinned; past 7/8 in all, the process with the most
+// records is sampled. A sampled process keeps about 160,000 records (at most
+// 1/8 of the capacity): then T <= heap/160,000, and a site holding 1% of the
+// heap is estimated within sqrt(T / (heap/100)) = 2.5% (one standard error).
 void Tracer::update_auto_sampling() {
   uint64_t capacity = session_->live_capacity();
   if (stats_.live_record_cap && stats_.live_record_cap < capacity) capacity = stats_.live_record_cap;

@@ -31,7 +31,7 @@ inline uint32_t current_flags(const TracedProcess& p) {
 }
 
 // The heap's sampling mean in the kernel: automatic sampling's when it
-// switched the process (decision 47), else the configured one.
+// switched the process (decision auto-sampling), else the configured one.
 inline uint64_t heap_mean(const TracedProcess& p) {
   return p.auto_sample_mean > p.options.sample_mean_bytes ? p.auto_sample_mean : p.options.sample_mean_bytes;
 }

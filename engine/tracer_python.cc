@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tracer: the Python frames of a stored stack, spliced into its native
-// frames (docs/architecture.md, decision 36). Split from tracer.cc.
+// frames (decision python-frames). Split from tracer.cc.
 #include "core/symbols/python_frames.h"
 #include "engine/python_process.h"
 #include "engine/tracer.h"

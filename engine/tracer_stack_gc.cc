@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tracer: the stack map's collection (docs/architecture.md, 48;
+// Tracer: the stack map's collection (decision stack-map-gc;
 // the decision is core/accounting/stack_gc.h's). Split from tracer.cc.
 #include <algorithm>
 #include <unordered_set>

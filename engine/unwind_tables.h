@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The unwind tables of every object a traced process maps (docs/
-// architecture.md, decision 32): each executable file mapping is
+// The unwind tables of every object a traced process maps
+// (decision cfi-unwinding): each executable file mapping is
 // registered in the kernel's unwind_objs map as pending, its call-frame
 // information is compiled into rows (core/unwind/unwind_table.h) on a worker
 // thread, off the attach path, and loaded into BPF array maps; until then

@@ -3,7 +3,7 @@
 // (exporter/http_routes.h), over HTTP/1.1, plain or TLS, with the web
 // config's basic auth, client certificates, headers and rate limit.
 //
-// Why not a library (docs/architecture.md, decision 33): cpp-httplib 0.11
+// Why not a library (decision own-http-server): cpp-httplib 0.11
 // gave one blocking worker per connection out of 8, no deadline on a
 // request, no bound on headers or bodies, SO_REUSEPORT and a backlog of 5;
 // eight slow clients shut everyone out. This front is one epoll thread that

@@ -266,7 +266,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_governor_suspensions_total",
                      "Times the governor detached a process's heap probes for going over budget.", C),
           {}, static_cast<double>(dc.governor_suspensions));
-  // The memory budget (docs/architecture.md, 28).
+  // The memory budget (decision daemon-memory-bound).
   fam.add(fam.family("leakwatch_memory_budget_suspensions_total",
                      "Times a process's heap tracing was suspended because the daemon's live records "
                      "reached the cap derived from limits.max_daemon_memory_bytes.", C),
@@ -294,7 +294,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_resyncs_total",
                      "Process states rebuilt from the kernel's live map after a loss.", C),
           {}, static_cast<double>(snap.tracer_stats.resyncs));
-  // The lifecycle budget (architecture.md, 37).
+  // The lifecycle budget (decision lifecycle-budget).
   fam.add(fam.family("leakwatch_lifecycle_events_total",
                      "Changes of traced processes' code mappings (exec, executable mmap, dlopen, dlclose).", C),
           {}, static_cast<double>(snap.tracer_stats.lifecycle_events));
@@ -305,7 +305,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                      "Rescans that waited for a process's lifecycle budget (limits.max_rescans_per_second): "
                      "probes on a newly loaded library came late.", C),
           {}, static_cast<double>(snap.tracer_stats.rescans_deferred));
-  // The unwind tables (decision 32).
+  // The unwind tables (decision cfi-unwinding).
   const UnwindStats& u = snap.tracer_stats.unwind;
   MetricFamily& objs = fam.family(
       "leakwatch_unwind_objects",
@@ -344,7 +344,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
                  G);
   fam.add(map_entries, {{"map", "live"}}, static_cast<double>(snap.live_map_entries));
   fam.add(map_entries, {{"map", "stacks"}}, static_cast<double>(snap.tracer_stats.stack_map_entries));
-  // The stack map's collection (architecture.md, 48).
+  // The stack map's collection (decision stack-map-gc).
   fam.add(fam.family("leakwatch_stack_map_collected_total",
                      "Stored stacks deleted from the kernel stack map, unreferenced past the grace period.", C),
           {}, static_cast<double>(snap.tracer_stats.stacks_collected));
@@ -377,9 +377,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_exited_while_attaching_total",
                      "Processes that exited while their probes were being attached: dropped at once.", C),
           {}, static_cast<double>(dc.exited_while_attaching));
-  // OOM kill reports (decision 38): every (target, reason) from the start,
-  // at 0, so increase() sees the first kill; a target removed by a reload
-  // keeps its series while it has kills.
+  // OOM kill reports (decision oom-kill-reports): every (target, reason) from
+  // the start, at 0, so increase() sees the first kill; a target removed by a
+  // reload keeps its series while it has kills.
   MetricFamily& oom = fam.family("leakwatch_oom_kills_total",
                                  "Traced processes killed for memory (an OOM kill, or a SIGKILL from user "
                                  "space), by target and reason; each has a report in /api/v1/oom_kills.",
@@ -503,7 +503,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   MetricFamily& p_stale_old = fam.family(
       "leakwatch_process_heap_stale_since_seconds",
       "Deprecated: leakwatch_process_heap_stale_since_timestamp_seconds, under its old name for one release.", G);
-  // Unrecorded (decision 44): lost, apart from sampled and suspended.
+  // Unrecorded (decision unrecorded-per-kind): lost, apart from sampled and
+  // suspended.
   MetricFamily& p_unrec = fam.family(
       "leakwatch_process_unrecorded_allocations_total",
       "Allocations of the process not recorded, by kind and reason: map_full (live map full, not "
@@ -554,7 +555,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     fam.add(p_stale, base, ps.heap_stale_since);
     fam.add(p_stale_old, base, ps.heap_stale_since);
     fam.add(p_start, base, start_time_unix_seconds(e.process.identity.start_time));
-    if (const RssBreakdown& r = ps.rss; r.valid) {  // decision 43
+    if (const RssBreakdown& r = ps.rss; r.valid) {  // decision rss-explained
       const std::pair<const char*, uint64_t> parts[] = {
           {"live_heap", r.live_heap}, {"retained", r.retained}, {"tracked_mmap", r.tracked_mmap},
           {"stacks", r.stacks},       {"untracked", r.untracked}, {"file", r.file_rss}};

@@ -111,7 +111,8 @@ Status Daemon::run(const std::function<void()>& on_ready) {
     overhead_.handle_budget_sheds(now_s());
     // Before reaping: an OOM victim's report is built from the state that
     // reaping its exit drops, and published at once, not after the exit's
-    // teardown (closing uprobe links waits out grace periods: decision 38).
+    // teardown (closing uprobe links waits out grace periods:
+    // decision oom-kill-reports).
     if (oom_.handle_kills() > 0) {
       publisher_.publish();
       last_publish = Clock::now();

@@ -5,11 +5,11 @@
 // and by a periodic /proc reconciliation that catches anything missed.
 // The config reloads on SIGHUP and when the file changes, without restart.
 //
-// Daemon is the loop that wires the parts (docs/architecture.md, "The
-// daemon in parts"): ProcessDiscovery (service/discovery.h), ConfigWatcher
-// (service/config_watch.h), OverheadController
-// (service/overhead_controller.h) and Publisher (service/publisher.h), all
-// on one DaemonState (service/daemon_state.h) and one TracerControl
+// Daemon is the loop that wires the parts
+// (decision daemon-in-parts): ProcessDiscovery (service/discovery.h),
+// ConfigWatcher (service/config_watch.h), OverheadController
+// (service/overhead_controller.h) and Publisher (service/publisher.h), all on
+// one DaemonState (service/daemon_state.h) and one TracerControl
 // (service/tracer_control.h): the engine in production, a fake in the unit
 // tests.
 //

@@ -48,7 +48,7 @@ struct DaemonState {
   std::map<pid_t, TrackedProcess> tracked;
   std::map<pid_t, ProcessAnalyzer> analyzers;
   DaemonCounters counters;
-  // The kernel live map's size, chosen at start (architecture.md, 45).
+  // The kernel live map's size, chosen at start (decision live-map-sizing).
   LiveMapSizing live_map;
   // The tracked set or a process's probes changed: publish now, not at the
   // next tick.

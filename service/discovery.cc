@@ -150,7 +150,7 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
     // Exited while being attached (its pid free, or already another's),
     // perhaps before its target entry existed, so its exit event may never
     // come: done with it now, not at the next reconciliation, its links
-    // closed off the event loop (decision 42).
+    // closed off the event loop (decision gone-processes-dropped).
     LW_LOG_INFO("pid %d (%s) exited while being attached", pid, id.comm.c_str());
     ++counters.exited_while_attaching;
     tracer_.detach_many({pid});
@@ -217,7 +217,8 @@ void ProcessDiscovery::reconcile() {
   std::vector<pid_t> gone;
   for (const auto& [pid, t] : state_.tracked)
     if (!alive.count(pid) || read_start_ticks(pid) != t.info.identity.start_time) gone.push_back(pid);
-  // Gone: their links are closed together, off the event loop (decision 42).
+  // Gone: their links are closed together, off the event loop
+  // (decision gone-processes-dropped).
   std::vector<pid_t> reaped;
   for (pid_t pid : gone) {
     auto it = state_.tracked.find(pid);

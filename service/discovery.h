@@ -4,7 +4,7 @@
 // target forks (handle_events: the tracer's process events), matched against
 // the config's selectors, attached through the tracer, and detached when
 // they exit (reap_exited), stop matching or are dropped by a reload. The
-// pid-reuse guards of docs/architecture.md decision 27 live here: an exec
+// pid-reuse guards of decision pid-reuse live here: an exec
 // of a traced pid whose start time differs, and an attach that finds the
 // pid's start time changed under it, drop the old state and match the
 // newcomer afresh.

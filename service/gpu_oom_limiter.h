@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The GPU OOM report rate limit (docs/architecture.md, decision 38, "GPU
+// The GPU OOM report rate limit (decision oom-kill-reports, "GPU
 // OOM"): a process that keeps failing CUDA allocations (a retry loop, a
 // caching allocator freeing and trying again) gets at most one report per
 // (process, device) per window; the failures in between are counted against

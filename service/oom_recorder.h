@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The OOM recorder (docs/architecture.md, decision 38): when the kernel's
+// The OOM recorder (decision oom-kill-reports): when the kernel's
 // OOM killer or a user-space SIGKILL takes a traced process, the kernel
 // reports it before the process exits, while the daemon still holds its
 // live sites. The recorder freezes them into a report (view/oom_report.h),
@@ -47,8 +47,8 @@ class OomRecorder {
 
  private:
   void record(const ProcessKill& kill, const Counters& counters, const TracerStats& stats);
-  // GPU OOM (decision 38, "GPU OOM"): true when `kill` was rate-limited
-  // (counted against the standing report) rather than reported.
+  // GPU OOM (decision oom-kill-reports, "GPU OOM"): true when `kill` was
+  // rate-limited (counted against the standing report) rather than reported.
   bool gpu_suppressed(const ProcessKill& kill, const TrackedProcess& t);
   void gpu_recovered(const ProcessKill& kill);
   // Replaces a GPU report's stored JSON (API and file) after a change.

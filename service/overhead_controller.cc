@@ -147,7 +147,7 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
               t.escalation.growth_span_s(), t.escalation.growth_rate_bytes_per_s());
   sync_heap(pid, t, "escalation");
   // The rise seen while light counts towards the heap analysis's span
-  // (decision 39); heap records start now (the re-baseline).
+  // (decision auto-mode-detection); heap records start now (the re-baseline).
   if (auto an = state_.analyzers.find(pid); an != state_.analyzers.end() && t.info.heap_attached)
     an->second.prime(now_s, t.escalation.growth_span_s(), t.escalation.growth_rate_bytes_per_s());
   state_.dirty = true;

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The overhead controller: carries out the overhead policies' decisions
-// through the tracer (docs/architecture.md, decisions 17, 18, 28). The
-// decisions themselves are pure and unit-tested in core/: escalation
-// (core/policy/escalation.h), the governor (core/policy/overhead_policy.h GovernorState)
-// and the memory budget (core/policy/memory_budget.h); this class reads what they
-// need (statm, probe hits, budget sheds), feeds them, and attaches or
-// detaches heap probes to match. Time is passed in (seconds since the
-// daemon started), so the unit tests drive it with a fake tracer and a
-// fake statm reader.
+// through the tracer (decisions light-mode-escalation, governor-kill-switch and
+// daemon-memory-bound). The decisions themselves are pure and unit-tested in
+// core/: escalation (core/policy/escalation.h), the governor
+// (core/policy/overhead_policy.h GovernorState) and the memory budget
+// (core/policy/memory_budget.h); this class reads what they need (statm, probe
+// hits, budget sheds), feeds them, and attaches or detaches heap probes to
+// match. Time is passed in (seconds since the daemon started), so the unit
+// tests drive it with a fake tracer and a fake statm reader.
 //
 // Thread-safety: not thread-safe; only the consumer thread (Daemon::run)
 // calls it, with the DaemonState and TracerControl it was built on.

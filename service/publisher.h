@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The publisher: builds one immutable DaemonSnapshot of everything the
 // daemon tracks (view/daemon_view.h) and swaps it in for the readers
-// (docs/architecture.md, decision 13). publish() also refreshes the daemon's
+// (decision daemon-threads). publish() also refreshes the daemon's
 // tracked-memory figure (the budget check at attach reads it).
 //
 // Thread-safety: publish() runs on the consumer thread only (it reads the
@@ -35,7 +35,7 @@ struct PublishTiming {
 // unless the last publish was costly: a dirty publish then waits until the
 // time since the last one is 4x what that one took, so publishing takes at
 // most a fifth of the consumer's time at any scale (1,000 processes: tens
-// of ms a publish; docs/architecture.md, 31). With a few processes a
+// of ms a publish; decision daemon-in-parts). With a few processes a
 // publish takes well under a millisecond and nothing waits.
 bool publish_due(bool dirty, double since_last_ms, double last_cost_ms);
 
@@ -54,7 +54,7 @@ class Publisher {
   DaemonState& state_;
   TracerControl& tracer_;
   PublishTiming last_timing_;
-  RssSampler rss_{15};  // RSS explained: rate-bounded smaps reads (decision 43)
+  RssSampler rss_{15};  // RSS explained: rate-bounded smaps reads (decision rss-explained)
   mutable std::mutex mu_;
   std::shared_ptr<const DaemonSnapshot> latest_;
 };

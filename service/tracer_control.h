@@ -38,7 +38,7 @@ struct TraceOptions {
   bool mmap = true;           // anonymous mmap/munmap/mremap/brk
   bool follow_forks = false;  // report forked children as process events
   uint64_t sample_mean_bytes = 0;  // byte sampling of the heap; 0 = every allocation
-  bool auto_sampling = true;       // automatic sampling (decision 47)
+  bool auto_sampling = true;       // automatic sampling (decision auto-sampling)
   uint32_t max_rescans_per_second = 5;  // limits.max_rescans_per_second
 };
 
@@ -94,9 +94,10 @@ class TracerControl {
   // are still attached, so snapshot() still shows their sites.
   virtual std::vector<ProcessKill> take_kills() { return {}; }
 
-  // ---- overhead controls (docs/architecture.md, 17, 18, 28) ----
-  // Attaches (true, re-baselining the heap) or detaches (false, freezing the
-  // heap figures) `pid`'s heap probes; mmap tracing stays.
+  // ---- overhead controls (decisions light-mode-escalation,
+  // governor-kill-switch and daemon-memory-bound) ---- Attaches (true,
+  // re-baselining the heap) or detaches (false, freezing the heap figures)
+  // `pid`'s heap probes; mmap tracing stays.
   virtual Status set_heap_tracing(pid_t pid, bool on) = 0;
   // set_heap_tracing(pid, false) for `heap_pids` and, for `all_probe_pids`
   // (the kill switch), every other probe too, in one teardown.
@@ -119,8 +120,8 @@ class TracerControl {
   // new symbol thread only when it changed (start and reload).
   virtual void configure_symbols(const SymbolsConfig& config) = 0;
   // Waits up to `timeout` for the symbol thread's queue to empty (an OOM
-  // report's frames, decision 38); whether it did. Never in the event path
-  // otherwise.
+  // report's frames, decision oom-kill-reports); whether it did. Never in the
+  // event path otherwise.
   virtual bool wait_for_symbols(std::chrono::milliseconds) { return true; }
 
   // ---- consuming ----

@@ -2,8 +2,8 @@
 // What the daemon publishes: one immutable DaemonSnapshot per publish (every
 // second, and whenever the tracked set changes), swapped in under a mutex.
 // The HTTP threads and the metrics writer read only this; none of it points
-// back into the daemon, the engine or the BPF session (docs/architecture.md,
-// decision 13 and "Layers").
+// back into the daemon, the engine or the BPF session
+// (decision daemon-threads; docs/architecture.md, "Layers").
 // Thread-safety: plain data; shared as shared_ptr<const DaemonSnapshot>.
 #pragma once
 
@@ -62,7 +62,7 @@ struct DaemonCounters {
   uint64_t escalations_down = 0;
   uint64_t governor_suspensions = 0;
   // heap tracing suspended because the live records reached the cap derived
-  // from limits.max_daemon_memory_bytes (architecture.md, 28)
+  // from limits.max_daemon_memory_bytes (decision daemon-memory-bound)
   uint64_t memory_budget_suspensions = 0;
   bool kill_switch_engaged = false;
   // Attaches that followed an exec/fork event: from the event's kernel time
@@ -72,12 +72,13 @@ struct DaemonCounters {
   // reused, the old exit unseen): the old state dropped, the new process
   // matched afresh.
   uint64_t pid_reuse_detected = 0;
-  // Processes that exited while being attached (decision 42): dropped at
-  // once, their links closed off the event loop.
+  // Processes that exited while being attached
+  // (decision gone-processes-dropped): dropped at once, their links closed off
+  // the event loop.
   uint64_t exited_while_attaching = 0;
-  // OOM kill reports (decision 38): kills reported since start by (target,
-  // reason), the last kill's time (unix seconds; reports read back from
-  // oom.report_dir count for it, 0: none), and report files not written.
+  // OOM kill reports (decision oom-kill-reports): kills reported since start by
+  // (target, reason), the last kill's time (unix seconds; reports read back
+  // from oom.report_dir count for it, 0: none), and report files not written.
   std::map<std::pair<std::string, std::string>, uint64_t> oom_kills;
   double oom_last_kill_timestamp = 0;
   uint64_t oom_report_write_failures = 0;
@@ -104,7 +105,7 @@ struct DaemonSnapshot {
   std::vector<std::pair<std::string, ProbeReport>> probes;  // (object path, probe), all processes
   uint32_t max_processes = 0;
   uint32_t live_map_capacity = 0;
-  LiveMapSizing live_map;  // how live_map_capacity was chosen (architecture.md, 45)
+  LiveMapSizing live_map;  // how live_map_capacity was chosen (decision live-map-sizing)
   uint32_t stack_map_capacity = 0;
   uint64_t live_map_entries = 0;          // records of tracked processes
   std::string config_path;

@@ -16,7 +16,8 @@ nlohmann::json sampling_json(const ProcessSnapshot& snap) {
 
 nlohmann::json unrecorded_json(const ProcessSnapshot& snap) {
   const Unrecorded& u = snap.unrecorded;
-  // Per kind (decision 44): only the kinds that lost something.
+  // Per kind (decision unrecorded-per-kind): only the kinds that lost
+  // something.
   nlohmann::json kinds = nlohmann::json::object();
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
     const UnrecordedCounts& c = u.kinds[k];
@@ -63,7 +64,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"suspected_leak", s.suspected_leak},
                      {"primed", s.primed},
                      {"trend", trend_name(s.trend)},
-                     {"incomplete", snap.unrecorded.site_incomplete(s.kind)},  // decision 44
+                     {"incomplete", snap.unrecorded.site_incomplete(s.kind)},  // decision unrecorded-per-kind
                      {"age_bytes",
                       {{"lt_1m", s.ages.lt_1m},
                        {"lt_10m", s.ages.lt_10m},

@@ -23,10 +23,11 @@ nlohmann::json to_json(const LifecycleStats& l);
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 // The RSS breakdown (docs/api.md, "rss"); null when not read.
 nlohmann::json rss_to_json(const RssBreakdown& b);
-// Allocations not recorded, by reason, and the coverage (decision 44).
+// Allocations not recorded, by reason, and the coverage
+// (decision unrecorded-per-kind).
 nlohmann::json unrecorded_json(const ProcessSnapshot& snap);
 // Which figures are estimates, at what mean, and whether automatic
-// sampling chose it (docs/api.md, `sampling`; decision 47).
+// sampling chose it (docs/api.md, `sampling`; decision auto-sampling).
 nlohmann::json sampling_json(const ProcessSnapshot& snap);
 
 }  // namespace lw

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// An OOM kill report (docs/api.md "/api/v1/oom_kills", docs/architecture.md
-// decision 38): the victim's identity, why it was killed, its RSS, live
-// bytes per kind, top sites and memory history, frozen at the kill.
+// An OOM kill report (docs/api.md "/api/v1/oom_kills",
+// decision oom-kill-reports): the victim's identity, why it was killed, its
+// RSS, live bytes per kind, top sites and memory history, frozen at the kill.
 // Thread-safety: plain data and pure functions.
 #pragma once
 

@@ -106,16 +106,17 @@ struct AllocatorInfo {
   PreloadInfo preload;
   std::vector<std::string> functions;  // every function probed (attached), all objects
   std::vector<std::string> objects;    // every object holding probes
-  // How anonymous mmap/munmap/mremap/brk are seen (decision 29): "wrappers"
-  // (probes on the process's libc wrappers), "tracepoints" (no probeable
-  // wrapper: only the host-wide raw syscall tracepoints can, and the
-  // daemon attaches them while such a process is in mode full), "pending"
-  // (libc not mapped yet), "off" (mmap accounting not asked for).
+  // How anonymous mmap/munmap/mremap/brk are seen
+  // (decision libc-syscall-wrappers): "wrappers" (probes on the process's libc
+  // wrappers), "tracepoints" (no probeable wrapper: only the host-wide raw
+  // syscall tracepoints can, and the daemon attaches them while such a process
+  // is in mode full), "pending" (libc not mapped yet), "off" (mmap accounting
+  // not asked for).
   std::string mmap_tracing = "pending";
   std::string mmap_tracing_reason;     // why not "wrappers"
 };
 
-// The unwind tables (engine/unwind_tables.h, decision 32).
+// The unwind tables (engine/unwind_tables.h, decision cfi-unwinding).
 struct UnwindStats {
   uint64_t objects = 0;          // registered (inode, device) pairs
   uint64_t objects_pending = 0;
@@ -134,7 +135,7 @@ struct UnwindStats {
 };
 
 // A process's lifecycle events and the budget on the work they cause
-// (architecture.md, 37): each executable mapping or link-map change
+// (decision lifecycle-budget): each executable mapping or link-map change
 // (dlopen, dlclose) asks for a rescan of its objects; rescans past
 // limits.max_rescans_per_second wait, coalesced, and are counted here.
 struct LifecycleStats {
@@ -152,7 +153,8 @@ struct TracerStats {
   // (the old process's own exit went unseen: it exited while being attached).
   uint64_t stale_exits = 0;
   uint64_t resyncs = 0;
-  // The host-wide raw syscall tracepoints are attached (decision 29).
+  // The host-wide raw syscall tracepoints are attached
+  // (decision libc-syscall-wrappers).
   bool raw_syscall_tracepoints = false;
   uint64_t rescans = 0;
   uint64_t rescans_deferred = 0;   // all processes: rescans that waited for the lifecycle budget
@@ -164,15 +166,15 @@ struct TracerStats {
   SymbolCounters symbols;  // the symbol thread and debuginfod (core/symbols/symbol_service.h)
   // ELF files refused, indexed by ElfReject (process-wide: attach and symbolizer).
   std::vector<uint64_t> elf_rejections;
-  // The memory budget (docs/architecture.md, 28).
+  // The memory budget (decision daemon-memory-bound).
   uint64_t live_records = 0;         // per-address records held, all processes
   uint64_t live_record_cap = 0;      // 0: no cap
   uint64_t memory_budget_sheds = 0;  // processes whose heap records were shed
-  // Automatic sampling (decision 47): switches of a process's heap to
-  // sampling (or to a larger mean), and the records those thinned.
+  // Automatic sampling (decision auto-sampling): switches of a process's heap
+  // to sampling (or to a larger mean), and the records those thinned.
   uint64_t auto_sampling_switches = 0;
   uint64_t auto_sampling_thinned = 0;
-  // The stack map's collection (architecture.md, 48).
+  // The stack map's collection (decision stack-map-gc).
   uint64_t stacks_collected = 0;  // stored stacks deleted, unreferenced past the grace period
   uint64_t stacks_restored = 0;   // deleted ones stored again: a record named one after all
   uint64_t stack_map_entries = 0; // stacks stored at the last pass (after its deletes)
@@ -180,7 +182,7 @@ struct TracerStats {
 };
 
 // A process's CPython, when it runs one (engine/python_process.h;
-// docs/architecture.md, "Python frames").
+// decision python-frames).
 struct PythonInfo {
   bool present = false;   // a CPython interpreter is mapped
   std::string version;    // "3.11.2" as the binary declares it; "<3.11" when older
@@ -193,8 +195,8 @@ struct PythonInfo {
 // A point-in-time view of one traced process: its sites merged by stable
 // stack id and symbolized.
 
-// Allocations of the process that were not recorded (docs/architecture.md,
-// decision 44, "Unrecorded allocations"), apart from sampling (estimates)
+// Allocations of the process that were not recorded
+// (decision unrecorded-per-kind), apart from sampling (estimates)
 // and suspension (nothing observed): the kernel's per-target counters.
 struct UnrecordedCounts {
   uint64_t map_full = 0;        // live map insert failed: not tracked at all
@@ -254,7 +256,7 @@ struct ProcessSnapshot {
   // Byte sampling: > 0 means every heap figure is an estimate from
   // allocations sampled at this mean (core/accounting/sampling.h).
   uint64_t sample_mean_bytes = 0;
-  // The mean was chosen by automatic sampling (decision 47), not
+  // The mean was chosen by automatic sampling (decision auto-sampling), not
   // configured: why ("live_map_share", "live_map_full", "memory_budget")
   // and since when (unix seconds).
   bool sampling_automatic = false;
@@ -281,9 +283,11 @@ struct ProcessSnapshot {
   double analysis_min_span_s = 0;
   PythonInfo python;                // present = false for a process without CPython
   // "RSS explained" (docs/analysis.md): anonymous RSS broken down; valid =
-  // false where it was not read (rate-bounded smaps reads, decision 43).
+  // false where it was not read (rate-bounded smaps reads,
+  // decision rss-explained).
   RssBreakdown rss;
-  // Not recorded (decision 44), and the coverage of the recorded allocations.
+  // Not recorded (decision unrecorded-per-kind), and the coverage of the
+  // recorded allocations.
   Unrecorded unrecorded;
   double coverage = 1.0;
 };

@@ -118,7 +118,7 @@ class HeapTracker {
   // escalation: only allocations after it count).
   void clear_kind(uint32_t kind);
 
-  // The memory budget (docs/architecture.md, 28): drops the per-address
+  // The memory budget (decision daemon-memory-bound): drops the per-address
   // records of `kind` to give their memory back, keeping the per-site
   // figures as they are, frozen: events of the kind are ignored (counted in
   // frozen_events) and a resync leaves the kind alone until clear_kind() or
@@ -135,18 +135,18 @@ class HeapTracker {
   void set_sample_mean(uint64_t mean_bytes);
   uint64_t sample_mean() const { return sample_mean_; }
 
-  // Automatic sampling (docs/config.md, "Automatic sampling"; decision 47):
-  // switches the heap to sampling at `mean_bytes` (larger than the current
-  // mean) from `switch_ns` (CLOCK_MONOTONIC, the kernel's alloc_ns clock,
-  // read after the kernel target was switched). The heap records are
-  // thinned, not cleared: each is kept with the probability that makes it
-  // a sample at the new mean (core/accounting/sampling.h, thin_keeps()), the kept ones
-  // re-weighted, so the old bytes (the leak) and their ages survive as
-  // unbiased estimates. The dropped records are appended to `dropped`:
-  // the caller deletes them from the kernel map. A heap record
-  // allocated before the switch that arrives later (a queued event, a
-  // resync) is tested on arrival the same way; the addresses of those
-  // dropped wait in take_thinned().
+  // Automatic sampling (docs/config.md, "Automatic sampling";
+  // decision auto-sampling): switches the heap to sampling at `mean_bytes`
+  // (larger than the current mean) from `switch_ns` (CLOCK_MONOTONIC, the
+  // kernel's alloc_ns clock, read after the kernel target was switched). The
+  // heap records are thinned, not cleared: each is kept with the probability
+  // that makes it a sample at the new mean (core/accounting/sampling.h,
+  // thin_keeps()), the kept ones re-weighted, so the old bytes (the leak) and
+  // their ages survive as unbiased estimates. The dropped records are appended
+  // to `dropped`: the caller deletes them from the kernel map. A heap record
+  // allocated before the switch that arrives later (a queued event, a resync)
+  // is tested on arrival the same way; the addresses of those dropped wait in
+  // take_thinned().
   void thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<ThinnedRecord>* dropped);
   std::vector<ThinnedRecord> take_thinned() { return std::exchange(thinned_pending_, {}); }
   bool thinned_pending() const { return !thinned_pending_.empty(); }

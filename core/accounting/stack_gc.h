@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-// Which stored stacks the kernel stack map may give back (docs/architecture.md,
-// decision 48). The BPF side stores each distinct stack once and
+// Which stored stacks the kernel stack map may give back
+// (decision stack-map-gc). The BPF side stores each distinct stack once and
 // never deletes one; the daemon deletes those no tracked record has
 // referenced for a grace period, so a long run with many short-lived stacks
 // does not fill the map for good.

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// "RSS explained" (docs/analysis.md, "RSS explained"; architecture.md,
-// decision 43): a traced process's anonymous resident memory broken down
-// into what leakwatch tracks (live heap, tracked mmap), what the allocator
-// retains, thread stacks and the rest (untracked), plus file-backed RSS.
-// The parsers and the arithmetic are pure; RssSampler reads /proc, bounded
-// in size and in rate (smaps walks the page tables under the mmap lock).
-// Every /proc text may be hostile or racy: parsers skip what they do not
-// understand and never fail hard.
-// Thread-safety: free functions are reentrant; RssSampler is not
-// thread-safe (one per owner thread).
+// "RSS explained" (docs/analysis.md, "RSS explained";
+// decision rss-explained): a traced process's anonymous resident memory broken
+// down into what leakwatch tracks (live heap, tracked mmap), what the allocator
+// retains, thread stacks and the rest (untracked), plus file-backed RSS. The
+// parsers and the arithmetic are pure; RssSampler reads /proc, bounded in size
+// and in rate (smaps walks the page tables under the mmap lock). Every /proc
+// text may be hostile or racy: parsers skip what they do not understand and
+// never fail hard. Thread-safety: free functions are reentrant; RssSampler is
+// not thread-safe (one per owner thread).
 #pragma once
 
 #include <sys/types.h>

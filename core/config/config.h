@@ -87,18 +87,18 @@ struct LimitsConfig {
   // 1,024 (issue 17, measured: docs/config.md, bench/many_processes.sh).
   uint32_t max_processes = 1024;
   // 0: automatic, sized at start from RAM and the memory cgroup
-  // (core/policy/live_map_size.h, architecture.md 45).
+  // (core/policy/live_map_size.h, decision live-map-sizing).
   uint32_t live_map_entries = 0;
   uint32_t live_map_memory_percent = 2;
   uint32_t stack_map_entries = 16384;
   // A stored stack no tracked record referenced for this long is deleted
-  // from the stack map (architecture.md, 48); 0: never.
+  // from the stack map (decision stack-map-gc); 0: never.
   uint32_t stack_gc_grace_seconds = 60;
   uint64_t max_daemon_memory_bytes = 536870912;
   uint32_t max_series = 50000;
   // A process's lifecycle budget: link-map rescans (dlopen, dlclose, new
   // executable mappings) each process may cost per second; more are
-  // deferred, never dropped (architecture.md, 37).
+  // deferred, never dropped (decision lifecycle-budget).
   uint32_t max_rescans_per_second = 5;
 };
 
@@ -117,7 +117,7 @@ struct SamplingConfig {
   uint64_t mean_bytes = 524288;  // 1..2^30 (bpf/lw_sampling.h)
   // A process whose heap records outgrow its share of the live map or of
   // the daemon's budget is sampled instead of losing allocations
-  // (decision 47).
+  // (decision auto-sampling).
   bool automatic = true;
 };
 
@@ -138,14 +138,14 @@ struct GovernorConfig {
   uint32_t backoff_max_seconds = 3600;
 };
 
-// The native unwinder's tables (docs/architecture.md, decision 32).
+// The native unwinder's tables (decision cfi-unwinding).
 struct UnwindConfig {
   bool cfi = true;  // mode: cfi (call-frame information) | frame_pointers
   uint64_t max_table_bytes = 128ull << 20;
   std::string cache_dir = "/var/cache/leakwatch/unwind";  // "" = no disk cache
   uint64_t cache_max_bytes = 1ull << 30;
-  // CPython frames in the stacks of CPython processes (docs/architecture.md,
-  // "Python frames").
+  // CPython frames in the stacks of CPython processes
+  // (decision python-frames).
   bool python_frames = true;
 };
 
@@ -161,7 +161,7 @@ struct SymbolsConfig {
   bool operator==(const SymbolsConfig&) const = default;
 };
 
-// OOM kill reports (docs/config.md "oom", docs/architecture.md 38).
+// OOM kill reports (docs/config.md "oom", decision oom-kill-reports).
 struct OomConfig {
   std::string report_dir = "/var/lib/leakwatch/oom";  // absolute, or "" for no files
   uint32_t max_reports = 100;      // kept in report_dir and in the API; oldest go first
@@ -180,8 +180,8 @@ struct Config {
   uint32_t ringbuf_bytes = 8u << 20;  // power of two in [4096, 1 GiB]
   uint32_t top_sites_per_process = 20;
   uint32_t reconcile_interval_seconds = 10;
-  // RSS explained (decision 43): /proc/PID/smaps read at most this often
-  // per process, at publish; 0: off.
+  // RSS explained (decision rss-explained): /proc/PID/smaps read at most this
+  // often per process, at publish; 0: off.
   uint32_t rss_interval_seconds = 15;
   AnalysisConfig analysis;
   SamplingConfig sampling;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the daemon may do once it has started (docs/architecture.md,
-// decision 34): only its documented capabilities, no_new_privs, and a
-// seccomp allow-list of system calls. It parses HTTP and TLS from the
-// network and ELF files and /proc text from traced processes; a bug there
-// must not be root with every capability.
+// What the daemon may do once it has started
+// (decision sandbox-after-start): only its documented capabilities,
+// no_new_privs, and a seccomp allow-list of system calls. It parses HTTP and
+// TLS from the network and ELF files and /proc text from traced processes; a
+// bug there must not be root with every capability.
 //
 //   restrict_capabilities(): the calling thread (run before any thread
 //     starts, so every later thread inherits it) keeps only `keep` in its
@@ -55,7 +55,8 @@ inline constexpr bool kSeccompInThisBuild = false;
 inline constexpr bool kSeccompInThisBuild = true;
 #endif
 
-// The capabilities the daemon keeps (README, "Capabilities"; decision 15).
+// The capabilities the daemon keeps (README, "Capabilities";
+// decision five-capabilities).
 inline constexpr int kDaemonCapabilities[] = {CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH,
                                               CAP_CHECKPOINT_RESTORE};
 

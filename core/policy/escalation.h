@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The escalation policy of an `auto` process (docs/architecture.md,
-// decision 17), pure and unit-tested: light -> full while its memory keeps
-// growing, full -> light after `full_window_seconds`, then no escalation for
-// `cooldown_seconds`. Growth is watched on VmData and on anonymous resident
-// memory (core/policy/overhead_policy.h: GrowthWatch), one /proc/PID/statm read per
-// `check_interval_seconds`. The defaults (1 MiB within 300 s, checked every
-// 10 s) escalate a 1 MiB/min leak about a minute after it starts
-// (decision 39).
+// The escalation policy of an `auto` process
+// (decision light-mode-escalation), pure and unit-tested: light -> full while
+// its memory keeps growing, full -> light after `full_window_seconds`, then no
+// escalation for `cooldown_seconds`. Growth is watched on VmData and on
+// anonymous resident memory (core/policy/overhead_policy.h: GrowthWatch), one
+// /proc/PID/statm read per `check_interval_seconds`. The defaults (1 MiB within
+// 300 s, checked every 10 s) escalate a 1 MiB/min leak about a minute after it
+// starts (decision auto-mode-detection).
 //
 // The state returns actions and does nothing itself: the caller
 // (service/overhead_controller.cc) reads statm when asked (kReadMemory),

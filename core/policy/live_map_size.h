@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // The kernel live-allocation map's size when `limits.live_map_entries` is
-// automatic (docs/architecture.md, 45): a share of RAM, bounded by what the
+// automatic (decision live-map-sizing): a share of RAM, bounded by what the
 // memory cgroup leaves after the daemon's own budget (kernel map memory is
 // charged to the cgroup of the process that creates the map). Pure and
 // unit-tested, apart from the two readers of /proc and /sys at the end.
@@ -53,7 +53,7 @@ struct LiveMapSizing {
   // Set when the automatic size was raised to kLiveMapMinAutoEntries
   // because the envelope left less: the map may then not fit it.
   bool envelope_too_small = false;
-  // Decision 45: not preallocated (BPF_F_NO_PREALLOC).
+  // Decision live-map-sizing: not preallocated (BPF_F_NO_PREALLOC).
   bool preallocated = false;
 };
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-// The daemon's hard memory bound (docs/architecture.md, 28): the budget
+// The daemon's hard memory bound (decision daemon-memory-bound): the budget
 // `limits.max_daemon_memory_bytes` is turned into a cap on the live records
 // the daemon holds across all processes, checked on every insert, and when
 // the cap is reached the process holding the most heap records is shed
@@ -21,7 +21,7 @@ namespace lw {
 // 32 bytes (8-byte key + 24-byte LiveRecord) and the map doubles at a load
 // of 3/4, so while it rehashes it holds the old and the new arrays at once:
 // (1 + 2) * 32 bytes per 3/4 record = 128 bytes. Measured steady state is
-// about 65 bytes (docs/architecture.md, 28).
+// about 65 bytes (decision daemon-memory-bound).
 inline constexpr uint64_t kBytesPerLiveRecord = 128;
 // Room kept for what is not records: symbolizer caches, resolved stacks,
 // per-site analysis, the published snapshot and its JSON/metrics rendering.

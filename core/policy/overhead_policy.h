@@ -65,10 +65,10 @@ enum class GovernorAction { kNone, kSuspend, kResume };
 class GovernorState {
  public:
   GovernorAction observe(double t_s, uint64_t hits, const GovernorParams& p);
-  // Suspends now, whatever the rate (the memory budget, docs/architecture.md
-  // 25), with the same backoff as a rate suspension: doubled when it comes
-  // soon after a resume. Returns the wait. No-op (returns the current wait)
-  // while already suspended.
+  // Suspends now, whatever the rate (the memory budget,
+  // decision daemon-memory-bound), with the same backoff as a rate suspension:
+  // doubled when it comes soon after a resume. Returns the wait. No-op (returns
+  // the current wait) while already suspended.
   double suspend(double t_s, const GovernorParams& p);
   bool suspended() const { return suspended_; }
   double rate() const { return rate_; }

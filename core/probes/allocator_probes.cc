@@ -46,7 +46,7 @@ ProbeRole interposed_role() {
   //    there would break exceptions thrown through new.
   //  - an allocator's own (jemalloc, tcmalloc, mimalloc) allocates without
   //    calling malloc (checked by disassembly on Debian 12's builds): it
-  //    needs a return probe; see docs/architecture.md decision 22 for the
+  //    needs a return probe; see decision allocator-operator-new for the
   //    bad_alloc caveat.
   for (const char* s : {"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
                         "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",

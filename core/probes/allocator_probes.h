@@ -6,7 +6,7 @@
 //
 // Adding an allocator: add its role to the table in allocator_probes.cc.
 // (CUDA's probes are not a role: they are optional, per library, and live
-// in engine/cuda_probes.cc; docs/architecture.md, decision 20.)
+// in engine/cuda_probes.cc; decision cuda-memory.)
 // Thread-safety: constant data after first use.
 #pragma once
 
@@ -49,7 +49,8 @@ struct ProbeSpec {
   // Only there to lend its caller's return address to the allocation made
   // inside it (libstdc++'s plain operator new): not probed when stacks are
   // unwound from call-frame information, which finds that caller anyway
-  // (decision 32); its body still counts as the allocator's own frames.
+  // (decision cfi-unwinding); its body still counts as the allocator's own
+  // frames.
   bool hint_only = false;
 };
 

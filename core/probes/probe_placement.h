@@ -4,8 +4,9 @@
 // A uprobe's cost is dominated by what the kernel does with the probed
 // instruction: it emulates push/nop/jmp/call/jcc, but single-steps anything
 // else, and a single-step trap costs about 12 us in these VMs against about
-// 1.2 us for an emulated one (shared/FACTS.md). glibc's free begins with
-// `test %rdi,%rdi; je <return>`, so probing its first instruction single-steps.
+// 1.2 us for an emulated one (bench/README.md, "Facts measured on these
+// machines"). glibc's free begins with `test %rdi,%rdi; je <return>`, so
+// probing its first instruction single-steps.
 //
 // Safety rule for moving an entry-only probe forward from the symbol:
 //  - only these instructions may be skipped: endbr64 (no effect), and
@@ -19,8 +20,8 @@
 // A function with a return probe (place_return_probe): the kernel hijacks
 // whatever is at [sp] when the probe hits, so both probes may move to any
 // instruction reached on every call before %rsp or [sp] changes
-// (architecture decision 19). The rule, checked with a full decode of the
-// function (capstone):
+// (decision return-probe-placement). The rule, checked with a full decode of
+// the function (capstone):
 //  - at most ten instructions may be skipped, each endbr64, or a cmp,
 //    test, mov, movzx, movsx(d), lea or integer ALU instruction (add, sub,
 //    and, or, xor, shifts, not, neg) with no %rsp in its operands that
@@ -71,17 +72,17 @@ ProbePlacement place_return_probe(const ElfFile& elf, const ElfSymbol& sym, int 
 // Same decision from the whole function's code at `vaddr` (unit tests).
 ProbePlacement place_return_probe_bytes(const uint8_t* code, size_t len, uint64_t vaddr, int args = 3);
 
-// Probes on a system-call wrapper (mmap, munmap, mremap, brk; architecture
-// decision 29): one probe just after the `syscall` instruction sees the
-// arguments, still in their registers (the kernel preserves all but rax,
-// rcx and r11), and the result in %rax. The rule, checked on a full decode
-// of the function:
+// Probes on a system-call wrapper (mmap, munmap, mremap, brk;
+// decision libc-syscall-wrappers): one probe just after the `syscall`
+// instruction sees the arguments, still in their registers (the kernel
+// preserves all but rax, rcx and r11), and the result in %rax. The rule,
+// checked on a full decode of the function:
 //  - the `syscall` must directly follow `mov $nr, %eax` with the expected
 //    number (a wrapper making some other call is never mistaken for it);
 //  - the site is the instruction after `syscall`; if that is a cmp/test
 //    (flags only) followed by a jcc the kernel emulates, the site moves to
 //    the jcc (rax and the argument registers are unchanged by the compare);
-//  - brk only (decision 41): if the instruction after `syscall` is not
+//  - brk only (decision brk-emulated-probe): if the instruction after `syscall` is not
 //    emulated, the site may move further, over at most 4 moves that write
 //    neither %rax nor %rdi and compares, to the first emulated jcc. glibc
 //    stores the new break in __curbrk before it, so at such a site

@@ -107,13 +107,13 @@ class DebuginfodFetcher {
 uint64_t trim_debuginfod_cache(const std::string& cache_dir, uint64_t max_bytes);
 
 // The daemon runs under a seccomp filter that kills execve (core/platform/sandbox.h,
-// decision 34), so before it installs the filter, while it is still one
-// thread, it forks a spawner: a small process outside the filter, with no
-// capabilities, that dies with the daemon (PR_SET_PDEATHSIG) and runs the
-// fetch children for it, one at a time, on requests over a socket pair
-// (build-id, timeout, the child's environment), enforcing the deadline
-// itself and answering with the child's output. Without a spawner (`top`,
-// `snapshot`, `sandbox: false`) DebuginfodFetcher spawns the child itself.
+// decision sandbox-after-start), so before it installs the filter, while it is
+// still one thread, it forks a spawner: a small process outside the filter,
+// with no capabilities, that dies with the daemon (PR_SET_PDEATHSIG) and runs
+// the fetch children for it, one at a time, on requests over a socket pair
+// (build-id, timeout, the child's environment), enforcing the deadline itself
+// and answering with the child's output. Without a spawner (`top`, `snapshot`,
+// `sandbox: false`) DebuginfodFetcher spawns the child itself.
 Status start_debuginfod_spawner();
 // The daemon's end of the spawner's socket, -1 when there is none.
 int debuginfod_spawner_fd();

@@ -252,7 +252,7 @@ std::vector<uint64_t> elf_rejection_counts() {
 // The data symbols find_data_object() can return. Only these are indexed:
 // a library can have hundreds of thousands of data symbols.
 constexpr std::string_view kIndexedDataObjects[] = {
-    "__curbrk",  // glibc: the break before a brk() call (decision 29)
+    "__curbrk",  // glibc: the break before a brk() call (decision libc-syscall-wrappers)
     // CPython (core/symbols/python_runtime.h): the runtime state, the version
     // constant (3.11+) and the code object type.
     "_PyRuntime", "Py_Version", "PyCode_Type",

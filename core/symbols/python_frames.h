@@ -2,8 +2,8 @@
 // CPython frames from what the BPF side stored (struct lw_py_frame): code
 // objects decoded from the target's memory (qualified name, file, first
 // line, location table), the line of an instruction, a bounded cache, and
-// the merge of Python frames into a native stack. docs/architecture.md,
-// "Python frames".
+// the merge of Python frames into a native stack.
+// decision python-frames.
 //
 // Everything read from the target is hostile input: every size is bounded,
 // every pointer read through a TargetMemory that may fail, and a code

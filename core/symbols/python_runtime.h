@@ -3,7 +3,7 @@
 // its name), the per-version layout of what leads from a thread to its
 // frames and from a code object to its name, file and line, and the
 // per-process record the BPF side reads (struct lw_py_proc).
-// docs/architecture.md, "Python frames".
+// decision python-frames.
 //
 // The offsets were taken from each version's own headers (offsetof in a
 // program built against Include/internal with Py_BUILD_CORE: Debian's

@@ -25,8 +25,8 @@ const char* unwound_name(uint8_t how);
 const char* stack_end_name(uint32_t end);
 
 // The one frame of the site that holds heap re-grown below its highest
-// break, recorded without a stack walk (LW_STACK_HEAP_REGROWN, decision
-// 41); such a stack ends "not_walked".
+// break, recorded without a stack walk (LW_STACK_HEAP_REGROWN,
+// decision brk-emulated-probe); such a stack ends "not_walked".
 inline constexpr const char* kHeapRegrownFunction =
     "[heap re-grown below its high-water mark: stack not walked]";
 std::vector<Frame> heap_regrown_frames();

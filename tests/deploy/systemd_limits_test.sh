@@ -30,8 +30,8 @@ if [ -z "$max" ]; then
 elif [ "$max" -lt $((budget_mib + 48 + 32 + tables_mib)) ]; then
   fail "MemoryMax=${max}M leaves no room for the ${budget_mib} MiB budget, the BPF maps and ${tables_mib} MiB of unwind tables"
 else
-  # The automatic live map (architecture.md, 45) gets what is left after the
-  # budget, the 8 MiB ring buffer, the tables and 90 MiB of other kernel
+  # The automatic live map (decision live-map-sizing) gets what is left after
+  # the budget, the 8 MiB ring buffer, the tables and 90 MiB of other kernel
   # memory: it must hold a million live allocations (96 bytes each, 16 per
   # bucket of 2^20).
   live_mib=$((max - budget_mib - 8 - tables_mib - 90))

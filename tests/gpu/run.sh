@@ -14,7 +14,7 @@
 # Python 3.12, kernel 6.18.44 under Firecracker) on 2026-11-27, with a
 # leakwatch built on Debian 12 and carried there with its libraries: all
 # four steps passed. It found that a daemon attached after PyTorch's start
-# never saw the current device (-1): fixed since (architecture.md, 20), and
+# never saw the current device (-1): fixed since (decision cuda-memory), and
 # checked below on a one-GPU machine.
 #
 # It checks, and prints PASS/FAIL for each:
@@ -95,7 +95,7 @@ leaky = [s for s in cuda if s["suspected_leak"] and any(
     for f in s["frames"])]
 ok = bool(leaky) and sum(s["live_bytes"] for s in cuda) > 64 << 20
 # One GPU: its only ordinal is 0, also for a context made current before
-# the daemon attached (docs/architecture.md, 20).
+# the daemon attached (decision cuda-memory).
 if os.environ.get("LW_GPU_COUNT") == "1" and any(d["device"] != 0 for d in doc.get("cuda_devices", [])):
     ok = False
     if not quiet:
@@ -166,7 +166,7 @@ PY
 fi
 
 # 3. Overhead: the same training steps without and with `leakwatch top`.
-bench() {  # $1 = without | light | full (leakwatch top's --mode) | full-noreuse (decision 46 off)
+bench() {  # $1 = without | light | full (leakwatch top's --mode) | full-noreuse (decision walk-reuse off)
   start_target bench 3000
   local top= mode=${1%-noreuse}
   if [ "$1" != without ]; then
@@ -186,7 +186,7 @@ if step bench; then
     say "overhead: $t0 s/step without, $t1 with leakwatch top --mode light, $t2 with --mode full, $t3 full without walk reuse; ratios $(python3 -c "print(round($t1/$t0,3), round($t2/$t0,3), round($t3/$t0,3))" 2>&1)"
   done
 fi
-# 4. GPU OOM (docs/architecture.md, 38, "GPU OOM").
+# 4. GPU OOM (decision oom-kill-reports, "GPU OOM").
 oom_case() {
   local port=19933
   start_target oom

@@ -61,12 +61,14 @@ TEST_F(Allocators, GlibcExactLiveBytes) {
   Json a = run_leaker("alloc_leaker", {}, "glibc", "libc.so");
   EXPECT_TRUE(has_function(a, "malloc")) << a.dump();
   // libstdc++'s plain operator new is not probed: the unwinder finds the
-  // caller of new through libstdc++'s call-frame information (decision 32);
-  // the aligned variants are (entry only), for the size asked of them.
+  // caller of new through libstdc++'s call-frame information
+  // (decision cfi-unwinding); the aligned variants are (entry only), for the
+  // size asked of them.
   EXPECT_FALSE(has_function(a, "_Znwm")) << a.dump();
   EXPECT_TRUE(has_function(a, "_ZnwmSt11align_val_t")) << a.dump();
   EXPECT_FALSE(has_function(a, "_ZdlPv")) << a.dump();  // tail-calls free: not probed
-  // mmap/munmap/brk are seen through probes on libc's wrappers (decision 29).
+  // mmap/munmap/brk are seen through probes on libc's wrappers
+  // (decision libc-syscall-wrappers).
   EXPECT_EQ(a.at("mmap_tracing"), "wrappers") << a.dump();
 }
 

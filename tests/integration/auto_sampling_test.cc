@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Automatic sampling (docs/architecture.md, decision 47; docs/config.md,
+// Automatic sampling (decision auto-sampling; docs/config.md,
 // "Automatic sampling"), with real probes: a heap with more live blocks
 // than a process's share of the live map is switched from exact recording
 // to byte sampling part way, its records thinned rather than dropped, and

@@ -194,8 +194,8 @@ Json sites_of(DaemonProcess &daemon, pid_t pid, uint64_t start, double unix_time
 }
 
 // sites_of() once every site the truth names with bytes is there by name:
-// symbolization runs on its own thread (decision 35) and, on a slow VM under
-// this churn, was still two requests behind when the bytes were all in
+// symbolization runs on its own thread (decision symbol-thread) and, on a slow
+// VM under this churn, was still two requests behind when the bytes were all in
 // (2026-11-28). What the test checks is where the bytes land, not how soon
 // names come; after kLagTimeout the last snapshot is returned as it is.
 Json named_sites_of(DaemonProcess &daemon, pid_t pid, uint64_t start, double unix_time, const Json &truth) {

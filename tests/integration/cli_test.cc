@@ -440,7 +440,8 @@ std::string holder_text(const std::string &live_max) {
   if (ready != "ready " + std::to_string(target.pid())) throw std::runtime_error("holder: no ready line");
   std::vector<std::string> args = {LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--interval", "0.3",
                                    "--count", "12"};
-  // Automatic sampling off with a small map: the loss path (decision 47).
+  // Automatic sampling off with a small map: the loss path
+  // (decision auto-sampling).
   if (!live_max.empty()) args.insert(args.end(), {"--live-max", live_max, "--no-auto-sampling"});
   Process leakwatch(args, {.env = {"COLUMNS=200"}});
   std::string all;
@@ -471,8 +472,8 @@ TEST_F(LeakwatchCli, FullLiveMapIsSaidInTheTextView) {
       << small;
   // 1,000 blocks, at most 64 entries (less what ld.so and libc held).
   EXPECT_GE(std::stoll(m[1].str()), 1000 - 64) << small;
-  // The process's own line per kind (decision 44): its count, bytes and
-  // coverage, naming the kind, and the '*' that marks its verdicts.
+  // The process's own line per kind (decision unrecorded-per-kind): its count,
+  // bytes and coverage, naming the kind, and the '*' that marks its verdicts.
   ASSERT_TRUE(std::regex_search(small, m, std::regex("WARNING: ([0-9]+) heap allocations \\([^)]+\\) of this process "
                                                     "not recorded: live map full \\(--live-max, "
                                                     "limits.live_map_entries\\); heap coverage ([0-9.]+)%, live "

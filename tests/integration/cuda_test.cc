@@ -158,9 +158,9 @@ TEST_F(LeakwatchCuda, ControlThatFreesEverythingShowsZero) {
   EXPECT_GE(counter(session.snapshot(), "cuda_nested_skipped"), 20);
 }
 
-// A live map of 16 entries, the least (decision 44): the CUDA allocations it cannot
-// hold are counted under their own kinds, apart from the host's, and the
-// verdict of every site of a kind that lost something says so.
+// A live map of 16 entries, the least (decision unrecorded-per-kind): the CUDA
+// allocations it cannot hold are counted under their own kinds, apart from the
+// host's, and the verdict of every site of a kind that lost something says so.
 TEST_F(LeakwatchCuda, FullLiveMapIsCountedUnderTheCudaKinds) {
   TraceSession session({.target = "cuda_leaker", .leakwatch_args = {"--top", "100", "--live-max", "16"}});
   const Json &snap = session.snapshot();
@@ -292,7 +292,7 @@ TEST_F(LeakwatchCuda, RealCudartAttachesAndCountsNothingWithoutGpu) {
       << context;
 }
 
-// GPU OOM (docs/architecture.md, 38, "GPU OOM"): the stand-in driver with a
+// GPU OOM (decision oom-kill-reports, "GPU OOM"): the stand-in driver with a
 // 64 MiB device capacity. The target fills device 0 through the runtime
 // API (OOM: a report), retries at once (OOM again within the minute: no
 // second report, suppressed 1), frees a block and allocates (recovered),

@@ -295,7 +295,7 @@ Json DaemonProcess::sites_at_or_after(pid_t pid, double unix_time, milliseconds 
   const std::string path = "/api/v1/processes/" + std::to_string(pid) + "/sites";
   Json sites;
   // Symbols come from the daemon's symbol thread, a publish or two after a
-  // stack is first seen (docs/architecture.md, decision 35): also wait for
+  // stack is first seen (decision symbol-thread): also wait for
   // a snapshot without pending frames, for at most 20 s more.
   bool ok = wait_until(timeout + milliseconds(20000), [&] {
     sites = get_json(path);

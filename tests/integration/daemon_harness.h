@@ -197,7 +197,7 @@ struct ProbeLocation {
 std::vector<ProbeLocation> attached_probes(const Json &status);
 // A probe on a libc system-call wrapper (mmap, munmap, mremap, brk) or on
 // ld.so's _dl_debug_state: placed in every mode, light included
-// (docs/architecture.md, decision 29), and kept when the heap probes go.
+// (decision libc-syscall-wrappers), and kept when the heap probes go.
 bool is_syscall_probe(const ProbeLocation &probe);
 // The attached probes without those: the allocator's and CUDA's.
 std::vector<ProbeLocation> attached_heap_probes(const Json &status);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The daemon's hard memory bound (docs/architecture.md, 28), with real
+// The daemon's hard memory bound (decision daemon-memory-bound), with real
 // probes: a target holding 1,000,000 live heap blocks from one site.
 //  (a) A budget that fits: the exact count and bytes are reported, and the
 //      daemon's peak RSS (VmHWM) stays within the budget.
@@ -153,7 +153,8 @@ TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSuspendsTheLargestAndNeverOoms) {
   const std::string holder_bin = private_target_copy(bin.path(), "holder");
   const std::string leaker_bin = private_target_copy(bin.path(), "leaker");
   const uint64_t budget = 64 * MiB;
-  // Automatic sampling off: suspension is what is left (decision 47).
+  // Automatic sampling off: suspension is what is left
+  // (decision auto-sampling).
   DaemonProcess daemon(
       {.config_body = config_for(file_name_of(holder_bin), file_name_of(leaker_bin), budget, false)});
   daemon.wait_notify("READY=1", kReadyTimeout);
@@ -221,11 +222,11 @@ TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSuspendsTheLargestAndNeverOoms) {
   EXPECT_TRUE(holder.wait_exit(20s).has_value());
 }
 
-// (c) A budget too small with automatic sampling (the default; decision 47):
-// the holder's heap is switched to sampling when its records outgrow its
-// share of the record cap, instead of being suspended. Its figures stay
-// within 5% of the truth, nothing is suspended or lost, and the daemon's
-// peak RSS stays within the budget.
+// (c) A budget too small with automatic sampling (the default;
+// decision auto-sampling): the holder's heap is switched to sampling when its
+// records outgrow its share of the record cap, instead of being suspended. Its
+// figures stay within 5% of the truth, nothing is suspended or lost, and the
+// daemon's peak RSS stays within the budget.
 TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSamplesTheLargestInstead) {
   TempDir bin;
   const std::string holder_bin = private_target_copy(bin.path(), "holder");

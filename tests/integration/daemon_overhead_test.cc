@@ -92,7 +92,8 @@ governor:
   EXPECT_EQ(entry.at("configured_mode"), "auto");
   {
     // Light: no allocator probe, only libc's syscall wrappers and ld.so's
-    // hook (decision 29), and no host-wide syscall tracepoint.
+    // hook (decision libc-syscall-wrappers), and no host-wide syscall
+    // tracepoint.
     const Json light = daemon.get_json("/api/v1/status");
     EXPECT_TRUE(attached_heap_probes(light).empty()) << light.dump();
     EXPECT_FALSE(attached_probes(light).empty()) << light.dump();
@@ -250,8 +251,8 @@ governor:
 // Light mode sees anonymous mmap, mremap, munmap and brk through probes on
 // libc's wrappers, in the target only: exact bytes per site, no host-wide
 // syscall tracepoint, no breakpoint in a control mapping the same libc
-// (decision 29). A process in full mode with an interposed mmap (tcmalloc)
-// brings the tracepoints, and they go again with it.
+// (decision libc-syscall-wrappers). A process in full mode with an interposed
+// mmap (tcmalloc) brings the tracepoints, and they go again with it.
 TEST_F(LeakwatchOverhead, LightTracesMmapThroughLibcWrappersNotHostWideTracepoints) {
   TempDir bin;
   const std::string leaker_bin = private_target_copy(bin.path(), "leaker");
@@ -294,8 +295,8 @@ governor:
 
   // Exact bytes at every mmap site: mmap, a partial munmap, mremap, sbrk.
   // The stacks start inside libc's wrappers (after their `syscall`): their
-  // callers come from libc's call-frame information (decision 32), so the
-  // tables must be in before the workload (the daemon does not wait for
+  // callers come from libc's call-frame information (decision cfi-unwinding),
+  // so the tables must be in before the workload (the daemon does not wait for
   // them; until then a stack falls back to frame pointers, marked
   // table_pending, and glibc's sbrk uses %rbp as a general register).
   daemon.wait_for_status(
@@ -316,9 +317,9 @@ governor:
   // the attach cookie's offset): the regions, all grown since the attach
   // at exec, can be no larger than the [heap] mapping itself.
   EXPECT_LE(leaves.at("leak_sbrk").live_bytes, heap_mapping_bytes(leaker.pid())) << describe_sites(sites);
-  // brk's probe sits past glibc's store of the new break (decision 41): the
-  // break before each call is the probe's own last one, seeded from
-  // __curbrk at attach. No call went without it.
+  // brk's probe sits past glibc's store of the new break
+  // (decision brk-emulated-probe): the break before each call is the probe's
+  // own last one, seeded from __curbrk at attach. No call went without it.
   EXPECT_NE(daemon.get("/metrics").body.find("leakwatch_bpf_failures_total{reason=\"brk_unknown\"} 0"),
             std::string::npos);
   for (const Json &fn : truth.at("mmap_sites")) {

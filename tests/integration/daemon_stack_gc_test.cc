@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The stack map's collection in the daemon (docs/architecture.md, 47 (stack
+// The stack map's collection in the daemon (decision stack-map-gc (stack
 // GC)): limits.stack_gc_grace_seconds reaches the engine, and what the
 // passes did is exported. stack_churn's rounds of 48 new stacks each
 // against a 64-entry map: stacks are collected and none goes unstored.

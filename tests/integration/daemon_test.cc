@@ -455,8 +455,8 @@ targets:
     if (p.at("object") != libc_path) continue;
     EXPECT_TRUE(p.at("attached").get<bool>()) << p.dump();
     // glibc 2.36's posix_memalign starts with a single-stepped cmpb: both
-    // its probes move to the push after it (decision 19), and the breakpoint
-    // scan below finds them there.
+    // its probes move to the push after it (decision return-probe-placement),
+    // and the breakpoint scan below finds them there.
     if (p.at("symbols").get<std::string>().rfind("posix_memalign", 0) == 0) {
       moved_memalign = true;
       EXPECT_EQ(p.at("placement").get<std::string>().rfind("after cmp", 0), 0u) << p.dump();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Nothing lost silently, per process (docs/architecture.md, decision 44):
+// Nothing lost silently, per process (decision unrecorded-per-kind):
 // the daemon with a 64-entry live map under holder's 1,000 blocks reports
 // the process's unrecorded allocations, bytes and coverage in the API (the
 // processes list and the sites view) and the metrics.

@@ -206,7 +206,7 @@ namespace {
 // map's; nothing crashes.
 TEST(LeakwatchMapsFull, LiveMapFullCountsEveryUntrackedAllocationExactly) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
-  // Automatic sampling off: this is the loss path (decision 47).
+  // Automatic sampling off: this is the loss path (decision auto-sampling).
   TraceSession session(
       {.target = "burst", .leakwatch_args = {"--live-max", "1024", "--top", "100", "--no-auto-sampling"}});
   const Json &snapshot = session.snapshot();
@@ -229,14 +229,14 @@ TEST(LeakwatchMapsFull, LiveMapFullCountsEveryUntrackedAllocationExactly) {
   ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
 }
 
-// Per process (decision 44): holder's 1,000 blocks against a live map of
-// 64 entries. Its JSON says how many allocations and bytes were not
-// recorded, the coverage is below 1 and the verdicts are marked incomplete;
-// the live bytes never exceed the truth (no phantom bytes), and recorded +
-// not recorded bytes cover it.
+// Per process (decision unrecorded-per-kind): holder's 1,000 blocks against a
+// live map of 64 entries. Its JSON says how many allocations and bytes were not
+// recorded, the coverage is below 1 and the verdicts are marked incomplete; the
+// live bytes never exceed the truth (no phantom bytes), and recorded + not
+// recorded bytes cover it.
 TEST(LeakwatchMapsFull, LiveMapFullIsCountedPerProcess) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
-  // Automatic sampling off: this is the loss path (decision 47).
+  // Automatic sampling off: this is the loss path (decision auto-sampling).
   TraceSession session(
       {.target = "holder", .target_args = {"1000"}, .leakwatch_args = {"--live-max", "64", "--no-auto-sampling"}});
   const Json &snapshot = session.snapshot();
@@ -314,7 +314,8 @@ TEST(LeakwatchMapsFull, TinyStackMapStillTracksEveryByteAsUnknown) {
               static_cast<long long>(full), static_cast<long long>(unknown_bytes));
   EXPECT_GT(full, 0);
   EXPECT_GT(unknown_bytes, 0);
-  // Per process (decision 44): recorded, so not lost; the coverage stays 1.
+  // Per process (decision unrecorded-per-kind): recorded, so not lost; the
+  // coverage stays 1.
   const Json &u = snapshot.at("unrecorded");
   EXPECT_GT(u.at("allocations").at("stack_map_full").get<int64_t>(), 0) << u.dump();
   EXPECT_LE(u.at("allocations").at("stack_map_full").get<int64_t>(), full) << u.dump();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The lifecycle budget (docs/architecture.md, 37): a process that changes
+// The lifecycle budget (decision lifecycle-budget): a process that changes
 // its link map in a loop (dlopen/dlclose as fast as it can) must not make
 // the daemon follow every change. The BPF side reports one change per
 // rescan request, rescans wait for their token bucket, and a library

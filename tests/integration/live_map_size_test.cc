@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The live map sized from the host by default (docs/architecture.md, 45):
+// The live map sized from the host by default (decision live-map-sizing):
 // `leakwatch top` with no --live-max holds a process's million live blocks,
 // every one recorded, and the map's kernel memory stays within the bytes
 // it announced.

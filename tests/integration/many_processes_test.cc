@@ -4,16 +4,17 @@
 // real `leakwatch run`, then for LW_MANY_CHURN_SECONDS (default 5) short
 // lived copies (`mp_idle live 300`) are started LW_MANY_CHURN_RATE (default
 // 50) a second. Past 16 processes on the host's libc the wrapper probes
-// share one link (architecture decision 49); a later process's kept mmap is
-// seen through it, once. Checks: every idle process is
-// listed under its own pid and comm, nothing failed to attach but children
-// gone before their turn, and the p99 of the daemon's exec->attached
-// histogram (bucket bound) is at most LW_MANY_P99_MS (default 500). The
-// issue's figure is 100 ms (`LW_MANY_P99_MS=100`): 7-34 ms measured on the
-// machine of shared/FACTS.md, but 0.05-0.5 s on a VM whose traps and system
-// calls cost 8x that (pti=on, 2026-11-28; bench/README.md), so CI, which
-// may run on such a VM, checks 500 ms: an attach path gone to seconds still
-// fails. The long run (1,000 processes, 100 a second) is in bench/README.md.
+// share one link (decision shared-wrapper-links); a later process's kept mmap
+// is seen through it, once. Checks: every idle process is listed under its own
+// pid and comm, nothing failed to attach but children gone before their turn,
+// and the p99 of the daemon's exec->attached histogram (bucket bound) is at
+// most LW_MANY_P99_MS (default 500). The figure is 100 ms
+// (`LW_MANY_P99_MS=100`): 7-34 ms measured on the reference VM
+// (bench/README.md, "Facts measured on these machines"), but 0.05-0.5 s on a VM
+// whose traps and system calls cost 8x that (pti=on, 2026-11-28;
+// bench/README.md), so CI, which may run on such a VM, checks 500 ms: an attach
+// path gone to seconds still fails. The long run (1,000 processes, 100 a
+// second) is in bench/README.md.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -96,7 +97,7 @@ void attach_under_churn(bool last, bool &p99_over) {
   }, 200ms)) << "not every idle process attached\n" << daemon.diagnostics();
 
   // Past 16 processes the wrappers are probed through the shared link: its
-  // mmap is still seen, and only once (decision 49).
+  // mmap is still seen, and only once (decision shared-wrapper-links).
   Process keeper({bin, "keep", "256"});
   for (Process *k : {&early_keeper, &keeper}) {
     double kept = 0;

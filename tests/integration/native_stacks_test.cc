@@ -382,9 +382,9 @@ TEST_F(NativeStacks, LightModeMmapSiteHasItsCaller) {
 // Light mode on a process already running, its heap grown before the
 // attach: the brk probe sits past glibc's store of the new break, so the
 // break before the first call after the attach is the one read from
-// glibc's __curbrk when the probe was attached (decision 41). The growth
-// after the attach is exact, nothing before it is counted, and no call
-// went without a previous break.
+// glibc's __curbrk when the probe was attached (decision brk-emulated-probe).
+// The growth after the attach is exact, nothing before it is counted, and no
+// call went without a previous break.
 TEST_F(NativeStacks, LightModeBrkGrowthAfterAttachIsExact) {
   TraceSession session({.target = "leaker", .leakwatch_args = {"--mode", "light"}});
   const std::string ctx = context(session);
@@ -392,11 +392,11 @@ TEST_F(NativeStacks, LightModeBrkGrowthAfterAttachIsExact) {
   EXPECT_EQ(session.snapshot().at("counters").at("brk_unknown").get<int64_t>(), 0) << ctx;
 }
 
-// Walk reuse (decision 46) never hands one call chain's frames to another:
-// via_a and via_b call common() with the same frame layout, so every walk
-// from its malloc starts at the same pc and stack pointer; only the return
-// address in common()'s frame differs. Each chain keeps its own bytes, and
-// the walks were reused (else this tests nothing).
+// Walk reuse (decision walk-reuse) never hands one call chain's frames to
+// another: via_a and via_b call common() with the same frame layout, so every
+// walk from its malloc starts at the same pc and stack pointer; only the return
+// address in common()'s frame differs. Each chain keeps its own bytes, and the
+// walks were reused (else this tests nothing).
 TEST_F(NativeStacks, WalkReuseKeepsTwoChainsFromOneStartApart) {
   TraceSession session({.target = "walk_chains"});
   const std::string ctx = context(session);
@@ -404,11 +404,11 @@ TEST_F(NativeStacks, WalkReuseKeepsTwoChainsFromOneStartApart) {
   EXPECT_GT(session.snapshot().at("counters").at("walks_reused").get<int64_t>(), 100) << ctx;
 }
 
-// User reads through the per-CPU window (decision 50) give the stacks that
-// direct reads give: every site with a backtrace() still matches it with the window
-// at its default (4 KB), at 64 bytes (most frames straddle blocks and are
-// read directly, the rest copy a block each) and off. The default run did
-// copy blocks, and the run with the window off copied none.
+// User reads through the per-CPU window (decision user-read-window) give the
+// stacks that direct reads give: every site with a backtrace() still matches it
+// with the window at its default (4 KB), at 64 bytes (most frames straddle
+// blocks and are read directly, the rest copy a block each) and off. The
+// default run did copy blocks, and the run with the window off copied none.
 TEST_F(NativeStacks, WindowedReadsGiveTheStacksOfDirectReads) {
   std::set<std::string> sites;
   for (const auto &[site, bytes] : all_sites_session().truth().at("sites").items()) sites.insert(site);
@@ -436,7 +436,8 @@ TEST_F(NativeStacks, WindowedReadsGiveTheStacksOfDirectReads) {
 // a loop that allocates and frees a large block, as PyTorch's inference
 // loop does): the re-growth below the highest break is recorded without a
 // stack walk, at one site that says so, but for at most one walk per
-// 100 ms; growth to a new high has its full stack (decision 41).
+// 100 ms; growth to a new high has its full stack
+// (decision brk-emulated-probe).
 TEST_F(NativeStacks, LightModeHeapRegrowthIsRecordedWithoutAWalk) {
   TraceSession session({.target = "brk_regrow", .leakwatch_args = {"--mode", "light"}});
   const std::string ctx = context(session);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// OOM kill reports (docs/architecture.md, 38), with real probes and real
+// OOM kill reports (decision oom-kill-reports), with real probes and real
 // kills: a leaking program in a memory cgroup with a 96 MiB limit is
 // OOM-killed by the kernel, and the daemon's /api/v1/oom_kills must hold its
 // report within 1 s, naming the leaking function, with RSS and live bytes

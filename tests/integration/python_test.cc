@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Python frames (docs/architecture.md, "Python frames"), end to end with
+// Python frames (decision python-frames), end to end with
 // real probes on Debian's interpreter, /usr/bin/python3.11 (the package
 // python3.11-minimal; NOT the first python3 on PATH, which may be another
 // build). Targets: tests/targets/python/py_leaker.py (and torch_leaker.py,
@@ -211,14 +211,14 @@ TEST(LeakwatchPython, LeakTwoFunctionsDeepHasBothFramesWithFileAndLine) {
   expect_two_deep({});
 }
 
-// Decision 52's memo of code objects' first lines, off: every frame reads
-// its code object, and the frames are the same as with it.
+// The memo of code objects' first lines (decision code-object-memo), off: every
+// frame reads its code object, and the frames are the same as with it.
 TEST(LeakwatchPython, TheSameFramesWithoutTheCodeMemo) {
   REQUIRE_PYTHON311();
   expect_two_deep({"LW_BENCH_NO_PY_CODE_MEMO=1"});
 }
 
-// 3.12 and 3.13 are `untested` (docs/architecture.md, decision 36): no CI
+// 3.12 and 3.13 are `untested` (decision python-frames): no CI
 // machine is known to have them. By hand, with interpreters of those
 // versions (e.g. pyenv's, built --enable-shared):
 //   LW_PYTHON_INTERPRETERS=/root/.pyenv/versions/3.12.1/bin/python3.12:/root/.pyenv/versions/3.13.0/bin/python3.13

@@ -4,8 +4,9 @@
 // `top` and under the daemon: the heap's live bytes are within 25% of the
 // growth of redis' own `used_memory` (jemalloc rounds sizes up, so a little
 // under), and nothing is lost. Exact or sampled depends on the host (the
-// live map is sized from RAM, decision 45; sampled past a process's share,
-// decision 47): either is fine, and the JSON must say which.
+// live map is sized from RAM, decision live-map-sizing; sampled past a
+// process's share, decision auto-sampling): either is fine, and the JSON must
+// say which.
 //
 // The long form, 100,000 / 1,000,000 / 3,000,000 keys with `top`'s
 // defaults: bench/redis_scale.sh (bench/README.md, "Scale").

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// "RSS explained" (docs/analysis.md; architecture.md, decision 43):
+// "RSS explained" (docs/analysis.md; decision rss-explained):
 // `leakwatch top --json`'s "rss" breakdown against tests/targets/rss_parts.
 // Each test prints the share of anonymous RSS (growth) it attributes.
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The stack map's collection with real probes (docs/architecture.md, 47
+// The stack map's collection with real probes (decision stack-map-gc
 // (stack GC)): stack_churn uses 48 new stacks a round against a 64-entry
 // stack map. Collected, every round's stacks are stored (stack_map_full
 // stays 0), the block held from the start keeps its stack and bytes, and a

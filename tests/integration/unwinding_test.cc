@@ -6,7 +6,7 @@
 // after every abnormal exit are exact, the abandoned entry contexts are
 // counted exactly (ctx_orphaned) and none is left in the kernel's context
 // map (task storage), and the calls the kernel gives no return probe are counted
-// (ret_probe_omitted). Decision 25 in docs/architecture.md.
+// (ret_probe_omitted). Decision orphaned-calls.
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <sys/syscall.h>
@@ -28,9 +28,9 @@ namespace lw::itest {
 namespace {
 
 // The contexts stored for thread `tid` in leakwatch's entry-context map
-// ("ctxs", task storage, decision 40), found through the map ids in the
-// fdinfo of the leakwatch process (several leakwatch instances may run on
-// this host: only this one's map is read) and read with a pidfd of the
+// ("ctxs", task storage, decision fewer-map-operations), found through the map
+// ids in the fdinfo of the leakwatch process (several leakwatch instances may
+// run on this host: only this one's map is read) and read with a pidfd of the
 // thread. Returns the classes whose slot is valid; `gone` is set when the
 // thread no longer exists (its storage went with it).
 std::vector<uint32_t> ctx_classes(pid_t leakwatch_pid, pid_t tid, bool *gone, std::string *error) {
@@ -91,7 +91,8 @@ TEST(LeakwatchUnwinding, LongjmpAndExceptionsLeaveExactBytesAndCountedReclaimedO
   const Json &facts = truth.at("facts");
   const std::string why = "\ncounters: " + snapshot.at("counters").dump() + session.diagnostics();
 
-  // The executable's own mi_malloc is probed (a mimalloc name, decision 21).
+  // The executable's own mi_malloc is probed (a mimalloc name,
+  // decision allocator-per-process).
   bool probed = false;
   for (const Json &f : session.attach_snapshot().at("allocator").at("functions"))
     if (f.get<std::string>().find("mi_malloc") != std::string::npos) probed = true;

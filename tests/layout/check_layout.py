@@ -12,7 +12,13 @@ every hand-written source file:
     engine/: the daemon's parts speak to the tracer through
     service/tracer_control.h, so the unit tests link them without libbpf;
   - no hand-written source file is over 800 lines (bpf/vmlinux.h aside);
-  - every repository path the README and docs/ cite exists.
+  - every repository path the README and docs/ cite exists;
+  - decisions live one per file, docs/decisions/NNNN-slug.md, each listed in
+    docs/architecture.md; a citation anywhere in the tree names one by its
+    slug ("decision auto-sampling", "decisions a, b and c") and the slug
+    must have its file; a citation by number (of a decision, or of
+    docs/architecture.md followed by a number) is an error: the numbers
+    were renumbered more than once, the slugs stay.
 Usage: check_layout.py SOURCE_DIR"""
 import os
 import re
@@ -52,6 +58,22 @@ CITED_DIRS = set(ALLOWED) | {"bpf", "tests", "bench", "docs", "deploy", "scripts
 SOURCE_EXT = (".c", ".cc", ".h", ".py", ".sh")
 SKIP_DIRS = {".git", "node_modules"}
 
+# Decision citations (docs/architecture.md, "Decisions").
+DECISIONS_DIR = "docs/decisions"
+DECISION_FILE_RE = re.compile(r"^(\d{4})-([a-z]+(?:-[a-z]+){1,4})\.md$")
+CITE_EXT = (".c", ".cc", ".h", ".py", ".sh", ".md", ".yaml", ".yml", ".json", ".txt", ".cmake", ".service", ".in")
+CITE_NAMES = {"CMakeLists.txt", "Dockerfile"}
+# a space, or a line break and the next line's comment leader
+_SEP = r"(?:[ \t]+|[ \t]*\n[ \t]*(?://+|\*|#+|;+)?[ \t]*)"
+_SLUG = r"[a-z]+(?:-[a-z]+)+"
+SLUG_CITE_RE = re.compile(rf"\b[Dd]ecisions?{_SEP}({_SLUG}(?:,{_SEP}{_SLUG})*(?:,?{_SEP}and{_SEP}{_SLUG})?)")
+_NUM = r"\d+(?![\d-])"
+NUMBER_CITE_RES = [
+    re.compile(rf"\b[Dd]ecisions?{_SEP}{_NUM}"),
+    re.compile(rf"\barchitecture(?:\.md)?[,:]?{_SEP}(?:[Dd]ecisions?{_SEP})?{_NUM}"),
+    re.compile(rf"\barchitecture\.md{_SEP}?\({_NUM}"),
+]
+
 include_re = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]')
 
 
@@ -74,6 +96,59 @@ def check_core_file(rel, lines):
             errors.append(f"{rel}:{n}: core/{area} may not include {m.group(1)} "
                           f"(allowed: {', '.join(sorted(allowed))})")
     return errors
+
+
+def check_decisions(root):
+    """One file per decision, each in the index; every citation by slug, and
+    every slug cited has its file; no citation by number."""
+    errors = []
+    ddir = os.path.join(root, DECISIONS_DIR)
+    slugs, numbers = {}, {}
+    for name in sorted(os.listdir(ddir)) if os.path.isdir(ddir) else []:
+        m = DECISION_FILE_RE.match(name)
+        if not m:
+            errors.append(f"{DECISIONS_DIR}/{name}: not NNNN-slug.md (slug: 2-5 lowercase words, hyphens)")
+            continue
+        num, slug = m.groups()
+        if slug in slugs:
+            errors.append(f"{DECISIONS_DIR}/{name}: slug {slug} also in {slugs[slug]}")
+        if num in numbers:
+            errors.append(f"{DECISIONS_DIR}/{name}: number {num} also in {numbers[num]}")
+        slugs[slug], numbers[num] = name, name
+        with open(os.path.join(ddir, name), encoding="utf-8") as f:
+            first = f.readline()
+        if not first.startswith(f"# {num}. "):
+            errors.append(f"{DECISIONS_DIR}/{name}:1: the title line is not '# {num}. Title'")
+    arch = os.path.join(root, "docs", "architecture.md")
+    index = open(arch, encoding="utf-8").read() if os.path.exists(arch) else ""
+    for name in slugs.values():
+        if f"(decisions/{name})" not in index:
+            errors.append(f"docs/architecture.md: the decisions index has no link to decisions/{name}")
+    for rel in cite_files(root):
+        text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
+        for m in SLUG_CITE_RE.finditer(text):
+            for slug in re.findall(_SLUG, m.group(1)):
+                if slug not in slugs:
+                    line = text.count("\n", 0, m.start()) + 1
+                    errors.append(f"{rel}:{line}: cites decision {slug}, which has no {DECISIONS_DIR}/NNNN-{slug}.md")
+        for r in NUMBER_CITE_RES:
+            for m in r.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                cite = " ".join(m.group(0).split())
+                errors.append(f"{rel}:{line}: cites a decision by number ({cite!r}): cite its slug, "
+                              f"decision <slug> ({DECISIONS_DIR}/)")
+    return errors
+
+
+def cite_files(root):
+    """Every text file of the tree that may cite a decision."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not (rel_dir == "." and d.startswith("build")))
+        for name in sorted(filenames):
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if (name.endswith(CITE_EXT) or name in CITE_NAMES) and rel != "bpf/vmlinux.h":
+                yield rel
 
 
 def main():
@@ -118,12 +193,16 @@ def main():
     # Paths the docs cite must exist (a renamed file leaves stale citations).
     doc_files = [os.path.join(root, "README.md")] + [
         os.path.join(root, "docs", f) for f in sorted(os.listdir(os.path.join(root, "docs"))) if f.endswith(".md")]
+    ddir = os.path.join(root, DECISIONS_DIR)
+    if os.path.isdir(ddir):
+        doc_files += [os.path.join(ddir, f) for f in sorted(os.listdir(ddir)) if f.endswith(".md")]
     cited = re.compile(r"`([A-Za-z0-9_./-]+\.(?:cc|h|c|py|sh|md|yaml|yml|json|txt))`")
     for doc in doc_files:
         for m in cited.finditer(open(doc, encoding="utf-8").read()):
             path = m.group(1)
             if "/" in path and path.split("/", 1)[0] in CITED_DIRS and not os.path.exists(os.path.join(root, path)):
                 errors.append(f"{os.path.relpath(doc, root)} cites {path}, which is not in the tree")
+    errors.extend(check_decisions(root))
     for e in errors:
         print(e)
     if errors:

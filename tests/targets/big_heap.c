@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* A heap of N small live blocks from two sites, with churn and frees, for
- * automatic sampling (docs/architecture.md, decision 47): more blocks than
+ * automatic sampling (decision auto-sampling): more blocks than
  * a process's share of the live map makes the heap switch from exact to
  * sampled part way, and the figures must stay true. See target_protocol.h.
  *

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* glibc's heap moving up and down (architecture decision 41): a loop that
+/* glibc's heap moving up and down (decision brk-emulated-probe): a loop that
  * allocates and frees a block too large for the free lists grows the break
  * and trims it back on every iteration, as PyTorch's inference loop does.
  * Then one site grows the heap to a new high and keeps it.

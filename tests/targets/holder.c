@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Holds N live heap blocks (N from argv[1], default 1,000,000), all from one
- * call site, for the daemon memory-bound tests (docs/architecture.md, 28).
+ * call site, for the daemon memory-bound tests (decision daemon-memory-bound).
  * See target_protocol.h for the protocol.
  *
  * Block i is 16 + 16 * (i % 4) bytes (16, 32, 48, 64): small blocks, so the

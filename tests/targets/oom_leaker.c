@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Leaks until the kernel kills it, for the OOM report tests
- * (tests/integration/oom_test.cc, docs/architecture.md 38). See
+ * (tests/integration/oom_test.cc, decision oom-kill-reports). See
  * target_protocol.h for the protocol; there is no "done": the process dies.
  *
  *   oom_leaker [BLOCK_KIB [INTERVAL_MS]]   after "go": prints "leaking", then

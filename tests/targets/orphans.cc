@@ -4,14 +4,15 @@
 // C++ exceptions thrown far below a catch, and threads that exit with such
 // a call behind them. Known bytes before and after every abnormal exit, so
 // the accounting after them can be checked exactly (integration test
-// LeakwatchUnwinding, decision 26 in docs/architecture.md).
+// LeakwatchUnwinding, decision orphaned-calls).
 //
 // The allocator is this executable's own `mi_malloc` (a name private to
-// mimalloc, so leakwatch probes it wherever it is defined, decision 21):
-// it takes its block from libc's malloc (a nested probed call) and then
-// calls a hook, as allocators with debug or profiling hooks do. The hook
-// recurses into mi_malloc to a chosen depth, then either longjmps to the
-// caller's setjmp or returns. See target_protocol.h for the protocol.
+// mimalloc, so leakwatch probes it wherever it is defined,
+// decision allocator-per-process): it takes its block from libc's malloc (a
+// nested probed call) and then calls a hook, as allocators with debug or
+// profiling hooks do. The hook recurses into mi_malloc to a chosen depth, then
+// either longjmps to the caller's setjmp or returns. See target_protocol.h for
+// the protocol.
 //
 //   orphans                  the traced run (truth as usual)
 //   orphans --throw-in-hook  see throw_in_hook()
@@ -230,9 +231,9 @@ void run_thread(void *(*fn)(void *), intptr_t index) {
 }  // namespace
 
 // --throw-in-hook: the hook throws through the return-probed mi_malloc
-// frames instead (the known limit of decision 6: under leakwatch the
-// unwinder meets the uretprobe trampoline and the program terminates).
-// Prints "caught" and exits 0 when the exception arrives.
+// frames instead (the known limit of decision operator-new-entry-only: under
+// leakwatch the unwinder meets the uretprobe trampoline and the program
+// terminates). Prints "caught" and exits 0 when the exception arrives.
 int throw_in_hook() {
   if (lw_ready_wait_go() < 0) return 0;
   g_throw_in_hook = true;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Many distinct stacks, each used once by a block freed at once, for the
- * stack map's collection (docs/architecture.md, 48). See
+ * stack map's collection (decision stack-map-gc). See
  * target_protocol.h for "ready"/"go"; after "go" the target holds one
  * block from keep_block (4242 bytes) and answers "ok", then takes:
  *

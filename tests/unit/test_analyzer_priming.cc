@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The heap analysis of an escalated `auto` process, primed with the rise
 // seen before the escalation (core/analysis/analyzer.h prime(), docs/analysis.md
-// "Escalated processes", decision 39), end to end on simulated time: the
-// process's statm goes through the shipped escalation policy, and from the
-// escalation on its allocations go through a HeapTracker sampled by a
+// "Escalated processes", decision auto-mode-detection), end to end on simulated
+// time: the process's statm goes through the shipped escalation policy, and
+// from the escalation on its allocations go through a HeapTracker sampled by a
 // ProcessAnalyzer every 10 s, as the daemon does. Nothing sleeps.
 #include <gtest/gtest.h>
 
@@ -78,7 +78,7 @@ struct Outcome {
 // Runs `workload(now_ms)` every 25 ms for `seconds`, the escalation policy
 // (shipped defaults) every 10 s from `check_phase_s`, and the analysis
 // every 10 s from 0. `prime` false: the escalation hands the analysis
-// nothing (the behaviour before decision 39).
+// nothing (the behaviour before decision auto-mode-detection).
 Outcome run(double seconds, double check_phase_s, uint64_t site,
             const std::function<void(Process&, uint64_t)>& workload, bool prime = true,
             AnalysisParams params = {}) {
@@ -186,8 +186,9 @@ TEST(AnalyzerPriming, A1MiBPerMinuteLeakIsFlaggedAtItsHeapSiteWithinThreeMinutes
 }
 
 TEST(AnalyzerPriming, WithoutPrimingTheSameLeakWaitsForTwoMinutesOfHeapData) {
-  // The behaviour before decision 39, with the new escalation threshold:
-  // the verdict needs min_span_s (120 s) of heap data, over 3 minutes.
+  // The behaviour before decision auto-mode-detection, with the new escalation
+  // threshold: the verdict needs min_span_s (120 s) of heap data, over 3
+  // minutes.
   const Outcome o = run(600, 5, kLeakSite, SteadyLeaker{}, false);
   EXPECT_GE(o.site_leak_s, o.escalated_s + 120);
   EXPECT_GT(o.site_leak_s - kGo, 180);

@@ -304,7 +304,8 @@ TEST(Config, ScalarTypesAreStrict) {
   parse_bad("sampling: {enabled: 1}\n");
   EXPECT_EQ(parse_bad("sampling: {enabled: off}\n")[0].suggestion, "false");
   EXPECT_TRUE(parse_ok("sampling: {enabled: True}\n").sampling.enabled);
-  // Automatic sampling (decision 47): globally, and per target over it.
+  // Automatic sampling (decision auto-sampling): globally, and per target over
+  // it.
   EXPECT_FALSE(parse_ok("sampling: {automatic: false}\n").sampling.automatic);
   parse_bad("sampling: {automatic: no}\n");
   {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The escalation policy of an `auto` process (core/policy/escalation.h), with the
-// semantics the daemon has had since decision 17: a check every
-// check_interval, escalation on VmData or anonymous resident growth at its
-// high, full for full_window, then a cooldown.
+// semantics the daemon has had since decision light-mode-escalation: a check
+// every check_interval, escalation on VmData or anonymous resident growth at
+// its high, full for full_window, then a cooldown.
 #include <gtest/gtest.h>
 
 #include "core/policy/escalation.h"
@@ -30,9 +30,10 @@ EscalationAction check(EscalationState& s, double t, StatmBytes m, const Escalat
   return a == EscalationAction::kReadMemory ? s.sample(t, m, c) : a;
 }
 
-// The shipped defaults (decision 39): a 1 MiB/min leak escalates within
-// about a minute. The leak is read as glibc grows a brk heap under it:
-// 160 KiB steps (a 32 KiB block plus the 128 KiB top pad) every 9.375 s.
+// The shipped defaults (decision auto-mode-detection): a 1 MiB/min leak
+// escalates within about a minute. The leak is read as glibc grows a brk heap
+// under it: 160 KiB steps (a 32 KiB block plus the 128 KiB top pad) every 9.375
+// s.
 TEST(Escalation, DefaultsEscalateA1MiBPerMinuteLeakWithinAMinuteAndSayHowLongItRose) {
   const EscalationConfig c;  // the defaults
   EXPECT_EQ(c.check_interval_seconds, 10u);

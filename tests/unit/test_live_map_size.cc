@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The live map's automatic size (core/policy/live_map_size.h, architecture.md 45).
+// The live map's automatic size (core/policy/live_map_size.h,
+// decision live-map-sizing).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The daemon's hard memory bound (docs/architecture.md, 28): the record cap
+// The daemon's hard memory bound (decision daemon-memory-bound): the record cap
 // derived from the budget, the choice of the process to shed, and what
 // shedding does to a HeapTracker (records gone and memory given back,
 // per-site figures frozen, events and resyncs of the kind ignored until a

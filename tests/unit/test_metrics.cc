@@ -335,7 +335,7 @@ TEST(Metrics, HttpFrontFamilies) {
   EXPECT_TRUE(promtool_accepts(text, &output)) << output;
 }
 
-// RSS explained (decision 43): one series per part, only where the
+// RSS explained (decision rss-explained): one series per part, only where the
 // breakdown was read.
 TEST(Metrics, RssBytesByPart) {
   DaemonSnapshot snap = sample_snapshot("svc", 2);

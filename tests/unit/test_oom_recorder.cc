@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The OOM recorder (service/oom_recorder.h, docs/architecture.md 38) on the
+// The OOM recorder (service/oom_recorder.h, decision oom-kill-reports) on the
 // fake tracer: a kill becomes one report (API, file, counter), a second
 // kill event of the same process none; reports left in oom.report_dir are
 // read back newest first and bounded by oom.max_reports; the counter has a
@@ -138,9 +138,9 @@ TEST(OomRecorder, AKillIsOneReportInTheApiTheDirectoryAndTheCounter) {
   fs::remove_all(dir);
 }
 
-// GPU OOM (decision 38, "GPU OOM"): one report per process and device per
-// minute (kernel time), the rest counted in it; a recovery updates the API
-// and the file; the process stays tracked; the counters start at 0.
+// GPU OOM (decision oom-kill-reports, "GPU OOM"): one report per process and
+// device per minute (kernel time), the rest counted in it; a recovery updates
+// the API and the file; the process stays tracked; the counters start at 0.
 TEST(OomRecorder, GpuOomIsRateLimitedPerDeviceAndMarkedRecovered) {
   const std::string dir = temp_dir();
   OomParts p(dir, 10);

@@ -113,7 +113,7 @@ TEST(OverheadConfig, KeysParseWithDefaultsAndBounds) {
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->sampling.enabled);
   EXPECT_EQ(d->sampling.mean_bytes, 524288u);
-  EXPECT_EQ(d->escalation.growth_bytes, 1u << 20);  // decision 39
+  EXPECT_EQ(d->escalation.growth_bytes, 1u << 20);  // decision auto-mode-detection
   EXPECT_EQ(d->analysis.primed_min_span_seconds, 60u);
   EXPECT_EQ(d->governor.max_hits_per_second, 50000u);
   EXPECT_FALSE(d->kill_switch);

@@ -541,7 +541,7 @@ TEST(Pprof, UnsymbolizedAndModulelessFrames) {
   EXPECT_EQ(p.location(ids[0]).address - foo.memory_start, 0x4321u);
 }
 
-// Python frames (docs/architecture.md, "Python frames") have no module:
+// Python frames (decision python-frames) have no module:
 // each is a function with its file, at its line, told apart from another
 // line of the same function.
 TEST(Pprof, PythonFramesAreFunctionsWithFileAndLine) {

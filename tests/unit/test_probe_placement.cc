@@ -284,7 +284,7 @@ TEST(ReturnProbePlacement, ThisMachinesLibstdcxxAndLibcudart) {
   EXPECT_GE(checked, 3);  // libstdc++ is always there
 }
 
-// ---- system-call wrapper sites (decision 29) ----
+// ---- system-call wrapper sites (decision libc-syscall-wrappers) ----
 
 TEST(SyscallSites, MunmapLandsOnTheResultCheck) {
   // glibc 2.36 munmap: mov $0xb,%eax; syscall; cmp $-4095,%rax; jae err; ret;
@@ -306,7 +306,7 @@ TEST(SyscallSites, BrkMovesPastTheStoreToTheEmulatedCheck) {
   // mov %rax,(%rdx); cmp %rdi,%rax; jb err; xor %eax,%eax; ret; err: ret.
   // The instruction after syscall (a RIP-relative load) would be
   // single-stepped; the jb is emulated, past the store of the new break
-  // (decision 41).
+  // (decision brk-emulated-probe).
   const uint8_t code[] = {0xb8, 0x0c, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x8b, 0x15, 0xe2,
                           0x51, 0x0d, 0x00, 0x48, 0x89, 0x02, 0x48, 0x39, 0xf8, 0x72, 0x03,
                           0x31, 0xc0, 0xc3, 0xc3};

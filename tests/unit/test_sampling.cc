@@ -134,13 +134,12 @@ TEST(Sampling, TrackerCountsEstimatesAndClearsOnNewMean) {
   EXPECT_EQ(heap.live_bytes(LW_KIND_MMAP), 4096u);
 }
 
-// Automatic sampling (decision 47): an exact heap thinned to mean T, then
-// to 4T while it goes on allocating and freeing, estimates every site
-// within 5% in at least 19 of 20 runs, where the smallest site holds 15%
-// of the heap at about 40,000 records (one standard error sqrt(T/B) =
-// 1.3%), with no bias (the mean signed error over the runs, per site,
-// within 1.5%); allocated - freed stays live per site, and the totals
-// agree with the sites.
+// Automatic sampling (decision auto-sampling): an exact heap thinned to mean T,
+// then to 4T while it goes on allocating and freeing, estimates every site
+// within 5% in at least 19 of 20 runs, where the smallest site holds 15% of the
+// heap at about 40,000 records (one standard error sqrt(T/B) = 1.3%), with no
+// bias (the mean signed error over the runs, per site, within 1.5%); allocated -
+// freed stays live per site, and the totals agree with the sites.
 TEST(Sampling, ThinnedHeapStaysUnbiasedAcrossTwoSwitches) {
   const int kRuns = 20;
   const uint64_t kSites = 3;

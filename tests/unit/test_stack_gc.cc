@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which stored stacks the stack map's collection deletes (core/accounting/stack_gc.h;
-// docs/architecture.md, 48).
+// decision stack-map-gc).
 #include <gtest/gtest.h>
 
 #include <algorithm>

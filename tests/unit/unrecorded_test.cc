@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The coverage of recorded allocations, and what was not recorded by kind
-// (docs/architecture.md, decision 44).
+// (decision unrecorded-per-kind).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,9 +37,9 @@ TEST(UnrecordedCoverage, StackMapFullIsNotLost) {
   EXPECT_TRUE(u.any());
 }
 
-// Per kind (decision 44): add() keeps each kind's counts and the totals in
-// step; a kind's process verdict is incomplete on map_full only, its site
-// verdicts on either reason.
+// Per kind (decision unrecorded-per-kind): add() keeps each kind's counts and
+// the totals in step; a kind's process verdict is incomplete on map_full only,
+// its site verdicts on either reason.
 TEST(UnrecordedByKind, AddKeepsKindsAndTotals) {
   Unrecorded u;
   u.add(LW_KIND_HEAP, {10, 640, 0});

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Walk reuse (docs/architecture.md, decision 46) must never hand one call
+/* Walk reuse (decision walk-reuse) must never hand one call
  * chain's frames to another. Built -O2 without frame pointers: via_a and
  * via_b have the same frame layout, so common()'s call to malloc starts
  * every walk from the same pc and stack pointer, and only the return
