@@ -16,43 +16,27 @@
 # shellcheck disable=SC2317
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 python=${PYTHON:-/usr/bin/python3}
+
+print_help() { sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { echo "usage: $0 [--seconds S] [--model conv|mlp] [--row \"TOP OPTIONS\"]... [BUILD_DIR]" >&2; exit 2; }
 seconds=8 model=conv build=./build rows=()
-while (($#)); do
-  case $1 in
-    --seconds) seconds=${2:?}; shift ;;
-    --row) rows+=("${2:?}"); shift ;;
-    --model) model=${2:?}; shift ;;
-    -h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "usage: $0 [--seconds S] [--model conv|mlp] [--row \"TOP OPTIONS\"]... [BUILD_DIR]" >&2; exit 2 ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--seconds=seconds --row+=rows --model=model" "$@"
 ((${#rows[@]})) || rows=("--mode full" "--mode full --no-python-frames" "--mode full --unwind frame_pointers" "--mode light")
-die() { echo "bpf_breakdown.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (BPF)"
+require_root BPF
 leakwatch=$build/leakwatch
-[[ -x $leakwatch ]] || die "$leakwatch not found; build it: scripts/build.sh"
+require_built scripts/build.sh "$leakwatch"
 command -v bpftool >/dev/null || die "bpftool not found: scripts/install-deps.sh --with-test-tools"
 "$python" -c 'import torch' 2>/dev/null || die "python3-torch not installed: scripts/install-deps.sh --with-bench-tools"
 
-tmp=$(mktemp -d /tmp/lw-bpf-breakdown.XXXXXX)
-target_pid='' tracer_pid=''
+make_scratch lw-bpf-breakdown
 old_stats=$(sysctl -n kernel.bpf_stats_enabled)
-cleanup() {
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
-  sysctl -qw kernel.bpf_stats_enabled="$old_stats"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit() { sysctl -qw kernel.bpf_stats_enabled="$old_stats"; }
 sysctl -qw kernel.bpf_stats_enabled=1
 
-coproc TARGET { exec "$python" "$here/torch_infer.py" --model "$model" 2>"$tmp/target.err"; }
-read -r -t 180 -u "${TARGET[0]}" word target_pid || die "target did not start: $(tail -n 3 "$tmp/target.err")"
-[[ $word == ready ]] || die "target said '$word'"
+start_coproc_target 180 "$python" "$here/torch_infer.py" --model "$model"
 
 # "name run_cnt run_time_ns" for every program the tracer holds.
 prog_stats() {
@@ -85,19 +69,12 @@ read -r bare_its bare_cpu < <(batch)
 echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); ${seconds}s per row"
 printf 'bare: %.1f it/s, %.3f CPU ms/it\n\n' "$bare_its" "$bare_cpu"
 for row in "${rows[@]}"; do
-  # Removed first: the wait below must see this row's first line, not the
-  # previous row's output (the shell truncates it only once the tracer's
-  # job has started).
-  rm -f "$tmp/top.out"
+  # launch_tracer removes top.out first: the wait below must see this
+  # row's first line, not the previous row's output (the shell truncates it
+  # only once the tracer's job has started).
   # shellcheck disable=SC2086
-  "$leakwatch" top -p "$target_pid" --interval 1 --json $row </dev/null >"$tmp/top.out" 2>"$tmp/top.err" &
-  tracer_pid=$!
-  deadline=$((SECONDS + 90))
-  until [[ -s $tmp/top.out ]]; do
-    kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited: $(tail -n 1 "$tmp/top.err")"
-    ((SECONDS < deadline)) || die "$row: not attached after 90 s"
-    sleep 0.1
-  done
+  launch_tracer top "$leakwatch" top -p "$target_pid" --interval 1 --json $row
+  wait_attached "$row: leakwatch" top 90
   batch >/dev/null  # warm: tables, frame cache, stack map
   prog_stats >"$tmp/before"
   read -r its cpu < <(batch)

@@ -9,12 +9,15 @@
 #
 #   bench/cuda_run.sh [BUILD_DIR] [PAIRS]     (as root; defaults ./build 20000)
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 build=${1:-./build}
 pairs=${2:-20000}
 leaker=$build/tests/targets/cuda_leaker
 lw=$build/leakwatch
-((EUID == 0)) || { echo "cuda_run.sh: must run as root" >&2; exit 1; }
-[[ -x $leaker && -x $lw ]] || { echo "cuda_run.sh: build first (scripts/build.sh)" >&2; exit 1; }
+require_root
+[[ -x $leaker && -x $lw ]] || die "build first (scripts/build.sh)"
 tmp=$(mktemp -d /tmp/lw-cuda-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 

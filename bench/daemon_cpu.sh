@@ -20,41 +20,21 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=bench/lib/interleave.sh
-. "$here/lib/interleave.sh"
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 
 usage() { echo "usage: $0 [--reps N] [--seconds S] [BUILD_DIR]" >&2; exit 2; }
 reps=5 seconds=10 build=./build
-while (($#)); do
-  case $1 in
-    --reps) reps=${2:?}; shift ;;
-    --seconds) seconds=${2:?}; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--reps=reps --seconds=seconds" "$@"
 rounds=1 cal_pairs=20000
 
-die() { echo "daemon_cpu.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (BPF)"
+require_root BPF
 loop_bin=$build/bench/malloc_free_loop
 leakwatch_bin=$build/leakwatch
-for bin in "$loop_bin" "$leakwatch_bin"; do
-  [[ -x $bin ]] || die "$bin not found; build it: scripts/build.sh"
-done
+require_built scripts/build.sh "$loop_bin" "$leakwatch_bin"
 command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 
-tmp=$(mktemp -d /tmp/lw-daemon-cpu.XXXXXX)
-target_pid='' tracer_pid=''
-cleanup() {
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+make_scratch lw-daemon-cpu
 
 port=$((20000 + $$ % 20000))
 cat >"$tmp/daemon.yaml" <<EOF
@@ -67,28 +47,24 @@ governor:
   max_hits_per_second: 0
 EOF
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 delivered() {
   curl -sf "http://127.0.0.1:$port/api/v1/status" |
     grep -o '"events_delivered":[0-9]*' | head -n1 | cut -d: -f2
 }
 
-coproc TARGET { exec "$loop_bin" "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
-read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
-[[ $word == ready ]] || die "target said '$word', expected 'ready'"
-"$leakwatch_bin" run --config "$tmp/daemon.yaml" </dev/null >"$tmp/daemon.out" 2>"$tmp/daemon.err" &
-tracer_pid=$!
-deadline=$((SECONDS + 60))
-until grep -q "attached pid $target_pid " "$tmp/daemon.err" && [[ -n $(delivered || true) ]]; do
-  kill -0 "$tracer_pid" 2>/dev/null || die "daemon exited: $(tail -n1 "$tmp/daemon.err")"
-  ((SECONDS < deadline)) || die "daemon did not attach within 60 s"
-  sleep 0.2
-done
+start_coproc_target 10 "$loop_bin" "$cal_pairs" "$rounds"
+launch_tracer daemon "$leakwatch_bin" run --config "$tmp/daemon.yaml"
+# Attached, and serving the status API.
+daemon_ready() { grep -qs "attached pid $target_pid " "$tmp/daemon.err" && [[ -n $(delivered || true) ]]; }
+rc=0
+await_tracer 60 daemon_ready || rc=$?
+((rc != 1)) || die "daemon exited: $(tail -n1 "$tmp/daemon.err")"
+((rc != 2)) || die "daemon did not attach within 60 s"
 tick=$(getconf CLK_TCK)
 
-echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $reps repetitions of ~${seconds}s" >&2
+echo "host: $(host_summary); $reps repetitions of ~${seconds}s" >&2
 cal=$(run_batch "")
-pairs=$(awk -v s="$seconds" -v ns="$cal" 'BEGIN { p = int(s * 1e9 / ns); print (p > 1000 ? p : 1000) }')
+pairs=$(batch_pairs "$seconds" "$cal" 1 1000)
 results=$tmp/results
 : >"$results"
 for ((rep = 1; rep <= reps; rep++)); do
@@ -107,7 +83,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   printf 'rate %s\ncpu%% %s\nus/1k %s\n' "$rate" "$pct" "$per_k" >>"$results"
 done
 kill -0 "$tracer_pid" 2>/dev/null || die "daemon exited during the run"
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "load after: $(load_avg)" >&2
 echo
 echo "leakwatch run (mode full) applying a malloc/free loop's events; $reps repetitions of ~${seconds}s"
 awk '{ n[$1]++; s[$1] += $2; if (!($1 in lo) || $2 < lo[$1]) lo[$1] = $2; if (!($1 in hi) || $2 > hi[$1]) hi[$1] = $2 }

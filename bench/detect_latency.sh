@@ -19,6 +19,9 @@
 #   bench/detect_latency.sh [BUILD_DIR] [TIMEOUT_MINUTES]          (the old form, one run)
 # Root. Every run is a fresh daemon and fresh targets.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 runs=1 timeout_min=15 watch_min=0 build=
 while (($#)); do
   case $1 in
@@ -33,13 +36,13 @@ while (($#)); do
   esac
 done
 build=${build:-./build}
-((EUID == 0)) || { echo "must run as root" >&2; exit 1; }
+require_root
 tmp=$(mktemp -d /tmp/lw-detect.XXXXXX)
-daemon_pid= target_pids=()
+daemon_pid='' target_pids=()
 stop_run() {
   [[ -n $daemon_pid ]] && { kill -TERM "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; }
   for p in "${target_pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  daemon_pid= target_pids=()
+  daemon_pid='' target_pids=()
 }
 trap 'stop_run; rm -rf "$tmp"' EXIT
 cp "$build/tests/targets/steady_leaker" "$tmp/lwdetect$$"
@@ -76,27 +79,26 @@ CFG
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
   # Three targets, each fed by its own fifo so that this shell holds them
   # open (EOF on stdin ends a target).
+  start_fifo_target leak "$tmp/lwdetect$$"
+  target_pids+=("$fifo_target_pid")
+  start_fifo_target cache "$tmp/lwplateau$$"
+  target_pids+=("$fifo_target_pid")
+  start_fifo_target frozen "$tmp/lwplateau$$" --no-churn
+  target_pids+=("$fifo_target_pid")
   pids=()
   for name in leak cache frozen; do
-    rm -f "$tmp/$name.in"; mkfifo "$tmp/$name.in"
-    case $name in
-      leak) "$tmp/lwdetect$$" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" & ;;
-      cache) "$tmp/lwplateau$$" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" & ;;
-      frozen) "$tmp/lwplateau$$" --no-churn <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" & ;;
-    esac
-    target_pids+=($!)
-    eval "exec {fd_$name}>\"$tmp/$name.in\""
+    ready=$(ready_pid "$name" 50) || { echo "target $name did not start" >&2; exit 1; }
+    pids+=("$ready")
   done
-  for name in leak cache frozen; do
-    for _ in $(seq 50); do grep -q '^ready' "$tmp/$name.out" 2>/dev/null && break; sleep 0.2; done
-    grep -q '^ready' "$tmp/$name.out" || { echo "target $name did not start" >&2; exit 1; }
-    pids+=("$(awk '/^ready/ { print $2; exit }' "$tmp/$name.out")")
-  done
+  # cache_pid and frozen_pid are read through ${c}_pid below.
+  # shellcheck disable=SC2034
   pid=${pids[0]} cache_pid=${pids[1]} frozen_pid=${pids[2]}
   sleep 2   # attached at discovery (exec event / reconcile)
   for name in leak cache frozen; do fd_var=fd_$name; echo go >&"${!fd_var}"; done
   start=$(date +%s.%N)
-  esc= mmap_at= heap_at= site_at= done_at=
+  esc='' mmap_at='' heap_at='' site_at='' done_at=''
+  # cache_full and frozen_full are read through ${c}_full below.
+  # shellcheck disable=SC2034
   cache_flagged=0 frozen_flagged=0 cache_esc=0 frozen_esc=0 cache_full=0 frozen_full=0
   deadline=$(( $(date +%s) + timeout_min * 60 ))
   while (( $(date +%s) < deadline )); do

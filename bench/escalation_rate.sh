@@ -22,7 +22,10 @@
 #
 #   bench/escalation_rate.sh [--minutes M] [--warmup-minutes W] [--skip redis,torch] [BUILD_DIR]    (root)
 set -euo pipefail
-minutes=30 skip= build= warmup=2
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
+minutes=30 skip='' build='' warmup=2
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
@@ -36,8 +39,7 @@ while (($#)); do
   esac
 done
 build=${build:-./build}
-((EUID == 0)) || { echo "must run as root" >&2; exit 1; }
-here=$(cd "$(dirname "$0")" && pwd)
+require_root
 tmp=$(mktemp -d /tmp/lw-escrate.XXXXXX)
 pids_to_kill=()
 cleanup() {
@@ -51,15 +53,13 @@ skipped() { [[ ,$skip, == *,$1,* ]]; }
 
 cp "$build/tests/targets/plateau_cache" "$tmp/lwescplat$$"
 declare -A pid_of
-start_target() {  # NAME COMMAND...: started on a fifo held open here; "ready PID" expected
-  local name=$1; shift
-  mkfifo "$tmp/$name.in"
-  "$@" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids_to_kill+=($!)
-  eval "exec {fd_$name}>\"$tmp/$name.in\""
-  for _ in $(seq 300); do grep -q '^ready' "$tmp/$name.out" 2>/dev/null && break; sleep 0.2; done
-  grep -q '^ready' "$tmp/$name.out" || { echo "$name did not start: $(tail -2 "$tmp/$name.err")" >&2; exit 1; }
-  pid_of[$name]=$(awk '/^ready/ { print $2; exit }' "$tmp/$name.out")
+fd_cache='' fd_frozen='' fd_torch=''  # set by start_target
+start_target() {  # NAME COMMAND...: started on a fifo held open here (fd_NAME); "ready PID" expected
+  local name=$1
+  start_fifo_target "$@"
+  pids_to_kill+=("$fifo_target_pid")
+  pid_of[$name]=$(ready_pid "$name" 300) ||
+    { echo "$name did not start: $(tail -2 "$tmp/$name.err")" >&2; exit 1; }
 }
 start_target cache "$tmp/lwescplat$$"
 start_target frozen "$tmp/lwescplat$$" --no-churn

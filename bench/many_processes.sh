@@ -26,37 +26,27 @@
 # (as root). LW_BENCH_KEEP_LOG=PATH keeps each daemon's log as PATH.K.
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
+
 usage() {
   echo "usage: $0 [--counts LIST] [--churn-seconds C] [--churn-rate R] [--pairs N] [--reps N] [BUILD_DIR]" >&2
   exit 2
 }
 counts="1 100 1000" churn_seconds=10 churn_rate=100 pairs=20000 reps=5 build=./build
-while (($#)); do
-  case $1 in
-    --counts) counts=${2:?}; shift ;;
-    --churn-seconds) churn_seconds=${2:?}; shift ;;
-    --churn-rate) churn_rate=${2:?}; shift ;;
-    --pairs) pairs=${2:?}; shift ;;
-    --reps) reps=${2:?}; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--counts=counts --churn-seconds=churn_seconds --churn-rate=churn_rate --pairs=pairs
+  --reps=reps" "$@"
 
-die() { echo "many_processes.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (BPF)"
+require_root BPF
 idle_bin=$(realpath "$build/tests/targets/mp_idle" 2>/dev/null || true)
 leakwatch_bin=$build/leakwatch
-for bin in "$idle_bin" "$leakwatch_bin"; do
-  [[ -x $bin ]] || die "$bin not found; build it: scripts/build.sh"
-done
+require_built scripts/build.sh "$idle_bin" "$leakwatch_bin"
 command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 ulimit -n "$(ulimit -Hn)"  # links are fds: 2 or more per traced process
 ulimit -u unlimited 2>/dev/null || true
 
-tmp=$(mktemp -d /tmp/lw-many.XXXXXX)
+make_scratch lw-many
 cp "$idle_bin" "$tmp/mp_free"  # the untraced copy: its comm matches no target
 daemon_pid='' idle_pids=()
 stop_all() {
@@ -67,13 +57,10 @@ stop_all() {
   [[ -n $daemon_pid ]] && { kill -TERM "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; }
   daemon_pid=''
 }
-cleanup() { stop_all; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit() { stop_all; }
 
 port=$((20000 + $$ % 20000))
 tick=$(getconf CLK_TCK)
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 rss_mib() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 now() { date +%s.%N; }
@@ -95,7 +82,7 @@ link_mean() {
 }
 # Interleaved pair-cost repetitions: traced (mp_idle) and untraced (mp_free).
 pair_costs() {
-  local traced_pid untraced_pid word t u r traced_in untraced_in traced_out untraced_out
+  local traced_pid word t u r traced_in untraced_in traced_out untraced_out
   rm -f "$tmp"/p_*
   mkfifo "$tmp/p_tin" "$tmp/p_tout" "$tmp/p_uin" "$tmp/p_uout"
   "$idle_bin" pairs "$pairs" <"$tmp/p_tin" >"$tmp/p_tout" &
@@ -103,7 +90,7 @@ pair_costs() {
   exec {traced_in}>"$tmp/p_tin" {traced_out}<"$tmp/p_tout"
   exec {untraced_in}>"$tmp/p_uin" {untraced_out}<"$tmp/p_uout"
   read -r -t 10 -u "$traced_out" word traced_pid || die "pair target did not start"
-  read -r -t 10 -u "$untraced_out" word untraced_pid || die "untraced target did not start"
+  read -r -t 10 -u "$untraced_out" word _ || die "untraced target did not start"
   local deadline=$((SECONDS + 60))
   until grep -q "attached pid $traced_pid " "$tmp/daemon.err"; do
     ((SECONDS < deadline)) || die "pair target $traced_pid not attached within 60 s"
@@ -125,7 +112,7 @@ pair_costs() {
     END { printf "%.0f %.0f\n", med("traced"), med("untraced") }' "$tmp/pairs" >"$tmp/pair_result"
 }
 
-echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "host: $(host_summary)" >&2
 results=$tmp/results
 : >"$results"
 for k in $counts; do
@@ -212,7 +199,7 @@ EOF
     sleep 0.02
   done
   drain=$(awk -v e="$t_det" -v n="$(now)" 'BEGIN { printf "%.2f", n - e }')
-  read -r c_p50 c_p99 _ _ c_pr _ c_n < <(stage_summary "$line1")
+  read -r c_p50 c_p99 _ _ _ _ c_n < <(stage_summary "$line1")
   failed=$(grep -c "attaching pid [0-9]* (mp_idle)" "$tmp/daemon.err" || true)
   stop_all
   [[ -n ${LW_BENCH_KEEP_LOG:-} ]] && cp "$tmp/daemon.err" "$LW_BENCH_KEEP_LOG.$k"

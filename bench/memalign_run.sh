@@ -26,48 +26,25 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
 usage() { echo "usage: $0 [--reps N] [--seconds S] [BUILD_DIR]" >&2; exit 2; }
 reps=5 seconds=2 build=./build
-while (($#)); do
-  case $1 in
-    --reps) reps=${2:?}; shift ;;
-    --seconds) seconds=${2:?}; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--reps=reps --seconds=seconds" "$@"
 rounds=5 cal_pairs=2000
 
-die() { echo "memalign_run.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (uprobes)"
+require_root uprobes
 loop_bin=$build/bench/malloc_free_loop
 noop_bin=$build/bench/lw_bench_noop
-for bin in "$loop_bin" "$noop_bin"; do
-  [[ -x $bin ]] || die "$bin not found; build it: cmake --build $build --target malloc_free_loop lw_bench_noop"
-done
+require_built "cmake --build $build --target malloc_free_loop lw_bench_noop" "$loop_bin" "$noop_bin"
 command -v objdump >/dev/null || die "objdump not found (binutils)"
 
-tmp=$(mktemp -d /tmp/lw-memalign.XXXXXX)
-target_pid='' tracer_pid=''
-cleanup() {
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+make_scratch lw-memalign
 
-start_target() {
-  coproc TARGET { exec "$loop_bin" --posix-memalign "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
-  local word
-  read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
-  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
-}
+start_target() { start_coproc_target 10 "$loop_bin" --posix-memalign "$cal_pairs" "$rounds"; }
 
 # posix_memalign's `ret` offsets in the libc a target maps, from objdump.
 start_target
@@ -98,23 +75,14 @@ measure() {
   if [[ $layout != bare ]]; then
     local extra=()
     [[ $layout == retsites ]] && extra=(--ret-offsets "$ret_offsets")
-    # A stale `attached` from the previous row must not pass for this one's.
-    rm -f "$tmp/tracer.out"
-    "$noop_bin" -p "$target_pid" --memalign "$layout" "${extra[@]}" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
-    tracer_pid=$!
-    local deadline=$((SECONDS + 30))
-    until grep -qx attached "$tmp/tracer.out"; do
-      kill -0 "$tracer_pid" 2>/dev/null || die "$layout: tracer exited: $(tail -n1 "$tmp/tracer.err")"
-      ((SECONDS < deadline)) || die "$layout: not attached after 30 s"
-      sleep 0.1
-    done
+    launch_tracer tracer "$noop_bin" -p "$target_pid" --memalign "$layout" "${extra[@]}"
+    wait_attached "$layout: tracer" tracer 30   # its first line: `attached`
   fi
   cal=$(run_batch "")
-  pairs=$(awk -v s="$seconds" -v ns="$cal" -v r="$rounds" -v min="$cal_pairs" \
-    'BEGIN { p = int(s * 1e9 / (ns * r)); print (p > min ? p : min) }')
+  pairs=$(batch_pairs "$seconds" "$cal" "$rounds" "$cal_pairs")
   ns=$(run_batch "$pairs")
   if [[ $layout != bare ]]; then
-    kill -0 "$tracer_pid" 2>/dev/null || die "$layout: tracer exited during the run"
+    tracer_alive_or_die "$layout: tracer" tracer
     # The executable's mapping, to check the caller the probes saw.
     local range exe
     exe=$(readlink -f "/proc/$target_pid/exe")
@@ -136,12 +104,12 @@ measure() {
   echo "$layout $ns" >>"$results"
 }
 
-echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $reps repetitions of each row, ~${seconds}s each, interleaved" >&2
+echo "host: $(host_summary); $reps repetitions of each row, ~${seconds}s each, interleaved" >&2
 for ((rep = 1; rep <= reps; rep++)); do
   echo "== repetition $rep/$reps" >&2
   for layout in "${layouts[@]}"; do measure "$layout"; done
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "load after: $(load_avg)" >&2
 echo
 echo "posix_memalign(64, 64..319) + free, ns per pair; $reps interleaved repetitions, each the median of $rounds rounds"
 summarize_runs "$results" ns/pair 0 "${layouts[@]}"

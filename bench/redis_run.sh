@@ -36,30 +36,19 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
 usage() { echo "usage: $0 [--reps N] [--requests N] [--pin] [--rows ROW,...] [--memleak PATH] [BUILD_DIR]" >&2; exit 2; }
 rows_arg=bare,light,full
 reps=5 requests=100000 build=./build pin=0 memleak_bin=''
-while (($#)); do
-  case $1 in
-    --reps) reps=${2:?}; shift ;;
-    --requests) requests=${2:?}; shift ;;
-    --pin) pin=1 ;;
-    --rows) rows_arg=${2:?}; shift ;;
-    --memleak) memleak_bin=${2:?}; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--reps=reps --requests=requests --pin:pin=1 --rows=rows_arg --memleak=memleak_bin" "$@"
 
-die() { echo "redis_run.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (BPF)"
+require_root BPF
 leakwatch_bin=$build/leakwatch
-[[ -x $leakwatch_bin ]] || die "$leakwatch_bin not found; build it: scripts/build.sh"
+require_built scripts/build.sh "$leakwatch_bin"
 for tool in redis-server redis-benchmark redis-cli taskset; do
   command -v "$tool" >/dev/null ||
     die "$tool not installed: scripts/install-deps.sh --with-test-tools (redis-server redis-tools util-linux)"
@@ -71,15 +60,9 @@ if ((pin)); then
   server_pin=(taskset -c 0) client_pin=(taskset -c 1)
 fi
 
-tmp=$(mktemp -d /tmp/lw-redis-bench.XXXXXX)
-redis_pid='' tracer_pid=''
-cleanup() {
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $redis_pid ]] && kill -KILL "$redis_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+make_scratch lw-redis-bench
+redis_pid=''
+on_exit() { [[ -n $redis_pid ]] && kill -KILL "$redis_pid" 2>/dev/null; }
 sock=$tmp/redis.sock
 
 start_redis() {
@@ -136,21 +119,15 @@ measure() {
   local row=$1 out
   start_redis
   if [[ $row != bare ]]; then
-    # A stale report from the previous row must not pass for this one's.
-    rm -f "$tmp/tracer.out"
     if [[ $row == noop-tp ]]; then
-      "$build/bench/lw_bench_noop" -p "$redis_pid" --syscall-tp </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+      launch_tracer tracer "$build/bench/lw_bench_noop" -p "$redis_pid" --syscall-tp
     elif [[ $row == bcc-memleak ]]; then
       # "Attaching to pid N" comes once attached; stdbuf line-buffers it.
-      stdbuf -oL "$memleak_bin" -O "$memleak_obj" -p "$redis_pid" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
-    else
-      "$leakwatch_bin" top -p "$redis_pid" --interval 1 --json --mode "$row" \
-        </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
-    fi
-    tracer_pid=$!
-    local deadline=$((SECONDS + 60))
-    until [[ -s $tmp/tracer.out ]]; do
-      if [[ $row == bcc-memleak ]] && ! kill -0 "$tracer_pid" 2>/dev/null; then
+      launch_tracer tracer stdbuf -oL "$memleak_bin" -O "$memleak_obj" -p "$redis_pid"
+      local rc=0
+      await_tracer 60 test -s "$tmp/tracer.out" || rc=$?
+      ((rc != 2)) || die "$row: leakwatch not attached after 60 s"
+      if ((rc == 1)); then  # memleak exited before attaching: the row is dropped
         wait "$tracer_pid" 2>/dev/null || true
         tracer_pid=
         memleak_missing="bcc-memleak: not available (memleak -O $memleak_obj exited before attaching: $(grep -v '^$' "$tmp/tracer.err" | tail -n 2 | tr '\n' ' '))"
@@ -160,10 +137,10 @@ measure() {
         stop_redis
         return
       fi
-      kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited: $(tail -n 1 "$tmp/tracer.err")"
-      ((SECONDS < deadline)) || die "$row: leakwatch not attached after 60 s"
-      sleep 0.1
-    done
+    else
+      launch_tracer tracer "$leakwatch_bin" top -p "$redis_pid" --interval 1 --json --mode "$row"
+    fi
+    wait_attached "$row: leakwatch" tracer 60
   fi
   local cpu0 cpu1 tcpu0=0 tcpu1=0
   [[ $row != bare ]] && tcpu0=$(task_cpu_ns "$tracer_pid")
@@ -173,7 +150,7 @@ measure() {
   cpu1=$(server_cpu_ns)
   [[ $row != bare ]] && tcpu1=$(task_cpu_ns "$tracer_pid")
   if [[ $row != bare ]]; then
-    kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited during the run: $(tail -n 1 "$tmp/tracer.err")"
+    tracer_alive_or_die "$row: leakwatch" tracer
     stop_tracer
   fi
   stop_redis
@@ -191,7 +168,7 @@ measure() {
   echo "   $row: SET $set rps, GET $get rps, server CPU $cpu_us us/request, tracer CPU $tcpu_us us/request" >&2
 }
 
-echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); pinned: $( ((pin)) && echo yes || echo no)" >&2
+echo "host: $(host_summary); pinned: $( ((pin)) && echo yes || echo no)" >&2
 # Another tracer's syscall tracepoints (another leakwatch on the host) tax
 # every row alike, bare included: say so.
 if command -v bpftool >/dev/null; then
@@ -202,7 +179,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   echo "== repetition $rep/$reps" >&2
   for row in "${rows[@]}"; do measure "$row"; done
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "load after: $(load_avg)" >&2
 echo
 echo "redis-benchmark -t set,get -n $requests -r 100000 -d 64 -c 50 (unix socket), requests/s; $reps interleaved repetitions"
 echo "SET"

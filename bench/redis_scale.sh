@@ -20,30 +20,24 @@
 # (scripts/install-deps.sh --with-test-tools).
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
+
 usage() { echo "usage: $0 [--keys \"N ...\"] [--value-bytes B] [BUILD_DIR]" >&2; exit 2; }
 keys_list="100000 1000000 3000000" value=100 build=./build
-while (($#)); do
-  case $1 in
-    --keys) keys_list=${2:?}; shift ;;
-    --value-bytes) value=${2:?}; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
-die() { echo "redis_scale.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (BPF)"
+parse_options "--keys=keys_list --value-bytes=value" "$@"
+require_root BPF
 lw=$build/leakwatch
 [[ -x $lw ]] || die "no leakwatch binary at $lw (build first)"
-command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null ||
+{ command -v redis-server && command -v redis-benchmark; } >/dev/null ||
   die "redis-server/redis-benchmark missing: scripts/install-deps.sh --with-test-tools"
 
 work=$(mktemp -d /tmp/lw-redis-scale.XXXXXX)
 redis_pid='' top_pid=''
 cleanup() {
-  [[ -n $top_pid ]] && kill "$top_pid" 2>/dev/null || true
-  [[ -n $redis_pid ]] && kill "$redis_pid" 2>/dev/null || true
+  [[ -z $top_pid ]] || kill "$top_pid" 2>/dev/null || true
+  [[ -z $redis_pid ]] || kill "$redis_pid" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
 }

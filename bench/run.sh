@@ -24,23 +24,19 @@
 # shellcheck disable=SC2317
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
+
 usage() { echo "usage: $0 [--quick] [--baseline LEAKWATCH_BIN] [--memleak MEMLEAK_BIN] [BUILD_DIR]" >&2; exit 2; }
 
 quick=0
 build=./build
 baseline_bin=
 memleak_bin=
-while (($#)); do
-  case $1 in
-    --quick) quick=1 ;;
-    --baseline) [[ $# -ge 2 ]] || usage; baseline_bin=$2; shift ;;
-    --memleak) [[ $# -ge 2 ]] || usage; memleak_bin=$2; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+# Here a missing value is a usage error and an empty one is taken.
+lenient_values=1
+parse_options "--quick:quick=1 --baseline=baseline_bin --memleak=memleak_bin" "$@"
 
 if ((quick)); then
   seconds_per_config=1 rounds=3 cal_pairs=2000
@@ -48,61 +44,26 @@ else
   seconds_per_config=4 rounds=5 cal_pairs=10000
 fi
 attach_timeout_s=30   # leakwatch and bpftrace load BPF and resolve symbols first
-line_timeout_s=120    # one round; generous, a heavily traced round is slow
+batch_timeout_s=120   # one round; generous, a heavily traced round is slow
+batch_show_rounds=1
 
 loop_bin=$build/bench/malloc_free_loop
 noop_bin=$build/bench/lw_bench_noop
 leakwatch_bin=$build/leakwatch
 
-die() { echo "run.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (uprobes need CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)"
-for bin in "$loop_bin" "$noop_bin"; do
-  [[ -x $bin ]] || die "$bin not found; build it: cmake --build $build --target malloc_free_loop lw_bench_noop"
-done
-
-tmp=$(mktemp -d /tmp/lw-bench.XXXXXX)
-target_pid=
-tracer_pid=
+require_root "uprobes need CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN"
+require_built "cmake --build $build --target malloc_free_loop lw_bench_noop" "$loop_bin" "$noop_bin"
 
 # Never leave a tracer attached or a target waiting, whatever way we exit.
-cleanup() {
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+make_scratch lw-bench
 
 # --- the target ---------------------------------------------------------
 
-# Starts the loop as a coprocess: we write batch lines to its stdin and read
-# its results from its stdout.
+# The loop as a coprocess: we write batch lines to its stdin and read its
+# results from its stdout (run_batch: an empty line runs the calibration
+# size given on the command line; round lines go to stderr).
 start_target() {
-  coproc TARGET { exec env ${target_preload:+LD_PRELOAD=$target_preload} "$loop_bin" "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
-  local word
-  read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
-  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
-}
-
-# Runs one batch; $1 is the batch line (empty: the calibration size given on
-# the command line). Echoes the median ns per pair; round lines go to stderr.
-run_batch() {
-  printf '%s\n' "$1" >&"${TARGET[1]}"
-  local key value
-  while read -r -t "$line_timeout_s" -u "${TARGET[0]}" key value; do
-    case $key in
-      round) echo "    round $value ns/pair" >&2 ;;
-      ns_per_pair) echo "$value"; return 0 ;;
-    esac
-  done
-  die "target stopped answering: $(cat "$tmp/target.err")"
-}
-
-stop_target() {
-  local fd=${TARGET[1]}
-  exec {fd}>&-   # end of input: the target exits
-  wait "$target_pid" 2>/dev/null || true
-  target_pid=
+  start_coproc_target 10 env ${target_preload:+LD_PRELOAD=$target_preload} "$loop_bin" "$cal_pairs" "$rounds"
 }
 
 # --- tracers ------------------------------------------------------------
@@ -117,7 +78,7 @@ ready_noop() { grep -qx attached "$1"; }
 # leakwatch writes its first report only once its probes are in; the reports
 # go to a file instead of /dev/null only so that first line can be seen.
 tracer_leakwatch() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json; }
-ready_leakwatch() { (($(wc -l <"$1") >= 1)); }
+ready_leakwatch() { [[ -s $1 ]] && (($(wc -l <"$1") >= 1)); }
 # full with byte sampling at the default mean (512 KiB), and light (no uprobe:
 # only the host-wide mmap/munmap/brk tracepoints).
 tracer_leakwatch_sampled() { exec "$leakwatch_bin" top -p "$1" --interval 1 --json --sample-mean 524288; }
@@ -163,33 +124,16 @@ failure_reason() {
   echo "${line:-no message}"
 }
 
-# wait_attached NAME READY: waits until ready_READY holds for tracer NAME's
+# attach_failure NAME READY: waits until ready_READY holds for tracer NAME's
 # output; on failure echoes why.
-wait_attached() {
-  local name=$1 ready=$2 deadline=$((SECONDS + attach_timeout_s))
-  until "ready_$ready" "$tmp/$name.out"; do
-    if ! kill -0 "$tracer_pid" 2>/dev/null; then
-      echo "exited before attaching: $(failure_reason "$tmp/$name.err")"
-      return 1
-    fi
-    if ((SECONDS >= deadline)); then
-      echo "not attached after ${attach_timeout_s}s: $(failure_reason "$tmp/$name.err")"
-      return 1
-    fi
-    sleep 0.1
-  done
-}
-
-stop_tracer() {
-  kill -INT "$tracer_pid" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$tracer_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$tracer_pid" 2>/dev/null || true
-  wait "$tracer_pid" 2>/dev/null || true
-  tracer_pid=
+attach_failure() {
+  local rc=0
+  await_tracer "$attach_timeout_s" "ready_$2" "$tmp/$1.out" || rc=$?
+  case $rc in
+    1) echo "exited before attaching: $(failure_reason "$tmp/$1.err")" ;;
+    2) echo "not attached after ${attach_timeout_s}s: $(failure_reason "$tmp/$1.err")" ;;
+  esac
+  return "$rc"
 }
 
 # --- configurations -----------------------------------------------------
@@ -203,12 +147,10 @@ measure() {
   echo "== $label" >&2
   start_target
   if [[ -n $name ]]; then
-    # The preloaded-allocator rows reuse a tracer name: a stale report from
-    # an earlier row must not pass for this one's attach.
-    rm -f "$tmp/$name.out"
-    "tracer_$name" "$target_pid" <"/dev/null" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    tracer_pid=$!
-    if ! reason=$(wait_attached "$name" "$ready"); then
+    # The preloaded-allocator rows reuse a tracer name: launch_tracer
+    # removes the earlier row's report first.
+    launch_tracer "$name" "tracer_$name" "$target_pid"
+    if ! reason=$(attach_failure "$name" "$ready"); then
       stop_tracer
       stop_target
       unavailable+=("$label: not available ($reason)")
@@ -217,8 +159,7 @@ measure() {
     fi
   fi
   cal=$(run_batch "")
-  pairs=$(awk -v s="$seconds_per_config" -v ns="$cal" -v r="$rounds" -v min="$cal_pairs" \
-    'BEGIN { p = int(s * 1e9 / (ns * r)); print (p > min ? p : min) }')
+  pairs=$(batch_pairs "$seconds_per_config" "$cal" "$rounds" "$cal_pairs")
   echo "   calibration $cal ns/pair; measuring $rounds rounds of $pairs pairs" >&2
   ns=$(run_batch "$pairs")
   if [[ -n $name ]]; then

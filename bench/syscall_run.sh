@@ -25,56 +25,32 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
 usage() { echo "usage: $0 [--reps N] [--seconds S] [--mmap [--others N]] [BUILD_DIR]" >&2; exit 2; }
 reps=5 seconds=2 build=./build mode=--getppid others=0
-while (($#)); do
-  case $1 in
-    --reps) reps=${2:?}; shift ;;
-    --seconds) seconds=${2:?}; shift ;;
-    --mmap) mode=--mmap ;;
-    --others) others=${2:?}; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--reps=reps --seconds=seconds --mmap:mode=--mmap --others=others" "$@"
 rounds=5 cal_pairs=20000
 unit=syscall
 [[ $mode == --mmap ]] && unit=pair
 
-die() { echo "syscall_run.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (BPF)"
+require_root BPF
 loop_bin=$build/bench/malloc_free_loop
 noop_bin=$build/bench/lw_bench_noop
 leakwatch_bin=$build/leakwatch
-for bin in "$loop_bin" "$noop_bin" "$leakwatch_bin"; do
-  [[ -x $bin ]] || die "$bin not found; build it: scripts/build.sh"
-done
+require_built scripts/build.sh "$loop_bin" "$noop_bin" "$leakwatch_bin"
 
 [[ $others =~ ^[0-9]+$ ]] || usage
 ((others == 0)) || [[ $mode == --mmap ]] || die "--others needs --mmap"
 
-tmp=$(mktemp -d /tmp/lw-syscall.XXXXXX)
-target_pid='' tracer_pid='' idle_pids=()
-cleanup() {
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
-  ((${#idle_pids[@]} == 0)) || kill -KILL "${idle_pids[@]}" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+make_scratch lw-syscall
+idle_pids=()
+on_exit() { ((${#idle_pids[@]} == 0)) || kill -KILL "${idle_pids[@]}" 2>/dev/null; }
 
-start_target() {
-  coproc TARGET { exec "$loop_bin" "$mode" "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
-  local word
-  read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
-  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
-}
+start_target() { start_coproc_target 10 "$loop_bin" "$mode" "$cal_pairs" "$rounds"; }
 foreign_sys_enter() {
   if command -v bpftool >/dev/null; then
     bpftool link show 2>/dev/null | grep -c "tp 'sys_enter'" || true
@@ -111,16 +87,16 @@ EOF
 fi
 
 # light-many: a daemon tracing the target and every idle copy in light.
+all_attached() {
+  (($(grep -c "attached pid" "$tmp/tracer.err") >= others + 1)) &&
+    grep -q "attached pid $target_pid " "$tmp/tracer.err"
+}
 start_daemon() {
-  "$leakwatch_bin" run --config "$tmp/daemon.yaml" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
-  tracer_pid=$!
-  local deadline=$((SECONDS + 120))
-  until (($(grep -c "attached pid" "$tmp/tracer.err") >= others + 1)) &&
-    grep -q "attached pid $target_pid " "$tmp/tracer.err"; do
-    kill -0 "$tracer_pid" 2>/dev/null || die "light-many: daemon exited: $(tail -n1 "$tmp/tracer.err")"
-    ((SECONDS < deadline)) || die "light-many: $(grep -c "attached pid" "$tmp/tracer.err") of $((others + 1)) attached after 120 s"
-    sleep 0.2
-  done
+  launch_tracer tracer "$leakwatch_bin" run --config "$tmp/daemon.yaml"
+  local rc=0
+  await_tracer 120 all_attached || rc=$?
+  ((rc != 1)) || die "light-many: daemon exited: $(tail -n1 "$tmp/tracer.err")"
+  ((rc != 2)) || die "light-many: $(grep -c "attached pid" "$tmp/tracer.err") of $((others + 1)) attached after 120 s"
 }
 
 measure() {
@@ -130,27 +106,18 @@ measure() {
   if [[ $row == light-many ]]; then
     start_daemon
   elif [[ $row != bare ]]; then
-    rm -f "$tmp/tracer.out"
     if [[ $row == noop-tp ]]; then
-      "$noop_bin" -p "$target_pid" --syscall-tp </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+      launch_tracer tracer "$noop_bin" -p "$target_pid" --syscall-tp
     else
-      "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode light \
-        </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
+      launch_tracer tracer "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode light
     fi
-    tracer_pid=$!
-    local deadline=$((SECONDS + 60))
-    until [[ -s $tmp/tracer.out ]]; do
-      kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited: $(tail -n1 "$tmp/tracer.err")"
-      ((SECONDS < deadline)) || die "$row: not attached after 60 s"
-      sleep 0.1
-    done
+    wait_attached "$row: tracer" tracer 60
   fi
   cal=$(run_batch "")
-  pairs=$(awk -v s="$seconds" -v ns="$cal" -v r="$rounds" -v min="$cal_pairs" \
-    'BEGIN { p = int(s * 1e9 / (ns * r)); print (p > min ? p : min) }')
+  pairs=$(batch_pairs "$seconds" "$cal" "$rounds" "$cal_pairs")
   ns=$(run_batch "$pairs")
   if [[ $row != bare ]]; then
-    kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited during the run"
+    tracer_alive_or_die "$row: tracer" tracer
     stop_tracer
   fi
   stop_target
@@ -158,12 +125,12 @@ measure() {
   echo "$row $ns" >>"$results"
 }
 
-echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $reps repetitions, ~${seconds}s each, interleaved" >&2
+echo "host: $(host_summary); $reps repetitions, ~${seconds}s each, interleaved" >&2
 for ((rep = 1; rep <= reps; rep++)); do
   echo "== repetition $rep/$reps" >&2
   for row in "${rows[@]}"; do measure "$row"; done
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "load after: $(load_avg)" >&2
 echo
 if [[ $mode == --mmap ]]; then
   echo "mmap(4 KiB anonymous) + write + munmap loop, ns per pair; $reps interleaved repetitions, each the median of $rounds rounds"

@@ -35,6 +35,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
@@ -43,45 +45,19 @@ reps=5 seconds=5 threads=1 model=conv want_full=1 build=./build memleak_bin='' w
 # Debian's interpreter, which python3-torch installs into (not a python3
 # that PATH may find first, e.g. pyenv's); PYTHON overrides.
 python=${PYTHON:-/usr/bin/python3}
-while (($#)); do
-  case $1 in
-    --reps) reps=${2:?}; shift ;;
-    --seconds) seconds=${2:?}; shift ;;
-    --threads) threads=${2:?}; shift ;;
-    --model) model=${2:?}; shift; [[ $model == conv || $model == mlp ]] || usage ;;
-    --memleak) memleak_bin=${2:?}; shift ;;
-    --no-noop) want_noop=0 ;;
-    --no-full) want_full=0 ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--reps=reps --seconds=seconds --threads=threads --model=model --memleak=memleak_bin
+  --no-noop:want_noop=0 --no-full:want_full=0" "$@"
+[[ $model == conv || $model == mlp ]] || usage
 
-die() { echo "torch_run.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (BPF)"
+require_root BPF
 leakwatch_bin=$build/leakwatch
-[[ -x $leakwatch_bin ]] || die "$leakwatch_bin not found; build it: scripts/build.sh"
+require_built scripts/build.sh "$leakwatch_bin"
 "$python" -c 'import torch' 2>/dev/null ||
   die "python3-torch not installed: scripts/install-deps.sh --with-bench-tools"
 
-tmp=$(mktemp -d /tmp/lw-torch-bench.XXXXXX)
-target_pid='' tracer_pid=''
-cleanup() {
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+make_scratch lw-torch-bench
 
-start_target() {
-  coproc TARGET { exec "$python" "$here/torch_infer.py" --threads "$threads" --model "$model" 2>"$tmp/target.err"; }
-  local word
-  read -r -t 120 -u "${TARGET[0]}" word target_pid || die "target did not start: $(tail -n 3 "$tmp/target.err")"
-  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
-}
+start_target() { start_coproc_target 120 "$python" "$here/torch_infer.py" --threads "$threads" --model "$model"; }
 
 : >"$tmp/its"; : >"$tmp/cpu"
 rows=(bare light full)
@@ -111,27 +87,18 @@ command -v stdbuf >/dev/null || [[ -z $memleak_bin ]] || die "stdbuf (coreutils)
 # once it has attached (the tracer's first line of output).
 start_tracer() {
   local row=$1
-  # A stale report from the previous row must not pass for this one's.
-  rm -f "$tmp/tracer.out"
   case $row in
     light|full)
-      "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode "$row" \
-        </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" & ;;
+      launch_tracer tracer "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode "$row" ;;
     noop-malloc-free)
-      "$noop_bin" -p "$target_pid" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" & ;;
+      launch_tracer tracer "$noop_bin" -p "$target_pid" ;;
     bcc-memleak)
       # memleak prints "Attaching to pid N" after its probes are attached;
       # line-buffer its stdout so the line reaches the file. Default
       # 5 s report interval.
-      stdbuf -oL "$memleak_bin" -p "$target_pid" </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" & ;;
+      launch_tracer tracer stdbuf -oL "$memleak_bin" -p "$target_pid" ;;
   esac
-  tracer_pid=$!
-  local deadline=$((SECONDS + 60))
-  until [[ -s $tmp/tracer.out ]]; do
-    kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited: $(tail -n 1 "$tmp/tracer.err")"
-    ((SECONDS < deadline)) || die "$row: tracer not attached after 60 s"
-    sleep 0.1
-  done
+  wait_attached "$row: tracer" tracer 60
 }
 
 measure() {
@@ -142,7 +109,7 @@ measure() {
     die "$row: target stopped answering: $(tail -n 3 "$tmp/target.err")"
   [[ $key == its_per_s && $key2 == cpu_ms_per_it ]] || die "$row: unexpected target output: $key $its $key2 $cpu"
   if [[ $row != bare ]]; then
-    kill -0 "$tracer_pid" 2>/dev/null || die "$row: tracer exited during the run: $(tail -n 1 "$tmp/tracer.err")"
+    tracer_alive_or_die "$row: tracer" tracer
     stop_tracer
   fi
   echo "$row $its" >>"$tmp/its"
@@ -150,14 +117,14 @@ measure() {
   echo "   $row: $its it/s, $cpu CPU ms/it" >&2
 }
 
-echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); torch $("$python" -c 'import torch; print(torch.__version__)'), $threads thread(s)" >&2
+echo "host: $(host_summary); torch $("$python" -c 'import torch; print(torch.__version__)'), $threads thread(s)" >&2
 for ((rep = 1; rep <= reps; rep++)); do
   echo "== repetition $rep/$reps" >&2
   start_target
   for row in "${rows[@]}"; do measure "$row"; done
   stop_target
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "load after: $(load_avg)" >&2
 echo
 case $model in
   conv) model_desc="conv net, batch 8x3x32x32" ;;

@@ -20,53 +20,29 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib/common.sh
+. "$here/lib/common.sh"
 # shellcheck source=bench/lib/interleave.sh
 . "$here/lib/interleave.sh"
 
 usage() { echo "usage: $0 [--reps N] [--seconds S] [--depths \"8 32 64\"] [BUILD_DIR]" >&2; exit 2; }
 reps=3 seconds=2 depths="8 32 64" build=./build
-while (($#)); do
-  case $1 in
-    --reps) reps=${2:?}; shift ;;
-    --seconds) seconds=${2:?}; shift ;;
-    --depths) depths=${2:?}; shift ;;
-    -h|--help) usage ;;
-    -*) usage ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
+parse_options "--reps=reps --seconds=seconds --depths=depths" "$@"
 rounds=5 cal_pairs=2000
 
-die() { echo "unwind_depth.sh: $*" >&2; exit 1; }
-((EUID == 0)) || die "must run as root (uprobes, bpf stats)"
+require_root "uprobes, bpf stats"
 loop_bin=$build/bench/malloc_free_loop
 leakwatch_bin=$build/leakwatch
-for bin in "$loop_bin" "$leakwatch_bin"; do
-  [[ -x $bin ]] || die "$bin not found; build it: cmake --build $build --target malloc_free_loop leakwatch"
-done
+require_built "cmake --build $build --target malloc_free_loop leakwatch" "$loop_bin" "$leakwatch_bin"
 command -v bpftool >/dev/null || die "bpftool not found"
 
-tmp=$(mktemp -d /tmp/lw-depth.XXXXXX)
-target_pid='' tracer_pid=''
+make_scratch lw-depth
 stats_was=$(sysctl -n kernel.bpf_stats_enabled)
-cleanup() {
-  sysctl -qw kernel.bpf_stats_enabled="$stats_was" || true
-  [[ -n $tracer_pid ]] && kill -KILL "$tracer_pid" 2>/dev/null
-  [[ -n $target_pid ]] && kill -KILL "$target_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit() { sysctl -qw kernel.bpf_stats_enabled="$stats_was" || true; }
 sysctl -qw kernel.bpf_stats_enabled=1
 
 depth=0
-start_target() {
-  coproc TARGET { exec "$loop_bin" --depth "$depth" "$cal_pairs" "$rounds" 2>"$tmp/target.err"; }
-  local word
-  read -r -t 10 -u "${TARGET[0]}" word target_pid || die "target did not start: $(cat "$tmp/target.err")"
-  [[ $word == ready ]] || die "target said '$word', expected 'ready'"
-}
+start_target() { start_coproc_target 10 "$loop_bin" --depth "$depth" "$cal_pairs" "$rounds"; }
 
 # run_cnt and run_time_ns of this tracer's lw_alloc_return (the program
 # whose fd the tracer holds).
@@ -87,26 +63,18 @@ rows=(fp cfi cfi-cold)
 measure() {
   local row=$1 cal pairs ns before after
   start_target
-  rm -f "$tmp/tracer.out"
   local mode=cfi env=()
   [[ $row == fp ]] && mode=frame_pointers
   [[ $row == cfi-cold ]] && env=(LW_BENCH_NO_FRAME_CACHE=1)
-  env "${env[@]}" "$leakwatch_bin" top -p "$target_pid" --interval 60 --json --unwind "$mode" --top 1 \
-    </dev/null >"$tmp/tracer.out" 2>"$tmp/tracer.err" &
-  tracer_pid=$!
-  local deadline=$((SECONDS + 60))
-  until [[ -s $tmp/tracer.out ]]; do
-    kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited: $(tail -n1 "$tmp/tracer.err")"
-    ((SECONDS < deadline)) || die "$row: not attached after 60 s"
-    sleep 0.1
-  done
+  launch_tracer tracer env "${env[@]}" "$leakwatch_bin" top -p "$target_pid" --interval 60 --json \
+    --unwind "$mode" --top 1
+  wait_attached "$row: leakwatch" tracer 60
   cal=$(run_batch "")
-  pairs=$(awk -v s="$seconds" -v ns="$cal" -v r="$rounds" -v min="$cal_pairs" \
-    'BEGIN { p = int(s * 1e9 / (ns * r)); print (p > min ? p : min) }')
+  pairs=$(batch_pairs "$seconds" "$cal" "$rounds" "$cal_pairs")
   before=$(prog_stats)
   ns=$(run_batch "$pairs")
   after=$(prog_stats)
-  kill -0 "$tracer_pid" 2>/dev/null || die "$row: leakwatch exited during the run"
+  tracer_alive_or_die "$row: leakwatch" tracer
   stop_tracer
   stop_target
   local per_call frames
@@ -121,7 +89,7 @@ s=json.load(sys.stdin); print(max([len(x["frames"]) for x in s["sites"]] or [0])
   echo "d$depth-$row $per_call" >>"$results.bpf"
 }
 
-echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $reps repetitions, ~${seconds}s each, interleaved" >&2
+echo "host: $(host_summary); $reps repetitions, ~${seconds}s each, interleaved" >&2
 labels=()
 for depth in $depths; do
   for row in "${rows[@]}"; do labels+=("d$depth-$row"); done
@@ -132,7 +100,7 @@ for ((rep = 1; rep <= reps; rep++)); do
     for row in "${rows[@]}"; do measure "$row"; done
   done
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "load after: $(load_avg)" >&2
 echo
 echo "malloc+free pairs N frames deep, ns per pair (whole cost seen by the target); first row of each depth is the frame-pointer walk"
 summarize_runs "$results" ns/pair 0 "${labels[@]}"

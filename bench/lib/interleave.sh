@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-# Shared by the bench drivers (memalign_run.sh, redis_run.sh, syscall_run.sh,
-# torch_run.sh): results of interleaved repetitions (bare, A, B, bare, A, B, ...), one
-# "LABEL VALUE" line per run in a file, summarized per configuration as the
+# Shared by the bench drivers that interleave their rows (memalign_run.sh,
+# new_run.sh, redis_run.sh, syscall_run.sh, torch_run.sh, unwind_depth.sh;
+# their process helpers are in common.sh): results of interleaved
+# repetitions (bare, A, B, bare, A, B, ...), one "LABEL VALUE" line per run
+# in a file, summarized per configuration as the
 # median over the repetitions, the ratio of medians against the first
 # configuration (the bare row), and the spread (min..max over repetitions,
 # and max/min - 1 as a percentage), so noise is shown next to every ratio.
@@ -48,36 +50,4 @@ summarize_runs() {
           lo, hi, (lo > 0 ? (hi / lo - 1) * 100 : 0), n[l]
       }
     }' "$file"
-}
-
-# Drivers that run a malloc_free_loop-style target (coproc TARGET, pid in
-# target_pid, stderr in $tmp/target.err) and a tracer (pid in tracer_pid)
-# share these; each driver defines die() and its own start_target.
-
-# Sends one batch command to the target, prints its ns_per_pair answer.
-run_batch() {
-  printf '%s\n' "$1" >&"${TARGET[1]}"
-  local key value
-  while read -r -t 300 -u "${TARGET[0]}" key value; do
-    [[ $key == ns_per_pair ]] && { echo "$value"; return 0; }
-  done
-  die "target stopped answering: $(cat "$tmp/target.err")"
-}
-
-# Closes the target's stdin (it exits) and reaps it.
-stop_target() {
-  local fd=${TARGET[1]}
-  exec {fd}>&-
-  wait "$target_pid" 2>/dev/null || true
-  target_pid=
-}
-
-# SIGINT, up to 10 s to detach and exit, then SIGKILL.
-stop_tracer() {
-  kill -INT "$tracer_pid" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 100; i++)); do kill -0 "$tracer_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$tracer_pid" 2>/dev/null || true
-  wait "$tracer_pid" 2>/dev/null || true
-  tracer_pid=
 }
