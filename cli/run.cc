@@ -18,8 +18,8 @@
 #include "core/platform/sandbox.h"
 #include "core/platform/sd_notify.h"
 #include "service/daemon.h"
-#include "exporter/http_server.h"
-#include "exporter/web_config.h"
+#include "exporter/http/http_server.h"
+#include "exporter/http/web_config.h"
 
 namespace lw {
 

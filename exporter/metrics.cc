@@ -3,7 +3,7 @@
 
 #include "view/oom_report.h"
 
-#include "exporter/http_routes.h"
+#include "exporter/http/http_routes.h"
 
 #include <dirent.h>
 #include <unistd.h>
@@ -152,7 +152,7 @@ std::string site_label(const SiteSnapshot& s) {
   return s.frames.empty() ? "unknown" : frame_display_name(s.frames.front());
 }
 
-// The HTTP front (exporter/http_server.h): connections, refusals, the
+// The HTTP front (exporter/http/http_server.h): connections, refusals, the
 // response memory it holds and its web config reloads.
 template <typename Families>
 void add_http_families(Families& fam, const HttpFrontStats& h) {

@@ -15,7 +15,7 @@
 
 #include <prometheus/metric_family.h>
 
-#include "exporter/http_stats.h"
+#include "exporter/http/http_stats.h"
 #include "view/daemon_view.h"
 
 namespace lw {

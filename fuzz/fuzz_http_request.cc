@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The HTTP front's request-head parser (exporter/http_request.cc) on
+// The HTTP front's request-head parser (exporter/http/http_request.cc) on
 // arbitrary bytes, fed whole and in pieces as a slow client sends them.
 // Checks beyond "no crash": the parse of a prefix never reports a complete
 // head past the prefix, a complete head's length is within the limit, and
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "exporter/http_request.h"
+#include "exporter/http/http_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The JSON shapes of the views, shared by the API (exporter/http_server.cc)
+// The JSON shapes of the views, shared by the API (exporter/http/http_server.cc)
 // and `leakwatch top --json` (docs/api.md, docs/cli.md).
 // Thread-safety: pure functions.
 #pragma once

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // The one set of YAML readers behind both file parsers (the daemon config,
-// core/config*.cc, and the web config, exporter/web_config.cc): error
+// core/config*.cc, and the web config, exporter/http/web_config.cc): error
 // collection with file:line:column, safe quoting of hostile text, the
 // multi-document guard yaml-cpp 0.7 needs, strict mappings (unknown and
 // duplicate keys are errors, with the nearest known key suggested), and the

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A token bucket: holds up to `burst` tokens, gains one every `interval_ns`,
 // and each take() spends one. Starts full. Used for the HTTP front's
-// rate_limit (exporter/http_web_state.h) and a process's lifecycle budget
+// rate_limit (exporter/http/http_web_state.h) and a process's lifecycle budget
 // (engine/tracer.h; decision lifecycle-budget).
 // Thread-safety: none; one owner.
 #pragma once

@@ -27,7 +27,7 @@ inline constexpr uint64_t kBytesPerLiveRecord = 128;
 // per-site analysis, the published snapshot and its JSON/metrics rendering.
 inline constexpr uint64_t kMemoryReserveBytes = 16ull << 20;
 // Room kept for the HTTP front's connections and the responses it holds
-// for slow clients, both bounded (exporter/http_server.h: 256 connections
+// for slow clients, both bounded (exporter/http/http_server.h: 256 connections
 // of at most a 16 KiB request head and a TLS session, 16 MiB of responses;
 // checked there at compile time). Without it, a flood of requests could
 // take the daemon past its budget without any record being counted.

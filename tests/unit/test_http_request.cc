@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The HTTP/1.1 request-head parser (exporter/http_request.h): limits that
+// The HTTP/1.1 request-head parser (exporter/http/http_request.h): limits that
 // hold however bytes trickle in, framing errors that smuggle requests, and
 // what a route sees of the target.
-#include "exporter/http_request.h"
+#include "exporter/http/http_request.h"
 
 #include <gtest/gtest.h>
 

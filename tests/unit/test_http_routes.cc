@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the paths answer (exporter/http_routes.h), on hand-built snapshots:
+// What the paths answer (exporter/http/http_routes.h), on hand-built snapshots:
 // pprof without pid, its refused parameters, gzip for Prometheus, JSON
 // errors, start_time_seconds.
-#include "exporter/http_routes.h"
+#include "exporter/http/http_routes.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

@@ -14,7 +14,7 @@
 
 #include <prometheus/text_serializer.h>
 
-#include "exporter/http_server.h"
+#include "exporter/http/http_server.h"
 #include "exporter/profile.h"
 #include "core/accounting/counters.h"
 

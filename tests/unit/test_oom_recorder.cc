@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "core/platform/clock.h"
-#include "exporter/http_routes.h"
+#include "exporter/http/http_routes.h"
 #include "exporter/metrics.h"
 #include "fake_tracer.h"
 #include "service/discovery.h"

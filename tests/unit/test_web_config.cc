@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "exporter/http_server.h"
-#include "exporter/web_config.h"
+#include "exporter/http/http_server.h"
+#include "exporter/http/web_config.h"
 
 namespace lw {
 namespace {

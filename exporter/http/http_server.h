@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // The daemon's HTTP front: /healthz, /metrics, the JSON API and pprof
-// (exporter/http_routes.h), over HTTP/1.1, plain or TLS, with the web
+// (exporter/http/http_routes.h), over HTTP/1.1, plain or TLS, with the web
 // config's basic auth, client certificates, headers and rate limit.
 //
 // Why not a library (decision own-http-server): cpp-httplib 0.11
@@ -40,10 +40,10 @@
 #include <string>
 
 #include "core/platform/result.h"
-#include "exporter/http_request.h"
-#include "exporter/http_routes.h"
-#include "exporter/http_stats.h"
-#include "exporter/web_config.h"
+#include "exporter/http/http_request.h"
+#include "exporter/http/http_routes.h"
+#include "exporter/http/http_stats.h"
+#include "exporter/http/web_config.h"
 #include "view/daemon_view.h"
 
 namespace lw {

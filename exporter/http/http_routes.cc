@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "exporter/http_routes.h"
+#include "exporter/http/http_routes.h"
 
 #include <unistd.h>
 

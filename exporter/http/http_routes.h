@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What each path answers (docs/api.md), as pure functions of a request and
 // the daemon's published snapshot: no sockets, no threads. The HTTP front
-// (exporter/http_server.h) parses, authenticates and schedules; this file
+// (exporter/http/http_server.h) parses, authenticates and schedules; this file
 // decides the response. Every error is a JSON object {"error": "..."}.
 //
 // Thread-safety: pure functions of their arguments.
@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "exporter/http_request.h"
-#include "exporter/http_stats.h"
+#include "exporter/http/http_request.h"
+#include "exporter/http/http_stats.h"
 #include "view/daemon_view.h"
 
 namespace lw {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "exporter/http_web_state.h"
+#include "exporter/http/http_web_state.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>

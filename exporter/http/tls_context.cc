@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "exporter/tls_context.h"
+#include "exporter/http/tls_context.h"
 
 #include <arpa/inet.h>
 #include <openssl/err.h>

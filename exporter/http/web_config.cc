@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "exporter/web_config.h"
+#include "exporter/http/web_config.h"
 
 #include <openssl/ssl.h>
 #include <yaml-cpp/yaml.h>

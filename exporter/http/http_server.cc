@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "exporter/http_server.h"
+#include "exporter/http/http_server.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -23,10 +23,10 @@
 
 #include "core/platform/fd.h"
 #include "core/platform/log.h"
-#include "exporter/http_web_state.h"
+#include "exporter/http/http_web_state.h"
 #include "core/policy/memory_budget.h"
 #include "core/platform/sandbox.h"
-#include "exporter/job_queue.h"
+#include "exporter/http/job_queue.h"
 
 namespace lw {
 

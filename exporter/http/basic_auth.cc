@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "exporter/basic_auth.h"
+#include "exporter/http/basic_auth.h"
 
 #include <crypt.h>
 #include <openssl/crypto.h>

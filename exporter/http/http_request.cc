@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "exporter/http_request.h"
+#include "exporter/http/http_request.h"
 
 #include <algorithm>
 #include <cctype>

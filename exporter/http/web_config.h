@@ -20,7 +20,7 @@
 // TLS below 1.2, inline certificates) are errors, never silently ignored,
 // because an operator who writes them expects them enforced. docs/api.md
 // ("Security") is the reference. The server re-reads the file, and the
-// files it names, when they change (exporter/http_server.h).
+// files it names, when they change (exporter/http/http_server.h).
 //
 // Errors are collected like the main config's (every problem, each with
 // file:line:column) and returned, never thrown.
@@ -39,8 +39,8 @@
 
 #include "core/config/config.h"
 #include "core/platform/result.h"
-#include "exporter/basic_auth.h"
-#include "exporter/tls_context.h"
+#include "exporter/http/basic_auth.h"
+#include "exporter/http/tls_context.h"
 
 namespace lw {
 

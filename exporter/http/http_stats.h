@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The HTTP front's own counters (exporter/http_server.h), exported on
+// The HTTP front's own counters (exporter/http/http_server.h), exported on
 // /metrics as leakwatch_http_* (docs/metrics.md).
 // Thread-safety: plain data; the server hands out copies.
 #pragma once

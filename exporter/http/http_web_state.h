@@ -17,7 +17,7 @@
 
 #include "core/platform/result.h"
 #include "core/platform/token_bucket.h"
-#include "exporter/web_config.h"
+#include "exporter/http/web_config.h"
 
 struct ssl_ctx_st;
 
