@@ -3,25 +3,17 @@
 
 #include "view/oom_report.h"
 
-#include "exporter/http/http_routes.h"
-
-#include <dirent.h>
-#include <unistd.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <deque>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 
 
 #include "core/accounting/counters.h"
 #include "core/symbols/elf_file.h"
-#include "core/proc/procfs.h"
 #include "core/formats/label_sanitize.h"
 #include "core/symbols/stack_id.h"
 
@@ -455,7 +447,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
   fam.add(fam.family("leakwatch_daemon_memory_over_budget_total",
                      "Snapshots taken while tracked state exceeded limits.max_daemon_memory_bytes.", C),
           {}, static_cast<double>(dc.daemon_memory_over_budget));
-  SelfStats self = read_self_stats();
+  // The daemon's own process, read when the snapshot was built.
+  const SelfStats& self = snap.self;
   fam.add(fam.family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", C),
           {}, self.cpu_seconds);
   fam.add(fam.family("process_resident_memory_bytes", "Resident memory size in bytes.", G), {}, self.rss);
@@ -554,7 +547,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snap,
     fam.add(p_sampling, base, static_cast<double>(ps.sample_mean_bytes));
     fam.add(p_stale, base, ps.heap_stale_since);
     fam.add(p_stale_old, base, ps.heap_stale_since);
-    fam.add(p_start, base, start_time_unix_seconds(e.process.identity.start_time));
+    fam.add(p_start, base, start_time_unix_seconds(snap, e.process.identity.start_time));
     if (const RssBreakdown& r = ps.rss; r.valid) {  // decision rss-explained
       const std::pair<const char*, uint64_t> parts[] = {
           {"live_heap", r.live_heap}, {"retained", r.retained}, {"tracked_mmap", r.tracked_mmap},

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/platform/log.h"
+#include "core/proc/procfs.h"
 
 namespace lw {
 
@@ -28,6 +29,7 @@ void Publisher::publish() {
   snap->config_path = state_.config_path;
   for (const TargetConfig& t : config.targets) snap->targets.push_back(t.name);
   snap->oom_reports = state_.oom_reports;
+  snap->self = read_self_stats();
   snap->processes.reserve(state_.tracked.size());
   uint64_t memory = 0;
   const auto t_snapshots = std::chrono::steady_clock::now();

@@ -21,6 +21,7 @@
 #include "core/platform/latency_histogram.h"
 #include "core/policy/live_map_size.h"
 #include "core/proc/process_identity.h"
+#include "core/proc/procfs.h"
 #include "view/process_view.h"
 
 namespace lw {
@@ -112,8 +113,15 @@ struct DaemonSnapshot {
   std::vector<std::string> targets;  // TargetConfig::name, in file order (zero series)
   // Newest first, at most oom.max_reports; shared between snapshots.
   std::shared_ptr<const std::vector<StoredOomReport>> oom_reports;
+  // The daemon's own process (the process_* metrics) and the boot time,
+  // read from /proc when the snapshot is built: the exporter reads no /proc.
+  SelfStats self;
 };
 
 const char* mode_name(TargetMode mode);
+
+// Unix time of a process start given in clock ticks after boot (/proc/PID/stat
+// field 22), from the boot time the snapshot carries; 0 when unknown.
+double start_time_unix_seconds(const DaemonSnapshot& snap, uint64_t start_time_ticks);
 
 }  // namespace lw

@@ -81,15 +81,15 @@ uint64_t own_rss_bytes() {
 
 SelfStats read_self_stats() {
   SelfStats s;
+  s.ticks_per_second = static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::string stat = read_small("/proc/stat", 1 << 20);
+  if (size_t at = stat.find("\nbtime "); at != std::string::npos)
+    s.boot_time = std::strtod(stat.c_str() + at + 7, nullptr);
   if (Result<StatFields> st = parse_proc_stat(read_small("/proc/self/stat", 4096))) {
-    const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+    const double tick = s.ticks_per_second;
     s.cpu_seconds = static_cast<double>(st->utime + st->stime) / tick;
     s.threads = static_cast<int>(st->num_threads);
-    double boot = 0;
-    std::string stat = read_small("/proc/stat", 1 << 20);
-    if (size_t at = stat.find("\nbtime "); at != std::string::npos)
-      boot = std::strtod(stat.c_str() + at + 7, nullptr);
-    s.start_time = boot + static_cast<double>(st->start_time) / tick;
+    s.start_time = s.boot_time + static_cast<double>(st->start_time) / tick;
     s.vsize = static_cast<double>(st->vsize);
     s.rss = static_cast<double>(st->rss_pages) * static_cast<double>(sysconf(_SC_PAGESIZE));
   }

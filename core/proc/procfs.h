@@ -41,6 +41,8 @@ uint64_t own_rss_bytes();
 struct SelfStats {
   double cpu_seconds = 0, start_time = 0, rss = 0, vsize = 0, open_fds = 0, max_fds = 0;
   int threads = 0;
+  double boot_time = 0;         // unix seconds (/proc/stat's btime); 0 when unreadable
+  double ticks_per_second = 0;  // sysconf(_SC_CLK_TCK): /proc's clock ticks
 };
 SelfStats read_self_stats();
 

@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/http/http_routes.h"
 
-#include <unistd.h>
-
 #include <charconv>
 #include <chrono>
-#include <fstream>
 #include <mutex>
 #include <string_view>
 
@@ -25,11 +22,11 @@ constexpr double kStaleSnapshotSeconds = 10;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json identity_json(const ProcessInfo& t) {
+json identity_json(const DaemonSnapshot& snap, const ProcessInfo& t) {
   const ProcessIdentity& id = t.identity;
   json j = {{"pid", id.pid},
             {"start_time", id.start_time},
-            {"start_time_seconds", start_time_unix_seconds(id.start_time)},
+            {"start_time_seconds", start_time_unix_seconds(snap, id.start_time)},
             {"comm", id.comm},
             {"exe", id.exe},
             {"target", t.target},
@@ -144,23 +141,10 @@ HttpResponse sites(const HttpRequest& req, const DaemonSnapshot& snap, std::stri
 
 }  // namespace
 
-double start_time_unix_seconds(uint64_t ticks) {
-  static const double boot = [] {
-    std::ifstream st("/proc/stat");
-    for (std::string line; std::getline(st, line);)
-      if (line.rfind("btime ", 0) == 0) return std::stod(line.substr(6));
-    return 0.0;
-  }();
-  static const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  if (boot <= 0 || tick <= 0) return 0;
-  // Whole ticks (10 ms): the precision of the kernel's figure.
-  return boot + static_cast<double>(ticks) / tick;
-}
-
 std::string processes_json(const DaemonSnapshot& snap) {
   json procs = json::array();
   for (const ProcessEntry& e : snap.processes) {
-    json p = identity_json(e.process);
+    json p = identity_json(snap, e.process);
     p["live_bytes"] = e.snapshot.live_bytes;
     p["live_allocations"] = e.snapshot.live_allocations;
     p["kinds"] = kinds_to_json(e.snapshot);
@@ -241,7 +225,7 @@ std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_tim
                    {"start_time", e.process.identity.start_time}});
     }
     json j = to_json(e.snapshot);
-    j["process"] = identity_json(e.process);
+    j["process"] = identity_json(snap, e.process);
     j["kinds"] = kinds_to_json(e.snapshot);
     *status = 200;
     return dump(j);

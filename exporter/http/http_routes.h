@@ -43,8 +43,4 @@ std::string oom_kills_json(const DaemonSnapshot& snap);
 // Sites of `pid` (and `start_time` if non-zero); *status 200 or 404.
 std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status);
 
-// Unix time of a process start given in clock ticks after boot (/proc/PID/stat
-// field 22), from the boot time in /proc/stat; 0 when unknown.
-double start_time_unix_seconds(uint64_t start_time_ticks);
-
 }  // namespace lw

@@ -315,7 +315,14 @@ TEST(Metrics, StaleTimestampUnderItsNewAndOldNamesAndStartTimeSeconds) {
   EXPECT_NE(text.find("} 1795000000.5"), std::string::npos) << text;
   // start_time stays in ticks (identity), its time is a value.
   EXPECT_NE(text.find("leakwatch_process_start_time_seconds{"), std::string::npos);
-  EXPECT_GT(start_time_unix_seconds(42), 1e9);
+  // From the boot time the snapshot carries (read at publish, not here).
+  EXPECT_EQ(start_time_unix_seconds(snap, 42), 0);
+  snap.self.boot_time = 1.7e9;
+  snap.self.ticks_per_second = 100;
+  EXPECT_DOUBLE_EQ(start_time_unix_seconds(snap, 42), 1.7e9 + 0.42);
+  text = render_metrics(snap, {});
+  EXPECT_NE(text.find("leakwatch_process_start_time_seconds{pid=\"1000\""), std::string::npos);
+  EXPECT_NE(text.find("} 1700000000.42\n"), std::string::npos) << text;
 }
 
 TEST(Metrics, HttpFrontFamilies) {
