@@ -119,46 +119,58 @@ std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space
   return out;
 }
 
-HeadParse parse_request_head(std::string_view bytes, const HttpLimits& limits, HttpRequest* out,
-                             size_t scan_from) {
+namespace {
+
+// The steps of parse_request_head, in order: each returns where parsing
+// stops (an error; for locate_head also "incomplete"), or nullopt to go on.
+using Stop = std::optional<HeadParse>;
+
+// Finds the head in `bytes`: [*start, *end) from the request line to just
+// past the blank line. A HeadParse while there is none yet (kIncomplete) or
+// the limits say there will be none (kError).
+Stop locate_head(std::string_view bytes, const HttpLimits& limits, size_t scan_from, size_t* start,
+                    size_t* end) {
   // Up to one blank line may precede the request line (RFC 9112 2.2).
-  size_t start = 0;
-  if (bytes.substr(0, 2) == "\r\n") start = 2;
-  else if (bytes.substr(0, 1) == "\n") start = 1;
+  *start = 0;
+  if (bytes.substr(0, 2) == "\r\n") *start = 2;
+  else if (bytes.substr(0, 1) == "\n") *start = 1;
   // Garbage is refused as soon as it shows: a request starts with a
   // method, and a TLS ClientHello on a plain port (0x16) does not.
-  if (bytes.size() > start && !is_tchar(static_cast<unsigned char>(bytes[start])))
+  if (bytes.size() > *start && !is_tchar(static_cast<unsigned char>(bytes[*start])))
     return error(400, "malformed request line");
-  size_t end = find_head_end(bytes, std::max(start, scan_from >= 2 ? scan_from - 2 : 0));
-  if (end == std::string_view::npos) {
+  *end = find_head_end(bytes, std::max(*start, scan_from >= 2 ? scan_from - 2 : 0));
+  if (*end == std::string_view::npos) {
     if (bytes.size() > limits.max_head_bytes)
       return error(431, "request head larger than " + std::to_string(limits.max_head_bytes) + " bytes");
-    size_t first_line = bytes.find('\n', start);
-    if (first_line == std::string_view::npos && bytes.size() - start > limits.max_target_bytes + 64)
+    size_t first_line = bytes.find('\n', *start);
+    if (first_line == std::string_view::npos && bytes.size() - *start > limits.max_target_bytes + 64)
       return error(414, "request-target longer than " + std::to_string(limits.max_target_bytes) + " bytes");
-    return {};
+    return HeadParse{};
   }
-  if (end > limits.max_head_bytes)
+  if (*end > limits.max_head_bytes)
     return error(431, "request head larger than " + std::to_string(limits.max_head_bytes) + " bytes");
+  return std::nullopt;
+}
 
-  HttpRequest req;
-  std::string_view head = bytes.substr(start, end - start);
-  std::vector<std::string_view> lines;
+// The head's lines without their line ends and without the blank last one.
+Stop split_lines(std::string_view head, std::vector<std::string_view>* lines) {
   while (!head.empty()) {
     size_t nl = head.find('\n');
     std::string_view line = head.substr(0, nl);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find('\r') != std::string_view::npos) return error(400, "bare CR in the request head");
-    lines.push_back(line);
+    lines->push_back(line);
     head.remove_prefix(nl + 1);
   }
   // The last line is the blank one.
-  if (lines.empty() || !lines.back().empty()) return error(400, "malformed request head");
-  lines.pop_back();
-  if (lines.empty()) return error(400, "malformed request line");
+  if (lines->empty() || !lines->back().empty()) return error(400, "malformed request head");
+  lines->pop_back();
+  if (lines->empty()) return error(400, "malformed request line");
+  return std::nullopt;
+}
 
-  // request-line = method SP request-target SP HTTP-version
-  std::string_view rl = lines[0];
+// request-line = method SP request-target SP HTTP-version
+Stop parse_request_line(std::string_view rl, const HttpLimits& limits, HttpRequest* req) {
   size_t sp1 = rl.find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : rl.find(' ', sp1 + 1);
   if (sp2 == std::string_view::npos || rl.find(' ', sp2 + 1) != std::string_view::npos)
@@ -169,17 +181,23 @@ HeadParse parse_request_head(std::string_view bytes, const HttpLimits& limits, H
   if (!is_token(method)) return error(400, "malformed method");
   if (target.size() > limits.max_target_bytes)
     return error(414, "request-target longer than " + std::to_string(limits.max_target_bytes) + " bytes");
-  if (version == "HTTP/1.1") req.minor_version = 1;
-  else if (version == "HTTP/1.0") req.minor_version = 0;
-  else if (version.size() == 8 && version.substr(0, 5) == "HTTP/" && std::isdigit(static_cast<unsigned char>(version[5])) &&
-           version[6] == '.' && std::isdigit(static_cast<unsigned char>(version[7])))
+  if (version == "HTTP/1.1") req->minor_version = 1;
+  else if (version == "HTTP/1.0") req->minor_version = 0;
+  else if (version.size() == 8 && version.substr(0, 5) == "HTTP/" &&
+           std::isdigit(static_cast<unsigned char>(version[5])) && version[6] == '.' &&
+           std::isdigit(static_cast<unsigned char>(version[7])))
     return error(505, "only HTTP/1.0 and HTTP/1.1 are served");
   else
     return error(400, "malformed HTTP version");
-  req.method = std::string(method);
-  req.target = std::string(target);
-  req.head_only = method == "HEAD";
+  req->method = std::string(method);
+  req->target = std::string(target);
+  req->head_only = method == "HEAD";
+  return std::nullopt;
+}
 
+// The header fields: the lines after the request line.
+Stop parse_header_fields(const std::vector<std::string_view>& lines, const HttpLimits& limits,
+                            HttpRequest* req) {
   if (lines.size() - 1 > limits.max_headers)
     return error(431, "more than " + std::to_string(limits.max_headers) + " header fields");
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -191,16 +209,20 @@ HeadParse parse_request_head(std::string_view bytes, const HttpLimits& limits, H
       return error(400, "malformed header field");
     std::string_view value = trim(line.substr(colon + 1));
     if (!is_field_value(value)) return error(400, "control character in a header field");
-    req.headers.emplace_back(lower(line.substr(0, colon)), std::string(value));
+    req->headers.emplace_back(lower(line.substr(0, colon)), std::string(value));
   }
+  return std::nullopt;
+}
 
-  // Framing: a body is announced by Content-Length > 0 or any
-  // Transfer-Encoding; conflicting or malformed lengths are errors (they
-  // are how requests are smuggled past proxies).
+// Framing: a body is announced by Content-Length > 0 or any
+// Transfer-Encoding; conflicting or malformed lengths are errors (they are
+// how requests are smuggled past proxies). Then whether the connection is
+// kept after the response.
+Stop parse_framing(HttpRequest* req) {
   std::optional<uint64_t> length;
   bool transfer_encoding = false;
   int hosts = 0;
-  for (const auto& [name, value] : req.headers) {
+  for (const auto& [name, value] : req->headers) {
     if (name == "host") ++hosts;
     if (name == "transfer-encoding") transfer_encoding = true;
     if (name != "content-length") continue;
@@ -214,23 +236,44 @@ HeadParse parse_request_head(std::string_view bytes, const HttpLimits& limits, H
     }
   }
   if (transfer_encoding && length) return error(400, "both Transfer-Encoding and Content-Length");
-  if (req.minor_version == 1 && hosts != 1)
+  if (req->minor_version == 1 && hosts != 1)
     return error(400, hosts == 0 ? "missing Host header" : "more than one Host header");
-  req.has_body = transfer_encoding || (length && *length > 0);
+  req->has_body = transfer_encoding || (length && *length > 0);
 
-  req.keep_alive = req.minor_version == 1;
-  for (const auto& [name, value] : req.headers) {
+  req->keep_alive = req->minor_version == 1;
+  for (const auto& [name, value] : req->headers) {
     if (name != "connection") continue;
     for (const std::string& token : list_tokens(value)) {
-      if (token == "close") req.keep_alive = false;
-      if (token == "keep-alive" && req.minor_version == 0) req.keep_alive = true;
+      if (token == "close") req->keep_alive = false;
+      if (token == "keep-alive" && req->minor_version == 0) req->keep_alive = true;
     }
   }
   // A body we will not read leaves the connection unusable.
-  if (req.has_body) req.keep_alive = false;
+  if (req->has_body) req->keep_alive = false;
+  return std::nullopt;
+}
 
-  // request-target: origin-form, or absolute-form reduced to its path.
-  std::string_view t = target;
+// The query's key=value pairs, percent-decoded ('+' as space), in order.
+Stop parse_query(std::string_view query, HttpRequest* req) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    if (!item.empty()) {
+      size_t eq = item.find('=');
+      auto key = percent_decode(item.substr(0, eq), true);
+      auto value =
+          percent_decode(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1), true);
+      if (!key || !value) return error(400, "malformed percent-encoding in the query");
+      req->query.emplace_back(std::move(*key), std::move(*value));
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+// request-target: origin-form, or absolute-form reduced to its path.
+Stop parse_target(std::string_view t, HttpRequest* req) {
   if (t.substr(0, 7) == "http://" || t.substr(0, 8) == "https://") {
     size_t authority = t.find("//") + 2;
     size_t path_start = t.find_first_of("/?", authority);
@@ -242,23 +285,25 @@ HeadParse parse_request_head(std::string_view bytes, const HttpLimits& limits, H
   size_t q = t.find('?');
   std::optional<std::string> path = percent_decode(t.substr(0, q), false);
   if (!path) return error(400, "malformed percent-encoding in the path");
-  req.path = std::move(*path);
-  if (q != std::string_view::npos) {
-    std::string_view query = t.substr(q + 1);
-    while (!query.empty()) {
-      size_t amp = query.find('&');
-      std::string_view item = query.substr(0, amp);
-      if (!item.empty()) {
-        size_t eq = item.find('=');
-        auto key = percent_decode(item.substr(0, eq), true);
-        auto value = percent_decode(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1), true);
-        if (!key || !value) return error(400, "malformed percent-encoding in the query");
-        req.query.emplace_back(std::move(*key), std::move(*value));
-      }
-      if (amp == std::string_view::npos) break;
-      query.remove_prefix(amp + 1);
-    }
-  }
+  req->path = std::move(*path);
+  if (q != std::string_view::npos) return parse_query(t.substr(q + 1), req);
+  return std::nullopt;
+}
+
+}  // namespace
+
+HeadParse parse_request_head(std::string_view bytes, const HttpLimits& limits, HttpRequest* out,
+                             size_t scan_from) {
+  size_t start = 0, end = 0;
+  if (Stop r = locate_head(bytes, limits, scan_from, &start, &end)) return std::move(*r);
+  HttpRequest req;
+  std::vector<std::string_view> lines;
+  if (Stop r = split_lines(bytes.substr(start, end - start), &lines)) return std::move(*r);
+  if (Stop r = parse_request_line(lines[0], limits, &req)) return std::move(*r);
+  if (Stop r = parse_header_fields(lines, limits, &req)) return std::move(*r);
+  if (Stop r = parse_framing(&req)) return std::move(*r);
+  // req.target is the request line's target, as sent.
+  if (Stop r = parse_target(req.target, &req)) return std::move(*r);
 
   HeadParse done;
   done.state = HeadParse::State::kComplete;
