@@ -449,100 +449,293 @@ std::string listen_problem(const std::string& s, std::string& host, uint16_t& po
   return {};
 }
 
+void parse_listen(ErrorSink& errors, const YAML::Node& node, const std::string& path, Config& c) {
+  std::optional<std::string> s = read_string(errors, node, path);
+  if (!s) return;
+  std::string host, suggestion;
+  uint16_t port = 0;
+  if (std::string problem = listen_problem(*s, host, port, suggestion); !problem.empty()) {
+    errors.add(node.Mark(), quoted(path) + " " + quoted(*s) + " " + problem, suggestion);
+    return;
+  }
+  c.listen = std::move(*s);
+  c.listen_host = std::move(host);
+  c.listen_port = port;
+}
+
+void read_log_level(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                    LogLevel& out) {
+  read_enum<LogLevel>(errors, node, path,
+                      {{"debug", LogLevel::kDebug},
+                       {"info", LogLevel::kInfo},
+                       {"warn", LogLevel::kWarn},
+                       {"error", LogLevel::kError}},
+                      out);
+}
+
+// Map sizes mirror `leakwatch top`'s bounds (docs/cli.md).
+void parse_limits(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                  LimitsConfig& l) {
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(errors, node, path,
+                {{"max_processes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 65536, l.max_processes);
+                  }},
+                 {"live_map_entries",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, kLiveMapMaxEntries, l.live_map_entries);
+                    if (l.live_map_entries != 0 && l.live_map_entries < kLiveMapMinEntries)
+                      errors.add(x.Mark(),
+                                 quoted(q) + " must be 0 (automatic) or between 16 and 67108864, not " +
+                                     std::to_string(l.live_map_entries),
+                                 "");
+                  }},
+                 {"live_map_memory_percent",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 50, l.live_map_memory_percent);
+                  }},
+                 {"max_rescans_per_second",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 1000, l.max_rescans_per_second);
+                  }},
+                 {"stack_map_entries",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);
+                  }},
+                 {"stack_gc_grace_seconds",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, 86400, l.stack_gc_grace_seconds);
+                  }},
+                 {"max_daemon_memory_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, UINT64_MAX, l.max_daemon_memory_bytes);
+                  }},
+                 {"max_series", [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 10000000, l.max_series);
+                  }}});
+}
+
+void parse_ringbuf_bytes(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                         uint32_t& out) {
+  uint32_t n = 0;
+  read_uint(errors, node, path, 4096, 1u << 30, n);
+  if (n == 0) return;
+  if ((n & (n - 1)) != 0) {
+    // n < 2^30 here, so the next power of two is still in range.
+    errors.add(node.Mark(), quoted(path) + " must be a power of two, not " + std::to_string(n),
+               std::to_string(1u << (32 - __builtin_clz(n))));
+    return;
+  }
+  out = n;
+}
+
+// For the window/interval cross-check (check_analysis_window): where each
+// value was given, and whether either was invalid (then its own error is
+// enough).
+struct AnalysisMarks {
+  std::optional<YAML::Mark> window;
+  std::optional<YAML::Mark> interval;
+  bool invalid = false;
+};
+
+void parse_analysis(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                    AnalysisConfig& a, AnalysisMarks& marks) {
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(errors, node, path,
+                {{"window_seconds",
+                  [&](const Node& x, const Path& q) {
+                    uint32_t n = 0;
+                    read_seconds(errors, x, q, 1, 7 * 86400, n);
+                    marks.invalid |= n == 0;
+                    if (n != 0) a.window_seconds = n;
+                    marks.window = x.Mark();
+                  }},
+                 {"sample_interval_seconds",
+                  [&](const Node& x, const Path& q) {
+                    uint32_t n = 0;
+                    read_seconds(errors, x, q, 1, 86400, n);
+                    marks.invalid |= n == 0;
+                    if (n != 0) a.sample_interval_seconds = n;
+                    marks.interval = x.Mark();
+                  }},
+                 {"primed_min_span_seconds", [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 0, 7 * 86400, a.primed_min_span_seconds);
+                  }}});
+}
+
+// Run after the whole document: the interval may come before or after the
+// window, or only one of them be given against the other's default.
+void check_analysis_window(ErrorSink& errors, const AnalysisConfig& a,
+                           const AnalysisMarks& marks) {
+  if (!marks.invalid && (marks.window || marks.interval) &&
+      a.sample_interval_seconds > a.window_seconds) {
+    errors.add(marks.interval ? *marks.interval : *marks.window,
+               "'analysis.sample_interval_seconds' (" + std::to_string(a.sample_interval_seconds) +
+                   ") must not exceed 'analysis.window_seconds' (" +
+                   std::to_string(a.window_seconds) + ")");
+  }
+}
+
+void parse_sampling(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                    SamplingConfig& s) {
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(errors, node, path,
+                {{"enabled",
+                  [&](const Node& x, const Path& q) { read_bool(errors, x, q, s.enabled); }},
+                 {"mean_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, LW_SAMPLE_MAX_MEAN, s.mean_bytes);
+                  }},
+                 {"automatic", [&](const Node& x, const Path& q) {
+                    read_bool(errors, x, q, s.automatic);
+                  }}});
+}
+
+void parse_escalation(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                      EscalationConfig& e) {
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(errors, node, path,
+                {{"check_interval_seconds",
+                  [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 1, 3600, e.check_interval_seconds);
+                  }},
+                 {"growth_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 4096, UINT64_MAX, e.growth_bytes);
+                  }},
+                 {"growth_window_seconds",
+                  [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 1, 7 * 86400, e.growth_window_seconds);
+                  }},
+                 {"full_window_seconds",
+                  [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 1, 7 * 86400, e.full_window_seconds);
+                  }},
+                 {"cooldown_seconds", [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 0, 7 * 86400, e.cooldown_seconds);
+                  }}});
+}
+
+void parse_governor(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                    GovernorConfig& g) {
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(errors, node, path,
+                {{"max_hits_per_second",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, UINT64_MAX, g.max_hits_per_second);
+                  }},
+                 {"backoff_initial_seconds",
+                  [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 1, 86400, g.backoff_initial_seconds);
+                  }},
+                 {"backoff_max_seconds", [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
+                  }}});
+}
+
+void parse_unwind(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                  UnwindConfig& u) {
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(errors, node, path,
+                {{"mode",
+                  [&](const Node& x, const Path& q) {
+                    read_enum<bool>(errors, x, q, {{"cfi", true}, {"frame_pointers", false}}, u.cfi);
+                  }},
+                 {"max_table_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, 1ull << 36, u.max_table_bytes);
+                  }},
+                 {"cache_dir",
+                  [&](const Node& x, const Path& q) {
+                    std::optional<std::string> d = read_string(errors, x, q);
+                    if (!d) return;
+                    if (!d->empty() && ((*d)[0] != '/' || d->size() > kMaxPathBytes)) {
+                      errors.add(x.Mark(), quoted(q) + " must be an absolute path or empty");
+                      return;
+                    }
+                    u.cache_dir = std::move(*d);
+                  }},
+                 {"cache_max_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, UINT64_MAX, u.cache_max_bytes);
+                  }},
+                 {"python_frames", [&](const Node& x, const Path& q) {
+                    read_bool(errors, x, q, u.python_frames);
+                  }}});
+}
+
+void parse_oom(ErrorSink& errors, const YAML::Node& node, const std::string& path, OomConfig& o) {
+  using Node = YAML::Node;
+  using Path = std::string;
+  parse_mapping(errors, node, path,
+                {{"report_dir",
+                  [&](const Node& x, const Path& q) {
+                    std::optional<std::string> s = read_string(errors, x, q);
+                    if (!s) return;
+                    if (std::string problem = absolute_path_problem(*s); !s->empty() && !problem.empty()) {
+                      errors.add(x.Mark(), quoted(q) + " " + problem + " (or empty: no files)");
+                      return;
+                    }
+                    o.report_dir = std::move(*s);
+                  }},
+                 {"max_reports",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 10000, o.max_reports);
+                  }},
+                 {"history_seconds",
+                  [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 0, 3600, o.history_seconds);
+                  }},
+                 {"history_interval_seconds", [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 1, 600, o.history_interval_seconds);
+                  }}});
+}
+
+void parse_web_config_file(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                           std::string& out) {
+  std::optional<std::string> s = read_string(errors, node, path);
+  if (!s) return;
+  // The daemon runs with cwd "/" under systemd; a relative path
+  // would silently depend on how it was started.
+  if (!s->empty() && (*s)[0] != '/') {
+    errors.add(node.Mark(), quoted(path) + " must be an absolute path or empty");
+    return;
+  }
+  if (s->size() > kMaxPathBytes) {
+    errors.add(node.Mark(), quoted(path) + " is longer than PATH_MAX");
+    return;
+  }
+  out = std::move(*s);
+}
+
+// The root mapping: each section is parsed by its own function, in the
+// order the document gives them.
 Config parse_document(ErrorSink& errors, const YAML::Node& root) {
   Config c;
   if (root.IsNull()) return c;  // empty, or only comments: all defaults
-  // For the window/interval cross-check: where each value was given, and
-  // whether either was invalid (then its own error is enough).
-  std::optional<YAML::Mark> window_mark, interval_mark;
-  bool analysis_invalid = false;
+  AnalysisMarks analysis_marks;
   using Node = YAML::Node;
   using Path = std::string;
   parse_mapping(
       errors, root, "",
-      {{"listen",
-        [&](const Node& v, const Path& p) {
-          std::optional<std::string> s = read_string(errors, v, p);
-          if (!s) return;
-          std::string host, suggestion;
-          uint16_t port = 0;
-          if (std::string problem = listen_problem(*s, host, port, suggestion); !problem.empty()) {
-            errors.add(v.Mark(), quoted(p) + " " + quoted(*s) + " " + problem, suggestion);
-            return;
-          }
-          c.listen = std::move(*s);
-          c.listen_host = std::move(host);
-          c.listen_port = port;
-        }},
+      {{"listen", [&](const Node& v, const Path& p) { parse_listen(errors, v, p, c); }},
        {"log_level",
-        [&](const Node& v, const Path& p) {
-          read_enum<LogLevel>(errors, v, p,
-                              {{"debug", LogLevel::kDebug},
-                               {"info", LogLevel::kInfo},
-                               {"warn", LogLevel::kWarn},
-                               {"error", LogLevel::kError}},
-                              c.log_level);
-        }},
+        [&](const Node& v, const Path& p) { read_log_level(errors, v, p, c.log_level); }},
        {"targets", [&](const Node& v, const Path& p) { parse_targets(errors, v, p, c.targets); },
         true},
        {"exclude", [&](const Node& v, const Path& p) { parse_exclude(errors, v, p, c.exclude); },
         true},
-       {"limits",
-        [&](const Node& v, const Path& p) {
-          LimitsConfig& l = c.limits;
-          // Map sizes mirror `leakwatch top`'s bounds (docs/cli.md).
-          parse_mapping(errors, v, p,
-                        {{"max_processes",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 65536, l.max_processes);
-                          }},
-                         {"live_map_entries",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 0, kLiveMapMaxEntries, l.live_map_entries);
-                            if (l.live_map_entries != 0 && l.live_map_entries < kLiveMapMinEntries)
-                              errors.add(x.Mark(),
-                                         quoted(q) + " must be 0 (automatic) or between 16 and 67108864, not " +
-                                             std::to_string(l.live_map_entries),
-                                         "");
-                          }},
-                         {"live_map_memory_percent",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 50, l.live_map_memory_percent);
-                          }},
-                         {"max_rescans_per_second",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 1000, l.max_rescans_per_second);
-                          }},
-                         {"stack_map_entries",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);
-                          }},
-                         {"stack_gc_grace_seconds",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 0, 86400, l.stack_gc_grace_seconds);
-                          }},
-                         {"max_daemon_memory_bytes",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, UINT64_MAX, l.max_daemon_memory_bytes);
-                          }},
-                         {"max_series", [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 10000000, l.max_series);
-                          }}});
-        },
+       {"limits", [&](const Node& v, const Path& p) { parse_limits(errors, v, p, c.limits); },
         true},
        {"ringbuf_bytes",
-        [&](const Node& v, const Path& p) {
-          uint32_t n = 0;
-          read_uint(errors, v, p, 4096, 1u << 30, n);
-          if (n == 0) return;
-          if ((n & (n - 1)) != 0) {
-            // n < 2^30 here, so the next power of two is still in range.
-            errors.add(v.Mark(), quoted(p) + " must be a power of two, not " + std::to_string(n),
-                       std::to_string(1u << (32 - __builtin_clz(n))));
-            return;
-          }
-          c.ringbuf_bytes = n;
-        }},
+        [&](const Node& v, const Path& p) { parse_ringbuf_bytes(errors, v, p, c.ringbuf_bytes); }},
        {"top_sites_per_process",
         [&](const Node& v, const Path& p) {
           read_uint(errors, v, p, 1, 100000, c.top_sites_per_process);
@@ -555,172 +748,26 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
         }},
        {"analysis",
         [&](const Node& v, const Path& p) {
-          parse_mapping(errors, v, p,
-                        {{"window_seconds",
-                          [&](const Node& x, const Path& q) {
-                            uint32_t n = 0;
-                            read_seconds(errors, x, q, 1, 7 * 86400, n);
-                            analysis_invalid |= n == 0;
-                            if (n != 0) c.analysis.window_seconds = n;
-                            window_mark = x.Mark();
-                          }},
-                         {"sample_interval_seconds",
-                          [&](const Node& x, const Path& q) {
-                            uint32_t n = 0;
-                            read_seconds(errors, x, q, 1, 86400, n);
-                            analysis_invalid |= n == 0;
-                            if (n != 0) c.analysis.sample_interval_seconds = n;
-                            interval_mark = x.Mark();
-                          }},
-                         {"primed_min_span_seconds", [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 0, 7 * 86400,
-                                         c.analysis.primed_min_span_seconds);
-                          }}});
+          parse_analysis(errors, v, p, c.analysis, analysis_marks);
         },
         true},
-       {"sampling",
-        [&](const Node& v, const Path& p) {
-          parse_mapping(errors, v, p,
-                        {{"enabled",
-                          [&](const Node& x, const Path& q) {
-                            read_bool(errors, x, q, c.sampling.enabled);
-                          }},
-                         {"mean_bytes",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, LW_SAMPLE_MAX_MEAN, c.sampling.mean_bytes);
-                          }},
-                         {"automatic", [&](const Node& x, const Path& q) {
-                            read_bool(errors, x, q, c.sampling.automatic);
-                          }}});
-        },
+       {"sampling", [&](const Node& v, const Path& p) { parse_sampling(errors, v, p, c.sampling); },
         true},
        {"escalation",
-        [&](const Node& v, const Path& p) {
-          EscalationConfig& e = c.escalation;
-          parse_mapping(errors, v, p,
-                        {{"check_interval_seconds",
-                          [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 1, 3600, e.check_interval_seconds);
-                          }},
-                         {"growth_bytes",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 4096, UINT64_MAX, e.growth_bytes);
-                          }},
-                         {"growth_window_seconds",
-                          [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 1, 7 * 86400, e.growth_window_seconds);
-                          }},
-                         {"full_window_seconds",
-                          [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 1, 7 * 86400, e.full_window_seconds);
-                          }},
-                         {"cooldown_seconds", [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 0, 7 * 86400, e.cooldown_seconds);
-                          }}});
-        },
+        [&](const Node& v, const Path& p) { parse_escalation(errors, v, p, c.escalation); }, true},
+       {"governor", [&](const Node& v, const Path& p) { parse_governor(errors, v, p, c.governor); },
         true},
-       {"governor",
-        [&](const Node& v, const Path& p) {
-          GovernorConfig& g = c.governor;
-          parse_mapping(errors, v, p,
-                        {{"max_hits_per_second",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 0, UINT64_MAX, g.max_hits_per_second);
-                          }},
-                         {"backoff_initial_seconds",
-                          [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 1, 86400, g.backoff_initial_seconds);
-                          }},
-                         {"backoff_max_seconds", [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
-                          }}});
-        },
-        true},
-       {"unwind",
-        [&](const Node& v, const Path& p) {
-          UnwindConfig& u = c.unwind;
-          parse_mapping(errors, v, p,
-                        {{"mode",
-                          [&](const Node& x, const Path& q) {
-                            read_enum<bool>(errors, x, q, {{"cfi", true}, {"frame_pointers", false}}, u.cfi);
-                          }},
-                         {"max_table_bytes",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 0, 1ull << 36, u.max_table_bytes);
-                          }},
-                         {"cache_dir",
-                          [&](const Node& x, const Path& q) {
-                            std::optional<std::string> d = read_string(errors, x, q);
-                            if (!d) return;
-                            if (!d->empty() && ((*d)[0] != '/' || d->size() > kMaxPathBytes)) {
-                              errors.add(x.Mark(), quoted(q) + " must be an absolute path or empty");
-                              return;
-                            }
-                            u.cache_dir = std::move(*d);
-                          }},
-                         {"cache_max_bytes",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 0, UINT64_MAX, u.cache_max_bytes);
-                          }},
-                         {"python_frames", [&](const Node& x, const Path& q) {
-                            read_bool(errors, x, q, u.python_frames);
-                          }}});
-        },
-        true},
+       {"unwind", [&](const Node& v, const Path& p) { parse_unwind(errors, v, p, c.unwind); }, true},
        {"kill_switch",
         [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
        {"sandbox", [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.sandbox); }},
        {"symbols", [&](const Node& v, const Path& p) { parse_symbols(errors, v, p, c.symbols); },
         true},
-       {"oom",
-        [&](const Node& v, const Path& p) {
-          parse_mapping(errors, v, p,
-                        {{"report_dir",
-                          [&](const Node& x, const Path& q) {
-                            std::optional<std::string> s = read_string(errors, x, q);
-                            if (!s) return;
-                            if (std::string problem = absolute_path_problem(*s); !s->empty() && !problem.empty()) {
-                              errors.add(x.Mark(), quoted(q) + " " + problem + " (or empty: no files)");
-                              return;
-                            }
-                            c.oom.report_dir = std::move(*s);
-                          }},
-                         {"max_reports",
-                          [&](const Node& x, const Path& q) {
-                            read_uint(errors, x, q, 1, 10000, c.oom.max_reports);
-                          }},
-                         {"history_seconds",
-                          [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 0, 3600, c.oom.history_seconds);
-                          }},
-                         {"history_interval_seconds", [&](const Node& x, const Path& q) {
-                            read_seconds(errors, x, q, 1, 600, c.oom.history_interval_seconds);
-                          }}});
-        },
-        true},
+       {"oom", [&](const Node& v, const Path& p) { parse_oom(errors, v, p, c.oom); }, true},
        {"web_config_file", [&](const Node& v, const Path& p) {
-          std::optional<std::string> s = read_string(errors, v, p);
-          if (!s) return;
-          // The daemon runs with cwd "/" under systemd; a relative path
-          // would silently depend on how it was started.
-          if (!s->empty() && (*s)[0] != '/') {
-            errors.add(v.Mark(), quoted(p) + " must be an absolute path or empty");
-            return;
-          }
-          if (s->size() > kMaxPathBytes) {
-            errors.add(v.Mark(), quoted(p) + " is longer than PATH_MAX");
-            return;
-          }
-          c.web_config_file = std::move(*s);
+          parse_web_config_file(errors, v, p, c.web_config_file);
         }}});
-  if (!analysis_invalid && (window_mark || interval_mark) &&
-      c.analysis.sample_interval_seconds > c.analysis.window_seconds) {
-    errors.add(interval_mark ? *interval_mark : *window_mark,
-               "'analysis.sample_interval_seconds' (" +
-                   std::to_string(c.analysis.sample_interval_seconds) +
-                   ") must not exceed 'analysis.window_seconds' (" +
-                   std::to_string(c.analysis.window_seconds) + ")");
-  }
+  check_analysis_window(errors, c.analysis, analysis_marks);
   return c;
 }
 
