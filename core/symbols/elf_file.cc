@@ -221,6 +221,28 @@ std::optional<Rejection> validate_layout(int fd, uint64_t file_size) {
   return std::nullopt;
 }
 
+// The size of the regular file `fd`, once it has passed the size bound and
+// validate_layout; else why not.
+Result<uint64_t> checked_file_size(int fd, const std::string& display_path) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return errno_error("fstat " + display_path);
+  if (!S_ISREG(st.st_mode)) {
+    return reject(display_path, {ElfReject::kNotRegular, "not a regular file"});
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size > kMaxFileBytes) {
+    Error e = reject(display_path, {ElfReject::kTooLarge, "file too large (" +
+                                                              std::to_string(file_size) +
+                                                              " bytes)"});
+    e.code = EFBIG;
+    return e;
+  }
+  if (std::optional<Rejection> r = validate_layout(fd, file_size)) {
+    return reject(display_path, *r);
+  }
+  return file_size;
+}
+
 }  // namespace
 
 const char* elf_reject_name(ElfReject r) {
@@ -392,6 +414,122 @@ struct ElfFile::Impl {
       add(name, sym, rank_of(hidden, from_symtab, local));
     }
   }
+
+  // A symbol table section, kept from the section pass for the symbol pass.
+  struct SymTab {
+    Elf_Scn* scn;
+    GElf_Shdr shdr;
+  };
+  // What the section pass finds for the symbol pass.
+  struct SectionScan {
+    std::vector<SymTab> symtabs;
+    Elf_Data* versym = nullptr;  // .gnu.version, parallel to .dynsym
+  };
+
+  // Program headers: PT_LOAD segments, PT_INTERP, and the build-id from PT_NOTE.
+  void read_program_headers(Elf* elf, ElfFile& file) const {
+    size_t phnum = 0;
+    if (elf_getphdrnum(elf, &phnum) != 0) phnum = 0;
+    phnum = std::min(phnum, kMaxProgramHeaders);
+    for (size_t i = 0; i < phnum; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr) break;
+      if (!range_in_file(ph.p_offset, ph.p_filesz, file_size)) continue;
+      if (ph.p_type == PT_INTERP) file.has_interp_ = true;
+      if (ph.p_type == PT_LOAD) {
+        if (ph.p_filesz > ph.p_memsz || ph.p_vaddr > UINT64_MAX - ph.p_memsz) continue;
+        file.segments_.push_back(
+            {ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz, (ph.p_flags & PF_X) != 0});
+      } else if (ph.p_type == PT_NOTE && file.build_id_.empty()) {
+        Elf_Data* notes = elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset),
+                                               ph.p_filesz,
+                                               ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
+        file.build_id_ = build_id_from_notes(notes);
+      }
+    }
+  }
+
+  // DT_NEEDED and DT_SONAME from the SHT_DYNAMIC section `scn`.
+  static void read_dynamic(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, ElfFile& file) {
+    Elf_Data* dyn = elf_getdata(scn, nullptr);
+    if (dyn == nullptr || shdr.sh_entsize != sizeof(Elf64_Dyn)) return;
+    const size_t count = std::min(dyn->d_size / sizeof(Elf64_Dyn), kMaxDynamicEntries);
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Dyn d;
+      if (gelf_getdyn(dyn, static_cast<int>(i), &d) == nullptr || d.d_tag == DT_NULL) break;
+      if (d.d_tag != DT_NEEDED && d.d_tag != DT_SONAME) continue;
+      const char* str = elf_strptr(elf, shdr.sh_link, d.d_un.d_val);
+      if (str == nullptr || strlen(str) > kMaxSymbolNameBytes) continue;
+      if (d.d_tag == DT_SONAME) file.soname_ = str;
+      else if (file.needed_.size() < kMaxNeeded) file.needed_.emplace_back(str);
+    }
+  }
+
+  // Sections: the indexed section list, debug links, the dynamic section,
+  // notes for files without PT_NOTE, and the symbol tables for the symbol pass.
+  SectionScan read_sections(Elf* elf, ElfFile& file) const {
+    SectionScan scan;
+    Elf_Scn* scn = nullptr;
+    size_t shstrndx = 0;
+    const bool have_shstrndx = elf_getshdrstrndx(elf, &shstrndx) == 0;
+    for (size_t n = 0; n < kMaxSections && (scn = elf_nextscn(elf, scn)) != nullptr; ++n) {
+      GElf_Shdr shdr;
+      if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+      if (shdr.sh_type != SHT_NOBITS && !range_in_file(shdr.sh_offset, shdr.sh_size, file_size)) {
+        continue;
+      }
+      if (have_shstrndx) {
+        const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
+        if (name != nullptr && strcmp(name, ".go.buildinfo") == 0) file.is_go_ = true;
+        if (name != nullptr && strlen(name) <= kMaxSectionNameBytes &&
+            file.sections_.size() < kMaxIndexedSections) {
+          file.sections_.push_back({name, shdr.sh_addr, shdr.sh_offset, shdr.sh_size,
+                                    shdr.sh_type, shdr.sh_flags});
+        }
+        if (name != nullptr) read_debug_link(scn, shdr, name, file.debug_links_);
+      }
+      if (shdr.sh_type == SHT_SYMTAB && shdr.sh_size > 0) file.debug_links_.has_symtab = true;
+      switch (shdr.sh_type) {
+        case SHT_DYNAMIC:
+          read_dynamic(elf, scn, shdr, file);
+          break;
+        case SHT_DYNSYM:
+        case SHT_SYMTAB:
+          scan.symtabs.push_back({scn, shdr});
+          break;
+        case SHT_GNU_versym:
+          scan.versym = elf_getdata(scn, nullptr);
+          break;
+        case SHT_NOTE:
+          if (file.build_id_.empty()) {
+            file.build_id_ = build_id_from_notes(elf_getdata(scn, nullptr));
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    return scan;
+  }
+
+  // Indexes the symbol tables the section pass found, each with a valid
+  // string table.
+  void index_symbol_tables(Elf* elf, SectionScan& scan) {
+    // .dynsym first so that its (versioned) entries are seen before .symtab's.
+    std::stable_sort(scan.symtabs.begin(), scan.symtabs.end(), [](const SymTab& a, const SymTab& b) {
+      return a.shdr.sh_type == SHT_DYNSYM && b.shdr.sh_type != SHT_DYNSYM;
+    });
+    for (const SymTab& t : scan.symtabs) {
+      GElf_Shdr strtab;
+      Elf_Scn* str_scn = elf_getscn(elf, t.shdr.sh_link);
+      if (str_scn == nullptr || gelf_getshdr(str_scn, &strtab) == nullptr ||
+          strtab.sh_type != SHT_STRTAB ||
+          !range_in_file(strtab.sh_offset, strtab.sh_size, file_size)) {
+        continue;
+      }
+      index_symbols(elf, t.scn, t.shdr, t.shdr.sh_type == SHT_DYNSYM ? scan.versym : nullptr);
+    }
+  }
 };
 
 ElfFile::~ElfFile() = default;
@@ -422,23 +560,9 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
   Impl& impl = *file->impl_;
   impl.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (impl.fd < 0) return errno_error("dup fd of " + display_path);
-
-  struct stat st;
-  if (fstat(impl.fd, &st) != 0) return errno_error("fstat " + display_path);
-  if (!S_ISREG(st.st_mode)) {
-    return reject(display_path, {ElfReject::kNotRegular, "not a regular file"});
-  }
-  impl.file_size = static_cast<uint64_t>(st.st_size);
-  if (impl.file_size > kMaxFileBytes) {
-    Error e = reject(display_path, {ElfReject::kTooLarge, "file too large (" +
-                                                              std::to_string(impl.file_size) +
-                                                              " bytes)"});
-    e.code = EFBIG;
-    return e;
-  }
-  if (std::optional<Rejection> r = validate_layout(impl.fd, impl.file_size)) {
-    return reject(display_path, *r);
-  }
+  Result<uint64_t> file_size = checked_file_size(impl.fd, display_path);
+  if (!file_size) return file_size.error();
+  impl.file_size = *file_size;
 
   // The mapping lives only while indexing; later reads use pread. A target
   // may truncate its own file, and touching a mapped page past the new end
@@ -450,102 +574,9 @@ Result<std::shared_ptr<const ElfFile>> ElfFile::open_fd(int fd, const std::strin
     return reject(display_path, {ElfReject::kLibelf, std::string("libelf: ") + elf_errmsg(-1)});
   }
   file->is_exec_ = ehdr.e_type == ET_EXEC;
-
-  size_t phnum = 0;
-  if (elf_getphdrnum(elf.get(), &phnum) != 0) phnum = 0;
-  phnum = std::min(phnum, kMaxProgramHeaders);
-  for (size_t i = 0; i < phnum; ++i) {
-    GElf_Phdr ph;
-    if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) == nullptr) break;
-    if (!range_in_file(ph.p_offset, ph.p_filesz, impl.file_size)) continue;
-    if (ph.p_type == PT_INTERP) file->has_interp_ = true;
-    if (ph.p_type == PT_LOAD) {
-      if (ph.p_filesz > ph.p_memsz || ph.p_vaddr > UINT64_MAX - ph.p_memsz) continue;
-      file->segments_.push_back(
-          {ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz, (ph.p_flags & PF_X) != 0});
-    } else if (ph.p_type == PT_NOTE && file->build_id_.empty()) {
-      Elf_Data* notes = elf_getdata_rawchunk(elf.get(), static_cast<int64_t>(ph.p_offset),
-                                             ph.p_filesz,
-                                             ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
-      file->build_id_ = build_id_from_notes(notes);
-    }
-  }
-
-  // Sections: symbol tables, plus notes for files without PT_NOTE.
-  struct SymTab {
-    Elf_Scn* scn;
-    GElf_Shdr shdr;
-  };
-  std::vector<SymTab> symtabs;
-  Elf_Data* versym = nullptr;
-  Elf_Scn* scn = nullptr;
-  size_t shstrndx = 0;
-  const bool have_shstrndx = elf_getshdrstrndx(elf.get(), &shstrndx) == 0;
-  for (size_t n = 0; n < kMaxSections && (scn = elf_nextscn(elf.get(), scn)) != nullptr; ++n) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
-    if (shdr.sh_type != SHT_NOBITS &&
-        !range_in_file(shdr.sh_offset, shdr.sh_size, impl.file_size)) {
-      continue;
-    }
-    if (have_shstrndx) {
-      const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
-      if (name != nullptr && strcmp(name, ".go.buildinfo") == 0) file->is_go_ = true;
-      if (name != nullptr && strlen(name) <= kMaxSectionNameBytes &&
-          file->sections_.size() < kMaxIndexedSections) {
-        file->sections_.push_back({name, shdr.sh_addr, shdr.sh_offset, shdr.sh_size,
-                                   shdr.sh_type, shdr.sh_flags});
-      }
-      if (name != nullptr) read_debug_link(scn, shdr, name, file->debug_links_);
-    }
-    if (shdr.sh_type == SHT_SYMTAB && shdr.sh_size > 0) file->debug_links_.has_symtab = true;
-    switch (shdr.sh_type) {
-      case SHT_DYNAMIC: {
-        Elf_Data* dyn = elf_getdata(scn, nullptr);
-        if (dyn == nullptr || shdr.sh_entsize != sizeof(Elf64_Dyn)) break;
-        const size_t count = std::min(dyn->d_size / sizeof(Elf64_Dyn), kMaxDynamicEntries);
-        for (size_t i = 0; i < count; ++i) {
-          GElf_Dyn d;
-          if (gelf_getdyn(dyn, static_cast<int>(i), &d) == nullptr || d.d_tag == DT_NULL) break;
-          if (d.d_tag != DT_NEEDED && d.d_tag != DT_SONAME) continue;
-          const char* str = elf_strptr(elf.get(), shdr.sh_link, d.d_un.d_val);
-          if (str == nullptr || strlen(str) > kMaxSymbolNameBytes) continue;
-          if (d.d_tag == DT_SONAME) file->soname_ = str;
-          else if (file->needed_.size() < kMaxNeeded) file->needed_.emplace_back(str);
-        }
-        break;
-      }
-      case SHT_DYNSYM:
-      case SHT_SYMTAB:
-        symtabs.push_back({scn, shdr});
-        break;
-      case SHT_GNU_versym:
-        versym = elf_getdata(scn, nullptr);
-        break;
-      case SHT_NOTE:
-        if (file->build_id_.empty()) {
-          file->build_id_ = build_id_from_notes(elf_getdata(scn, nullptr));
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  // .dynsym first so that its (versioned) entries are seen before .symtab's.
-  std::stable_sort(symtabs.begin(), symtabs.end(), [](const SymTab& a, const SymTab& b) {
-    return a.shdr.sh_type == SHT_DYNSYM && b.shdr.sh_type != SHT_DYNSYM;
-  });
-  if (!options.index_symbols) symtabs.clear();
-  for (const SymTab& t : symtabs) {
-    GElf_Shdr strtab;
-    Elf_Scn* str_scn = elf_getscn(elf.get(), t.shdr.sh_link);
-    if (str_scn == nullptr || gelf_getshdr(str_scn, &strtab) == nullptr ||
-        strtab.sh_type != SHT_STRTAB ||
-        !range_in_file(strtab.sh_offset, strtab.sh_size, impl.file_size)) {
-      continue;
-    }
-    impl.index_symbols(elf.get(), t.scn, t.shdr, t.shdr.sh_type == SHT_DYNSYM ? versym : nullptr);
-  }
+  impl.read_program_headers(elf.get(), *file);
+  Impl::SectionScan scan = impl.read_sections(elf.get(), *file);
+  if (options.index_symbols) impl.index_symbol_tables(elf.get(), scan);
   // Go binaries built before .go.buildinfo (Go < 1.18) still name their runtime.
   if (!file->is_go_ && impl.functions.count("runtime.goexit") != 0) file->is_go_ = true;
 
