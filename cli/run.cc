@@ -64,6 +64,163 @@ void check_config_usage(FILE* out) {
           "  -h, --help                  this text\n");
 }
 
+// `run`'s command line: the daemon options, and the web config flag, which
+// overrides the config's web_config_file ("" turns TLS and auth off).
+struct RunFlags {
+  DaemonOptions options;
+  std::optional<std::string> web_config_flag;
+};
+
+// Parses `run`'s options into `flags`. Returns the exit code when the
+// command ends here (help, usage error), else -1.
+int parse_run_flags(int argc, char** argv, RunFlags& flags) {
+  enum { kOptWebConfig = 256, kOptLogLevel, kOptPodsDir };
+  static const struct option kLong[] = {
+      {"config", required_argument, nullptr, 'c'},
+      {"help", no_argument, nullptr, 'h'},
+      // Prometheus exporters' flag (kingpin): usually written with '='.
+      {"web.config.file", required_argument, nullptr, kOptWebConfig},
+      {"log-level", required_argument, nullptr, kOptLogLevel},
+      {"pods-dir", required_argument, nullptr, kOptPodsDir},
+      {nullptr, 0, nullptr, 0},
+  };
+  DaemonOptions& options = flags.options;
+  reset_getopt();
+  int c;
+  while ((c = getopt_long(argc, argv, ":c:h", kLong, nullptr)) != -1) {
+    switch (c) {
+      case 'c':
+        options.config_path = optarg;
+        break;
+      case kOptWebConfig:
+        flags.web_config_flag = optarg;
+        break;
+      case kOptLogLevel:
+        options.log_level_override = parse_log_level(optarg);
+        if (!options.log_level_override) {
+          fprintf(stderr, "leakwatch run: --log-level must be debug, info, warn or error (got '%s')\n",
+                  optarg);
+          run_usage(stderr);
+          return exit_code::kUsage;
+        }
+        break;
+      case kOptPodsDir:
+        options.pods.root = optarg;
+        break;
+      case 'h':
+        run_usage(stdout);
+        return exit_code::kOk;
+      default:
+        report_bad_option("run", c, argv);
+        run_usage(stderr);
+        return exit_code::kUsage;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "leakwatch run: unexpected argument '%s'\n", argv[optind]);
+    run_usage(stderr);
+    return exit_code::kUsage;
+  }
+  return -1;
+}
+
+// The config file, or without --config every process on the host in `auto`
+// mode (light, escalated while growing), all other keys at their defaults.
+// Logs the errors when there is none.
+std::optional<Config> load_daemon_config(const DaemonOptions& options) {
+  std::vector<ConfigError> errors;
+  Result<Config> cfg = options.config_path.empty() ? Result<Config>(default_daemon_config())
+                                                   : load_config_file(options.config_path, &errors);
+  if (options.config_path.empty())
+    LW_LOG_INFO("no --config: watching every process in auto mode (built-in default)");
+  if (!cfg) {
+    for (const ConfigError& e : errors) LW_LOG_ERROR("%s", format_error(e).c_str());
+    return std::nullopt;
+  }
+  return std::move(*cfg);
+}
+
+// Keeps only the documented capabilities (core/platform/sandbox.h), or says
+// the sandbox is off. Run before any thread starts, so every thread inherits
+// it. Binding a port under 1024 happens later, at the HTTP start, and needs
+// one more. False (logged) when the capabilities cannot be restricted.
+bool restrict_daemon_capabilities(const Config& cfg) {
+  if (!cfg.sandbox) {
+    LW_LOG_WARN("sandbox: off (config 'sandbox: false'): every capability kept, no seccomp filter");
+    return true;
+  }
+  std::vector<int> keep(std::begin(kDaemonCapabilities), std::end(kDaemonCapabilities));
+  if (cfg.listen_port < 1024) keep.push_back(CAP_NET_BIND_SERVICE);
+  Result<CapabilityReport> caps = restrict_capabilities(keep);
+  if (!caps) {
+    LW_LOG_ERROR("sandbox: %s", caps.error().message.c_str());
+    return false;
+  }
+  LW_LOG_INFO("sandbox: capabilities kept: %s; dropped: %s%s", capability_list(caps->kept).c_str(),
+              capability_list(caps->dropped).c_str(),
+              caps->bounding_set_restricted ? "; bounding set restricted" : "");
+  // The seccomp filter will kill execve: debuginfod fetches (when
+  // configured, now or after a reload) run from a spawner forked now,
+  // while the daemon is one thread (core/symbols/debuginfod.h).
+  if (Status st = start_debuginfod_spawner(); !st)
+    LW_LOG_WARN("%s: debuginfod fetches will fail under the sandbox", st.error().message.c_str());
+  return true;
+}
+
+// The web config at `web_path` into `web` (left null for ""). False (logged)
+// when it is invalid: a startup error, before anything is attached.
+bool load_daemon_web_config(const std::string& web_path, std::shared_ptr<const WebConfig>& web) {
+  if (web_path.empty()) return true;
+  std::vector<ConfigError> web_errors;
+  Result<WebConfig> loaded = load_web_config(web_path, &web_errors);
+  if (!loaded) {
+    for (const ConfigError& e : web_errors) LW_LOG_ERROR("%s", format_error(e).c_str());
+    return false;
+  }
+  web = std::make_shared<const WebConfig>(std::move(*loaded));
+  LW_LOG_INFO("web config %s: %s, %s", web_path.c_str(), web->tls ? "TLS" : "plain HTTP",
+              web->users.empty() ? "no authentication" : "basic auth");
+  return true;
+}
+
+void install_daemon_signal_handlers() {
+  struct sigaction stop = {}, hup = {}, usr2 = {};
+  stop.sa_handler = on_stop;
+  hup.sa_handler = on_hup;
+  usr2.sa_handler = on_usr2;
+  sigaction(SIGUSR2, &usr2, nullptr);
+  sigaction(SIGTERM, &stop, nullptr);
+  sigaction(SIGINT, &stop, nullptr);
+  sigaction(SIGHUP, &hup, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+// Called by Daemon::run once the daemon has started: binds the HTTP front,
+// then installs the seccomp filter and tells systemd it is ready. False
+// (logged) when either fails; the caller then stops the daemon.
+bool serve_when_ready(HttpServer& http, const std::string& host, int port, bool sandbox) {
+  Result<int> bound = http.start(host, port);
+  if (!bound) {
+    LW_LOG_ERROR("%s", bound.error().message.c_str());
+    return false;
+  }
+  LW_LOG_INFO("listening on %s:%d", host.c_str(), *bound);
+  // Everything the daemon opens, binds and loads at start is done: from
+  // here on, only the system calls on the list (core/platform/sandbox.h).
+  if (sandbox && !kSeccompInThisBuild) {
+    LW_LOG_WARN("sandbox: no seccomp filter in a sanitizer build (its runtime needs ptrace)");
+  } else if (sandbox) {
+    Result<size_t> rules = install_seccomp();
+    if (!rules) {
+      LW_LOG_ERROR("sandbox: %s", rules.error().message.c_str());
+      return false;
+    }
+    LW_LOG_INFO("sandbox: no_new_privs set, seccomp filter installed (%zu rules)", *rules);
+  }
+  sd_notify_send("READY=1");
+  return true;
+}
+
 }  // namespace
 
 int run_check_config(int argc, char** argv) {
@@ -125,106 +282,20 @@ int run_check_config(int argc, char** argv) {
 }
 
 int run_daemon(int argc, char** argv) {
-  DaemonOptions options;
-  // Overrides the config's web_config_file; "" turns TLS and auth off.
-  std::optional<std::string> web_config_flag;
-  enum { kOptWebConfig = 256, kOptLogLevel, kOptPodsDir };
-  static const struct option kLong[] = {
-      {"config", required_argument, nullptr, 'c'},
-      {"help", no_argument, nullptr, 'h'},
-      // Prometheus exporters' flag (kingpin): usually written with '='.
-      {"web.config.file", required_argument, nullptr, kOptWebConfig},
-      {"log-level", required_argument, nullptr, kOptLogLevel},
-      {"pods-dir", required_argument, nullptr, kOptPodsDir},
-      {nullptr, 0, nullptr, 0},
-  };
-  reset_getopt();
-  int c;
-  while ((c = getopt_long(argc, argv, ":c:h", kLong, nullptr)) != -1) {
-    switch (c) {
-      case 'c':
-        options.config_path = optarg;
-        break;
-      case kOptWebConfig:
-        web_config_flag = optarg;
-        break;
-      case kOptLogLevel:
-        options.log_level_override = parse_log_level(optarg);
-        if (!options.log_level_override) {
-          fprintf(stderr, "leakwatch run: --log-level must be debug, info, warn or error (got '%s')\n",
-                  optarg);
-          run_usage(stderr);
-          return exit_code::kUsage;
-        }
-        break;
-      case kOptPodsDir:
-        options.pods.root = optarg;
-        break;
-      case 'h':
-        run_usage(stdout);
-        return exit_code::kOk;
-      default:
-        report_bad_option("run", c, argv);
-        run_usage(stderr);
-        return exit_code::kUsage;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "leakwatch run: unexpected argument '%s'\n", argv[optind]);
-    run_usage(stderr);
-    return exit_code::kUsage;
-  }
-  std::vector<ConfigError> errors;
-  // Without --config: every process on the host in `auto` mode (light,
-  // escalated while growing), all other keys at their defaults.
-  Result<Config> cfg = options.config_path.empty() ? Result<Config>(default_daemon_config())
-                                                   : load_config_file(options.config_path, &errors);
-  if (options.config_path.empty())
-    LW_LOG_INFO("no --config: watching every process in auto mode (built-in default)");
-  if (!cfg) {
-    for (const ConfigError& e : errors) LW_LOG_ERROR("%s", format_error(e).c_str());
-    return exit_code::kError;
-  }
+  RunFlags flags;
+  if (int rc = parse_run_flags(argc, argv, flags); rc >= 0) return rc;
+  const DaemonOptions& options = flags.options;
+  std::optional<Config> cfg = load_daemon_config(options);
+  if (!cfg) return exit_code::kError;
   set_log_level(options.log_level_override.value_or(cfg->log_level));
   if (!raise_fd_limit()) LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
-  // Before any thread starts, so every thread inherits it: only the
-  // documented capabilities from here on (core/platform/sandbox.h). Binding a port
-  // under 1024 happens later, at the HTTP start, and needs one more.
+  // Before any thread starts, so every thread inherits it.
   const bool sandbox = cfg->sandbox;
-  if (sandbox) {
-    std::vector<int> keep(std::begin(kDaemonCapabilities), std::end(kDaemonCapabilities));
-    if (cfg->listen_port < 1024) keep.push_back(CAP_NET_BIND_SERVICE);
-    Result<CapabilityReport> caps = restrict_capabilities(keep);
-    if (!caps) {
-      LW_LOG_ERROR("sandbox: %s", caps.error().message.c_str());
-      return exit_code::kError;
-    }
-    LW_LOG_INFO("sandbox: capabilities kept: %s; dropped: %s%s", capability_list(caps->kept).c_str(),
-                capability_list(caps->dropped).c_str(),
-                caps->bounding_set_restricted ? "; bounding set restricted" : "");
-    // The seccomp filter will kill execve: debuginfod fetches (when
-    // configured, now or after a reload) run from a spawner forked now,
-    // while the daemon is one thread (core/symbols/debuginfod.h).
-    if (Status st = start_debuginfod_spawner(); !st)
-      LW_LOG_WARN("%s: debuginfod fetches will fail under the sandbox", st.error().message.c_str());
-  } else {
-    LW_LOG_WARN("sandbox: off (config 'sandbox: false'): every capability kept, no seccomp filter");
-  }
-
+  if (!restrict_daemon_capabilities(*cfg)) return exit_code::kError;
   // Before anything is attached: a bad web config is a startup error.
   std::shared_ptr<const WebConfig> web;
-  const std::string web_path = web_config_flag.value_or(cfg->web_config_file);
-  if (!web_path.empty()) {
-    std::vector<ConfigError> web_errors;
-    Result<WebConfig> loaded = load_web_config(web_path, &web_errors);
-    if (!loaded) {
-      for (const ConfigError& e : web_errors) LW_LOG_ERROR("%s", format_error(e).c_str());
-      return exit_code::kError;
-    }
-    web = std::make_shared<const WebConfig>(std::move(*loaded));
-    LW_LOG_INFO("web config %s: %s, %s", web_path.c_str(), web->tls ? "TLS" : "plain HTTP",
-                web->users.empty() ? "no authentication" : "basic auth");
-  }
+  const std::string web_path = flags.web_config_flag.value_or(cfg->web_config_file);
+  if (!load_daemon_web_config(web_path, web)) return exit_code::kError;
 
   std::string host = cfg->listen_host;
   int port = cfg->listen_port;
@@ -236,15 +307,7 @@ int run_daemon(int argc, char** argv) {
   }
   Daemon& d = **daemon;
   g_daemon.store(&d);
-  struct sigaction stop = {}, hup = {}, usr2 = {};
-  stop.sa_handler = on_stop;
-  hup.sa_handler = on_hup;
-  usr2.sa_handler = on_usr2;
-  sigaction(SIGUSR2, &usr2, nullptr);
-  sigaction(SIGTERM, &stop, nullptr);
-  sigaction(SIGINT, &stop, nullptr);
-  sigaction(SIGHUP, &hup, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  install_daemon_signal_handlers();
 
   HttpServerOptions http_options;
   http_options.max_series = max_series;
@@ -253,29 +316,9 @@ int run_daemon(int argc, char** argv) {
   HttpServer http([&d] { return d.snapshot(); }, std::move(http_options));
   bool http_failed = false;
   Status st = d.run([&] {
-    Result<int> bound = http.start(host, port);
-    if (!bound) {
-      LW_LOG_ERROR("%s", bound.error().message.c_str());
-      http_failed = true;
-      d.request_stop();
-      return;
-    }
-    LW_LOG_INFO("listening on %s:%d", host.c_str(), *bound);
-    // Everything the daemon opens, binds and loads at start is done: from
-    // here on, only the system calls on the list (core/platform/sandbox.h).
-    if (sandbox && !kSeccompInThisBuild) {
-      LW_LOG_WARN("sandbox: no seccomp filter in a sanitizer build (its runtime needs ptrace)");
-    } else if (sandbox) {
-      Result<size_t> rules = install_seccomp();
-      if (!rules) {
-        LW_LOG_ERROR("sandbox: %s", rules.error().message.c_str());
-        http_failed = true;
-        d.request_stop();
-        return;
-      }
-      LW_LOG_INFO("sandbox: no_new_privs set, seccomp filter installed (%zu rules)", *rules);
-    }
-    sd_notify_send("READY=1");
+    if (serve_when_ready(http, host, port, sandbox)) return;
+    http_failed = true;
+    d.request_stop();
   });
   http.stop();
   g_daemon.store(nullptr);
