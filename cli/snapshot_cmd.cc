@@ -37,12 +37,16 @@ void snapshot_usage(FILE* out) {
           "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
           "  -h, --help                  this text\n");
 }
-}  // namespace
-
-int run_snapshot(int argc, char** argv) {
+// What `snapshot`'s command line asks for.
+struct SnapshotOptions {
   pid_t pid = 0;
-  double duration = 10;
-  std::string out;
+  double duration = 10;  // seconds
+  std::string out;       // the profile's path
+};
+
+// Parses `snapshot`'s options into `o`. Returns the exit code when the
+// command ends here (help, usage error), else -1.
+int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
   enum { kOptLogLevel = 256 };
   static const struct option kLong[] = {
       {"pid", required_argument, nullptr, 'p'},
@@ -66,15 +70,15 @@ int run_snapshot(int argc, char** argv) {
     switch (c) {
       case 'p':
         if (!parse_u64(optarg, n) || n == 0 || n > 4194304) return bad("invalid pid '%s'", optarg);
-        pid = static_cast<pid_t>(n);
+        o.pid = static_cast<pid_t>(n);
         break;
       case 'd':
-        if (!parse_number(optarg, 0, 86400, duration))
+        if (!parse_number(optarg, 0, 86400, o.duration))
           return bad("--duration must be between 0 and 86400 seconds (got '%s')", optarg);
         break;
       case 'o':
         if (!*optarg) return bad("%s-o needs a file name", "");
-        out = optarg;
+        o.out = optarg;
         break;
       case kOptLogLevel: {
         std::optional<LogLevel> level = parse_log_level(optarg);
@@ -92,12 +96,69 @@ int run_snapshot(int argc, char** argv) {
     }
   }
   if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
-  if (pid == 0 || out.empty()) return bad("%s-p PID and -o FILE are required", "");
+  if (o.pid == 0 || o.out.empty()) return bad("%s-p PID and -o FILE are required", "");
+  return -1;
+}
+
+// Consumes events until the duration is over, the process exits or a signal
+// comes, then drains what is left. False (said on stderr) on a poll error.
+bool trace_for(Tracer& t, pid_t pid, double duration) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(duration));
+  while (!g_stop.load() && !t.process(pid)->exited && std::chrono::steady_clock::now() < deadline) {
+    if (Result<int> n = t.poll(100); !n) {
+      fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
+      return false;
+    }
+  }
+  // Bounded: a process that allocates without pause refills the ring as
+  // fast as it drains.
+  const auto drain_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < drain_end) {
+    Result<int> n = t.poll(0);
+    if (!n || *n == 0) break;
+  }
+  return true;
+}
+
+// Writes the process's profile (live since `started`, unix seconds) to
+// `file`, named `out` in messages. Returns the exit code.
+int write_profile(Tracer& t, pid_t pid, double started, OutputFile& file, const std::string& out) {
+  TracedProcess& proc = *t.process(pid);
+  // Symbols come from their own thread: the first pass queues the stacks,
+  // the second takes what arrived (bounded wait; the rest stay
+  // module+offset, which pprof shows as addresses).
+  (void)take_snapshot(t, proc, 100000, false);
+  (void)t.wait_for_symbols(std::chrono::seconds(5));
+  ProcessSnapshot snap = take_snapshot(t, proc, 100000, false);
+  PprofInput in = profile_input(snap, started);
+  Result<std::string> gz = encode_pprof_gz(in);
+  if (!gz) {
+    fprintf(stderr, "leakwatch: %s\n", gz.error().message.c_str());
+    return exit_code::kError;
+  }
+  Status written = file.write(gz->data(), gz->size());
+  if (written) written = file.commit();
+  if (!written) {
+    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), written.error().message.c_str());
+    return exit_code::kError;
+  }
+  fprintf(stderr, "leakwatch: wrote %s: %zu sites, %llu live bytes\n", out.c_str(),
+          snap.sites.size(), static_cast<unsigned long long>(snap.live_bytes));
+  return exit_code::kOk;
+}
+}  // namespace
+
+int run_snapshot(int argc, char** argv) {
+  SnapshotOptions o;
+  if (int rc = parse_snapshot_options(argc, argv, o); rc >= 0) return rc;
+  const pid_t pid = o.pid;
   // Created first, so a path that will be refused (a symlink anywhere in
   // it, another user's file) fails before any tracing (core/platform/fd.h).
-  Result<OutputFile> file = create_output_file(out);
+  Result<OutputFile> file = create_output_file(o.out);
   if (!file) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), file.error().message.c_str());
+    fprintf(stderr, "leakwatch: writing %s: %s\n", o.out.c_str(), file.error().message.c_str());
     return exit_code::kError;
   }
   // From the start: a Ctrl-C while probes attach or tables load still
@@ -123,49 +184,13 @@ int run_snapshot(int argc, char** argv) {
     fprintf(stderr, "leakwatch: %s\n", w.error().message.c_str());
     return exit_code::kError;
   }
-  fprintf(stderr, "leakwatch snapshot: attached to %d, tracing for %g s\n", pid, duration);
+  fprintf(stderr, "leakwatch snapshot: attached to %d, tracing for %g s\n", pid, o.duration);
   raise_fd_limit();  // best effort: a snapshot of one process needs few fds
   Tracer& t = **tracer;
   const double started = std::chrono::duration<double>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(duration));
-  while (!g_stop.load() && !t.process(pid)->exited && std::chrono::steady_clock::now() < deadline) {
-    if (Result<int> n = t.poll(100); !n) {
-      fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
-      return exit_code::kError;
-    }
-  }
-  // Bounded: a process that allocates without pause refills the ring as
-  // fast as it drains.
-  const auto drain_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < drain_end) {
-    Result<int> n = t.poll(0);
-    if (!n || *n == 0) break;
-  }
-  TracedProcess& proc = *t.process(pid);
-  // Symbols come from their own thread: the first pass queues the stacks,
-  // the second takes what arrived (bounded wait; the rest stay
-  // module+offset, which pprof shows as addresses).
-  (void)take_snapshot(t, proc, 100000, false);
-  (void)t.wait_for_symbols(std::chrono::seconds(5));
-  ProcessSnapshot snap = take_snapshot(t, proc, 100000, false);
-  PprofInput in = profile_input(snap, started);
-  Result<std::string> gz = encode_pprof_gz(in);
-  if (!gz) {
-    fprintf(stderr, "leakwatch: %s\n", gz.error().message.c_str());
-    return exit_code::kError;
-  }
-  Status written = file->write(gz->data(), gz->size());
-  if (written) written = file->commit();
-  if (!written) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", out.c_str(), written.error().message.c_str());
-    return exit_code::kError;
-  }
-  fprintf(stderr, "leakwatch: wrote %s: %zu sites, %llu live bytes\n", out.c_str(),
-          snap.sites.size(), static_cast<unsigned long long>(snap.live_bytes));
-  return exit_code::kOk;
+  if (!trace_for(t, pid, o.duration)) return exit_code::kError;
+  return write_profile(t, pid, started, *file, o.out);
 }
 
 }  // namespace lw
