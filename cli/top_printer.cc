@@ -191,7 +191,8 @@ bool write_lines(const std::vector<std::string>& lines, size_t width) {
   return write_out(text);
 }
 
-void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
+// Who, how much, the allocator, RSS explained, CPython and the filter.
+void summary_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
   const std::string who = "leakwatch top: pid " + std::to_string(s.pid) + " (" + s.comm + ")" +
                           (s.final ? " [exited]" : "");
   add_lines(out, pack({who,
@@ -232,6 +233,10 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
     if (f.max_size != UINT64_MAX) filter.push_back("of at most " + std::to_string(f.max_size) + " B");
     add_lines(out, pack(filter, width, " ", 2));
   }
+}
+
+// What was not recorded: the kernel's losses, then this process's own.
+void loss_warning_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
   // What the kernel could not record (docs/cli.md, "Warnings"): the
   // figures are a lower bound, and the text view says so.
   if (const uint64_t lost = s.kernel_counters[LW_CNT_LIVE_INSERT_FAILED]; lost > 0)
@@ -266,6 +271,10 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                                 "full (--stack-max, limits.stack_map_entries); * = verdict incomplete"),
                           width, " ", 2));
   }
+}
+
+// How to read the figures: sampled, frozen, late probes, a demo window.
+void figure_note_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
   if (s.sample_mean_bytes > 0) {
     std::string why;
     if (s.sampling_automatic)
@@ -296,7 +305,10 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
                               " (demo setting; default " + human_duration(default_window) +
                               "): quicker, less certain verdicts"),
                         width, " ", 2));
+}
 
+// One row per site with its stack, or why there are none.
+void site_table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
   if (s.sites.empty()) {
     uint64_t made = 0;
     for (const KindTotals& k : s.kinds) made += k.allocations;
@@ -338,6 +350,14 @@ void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string
   }
   if (s.sites_total > s.sites.size())
     out.push_back("  ... " + std::to_string(s.sites_total - s.sites.size()) + " more sites");
+}
+
+// The text view of one snapshot, one entry per line.
+void table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
+  summary_lines(s, width, out);
+  loss_warning_lines(s, width, out);
+  figure_note_lines(s, width, out);
+  site_table_lines(s, width, out);
 }
 
 }  // namespace
