@@ -109,14 +109,16 @@ int main(int argc, char** argv) {
   uint64_t sink = 0;
   for (const lw_event& raw : rec) {
     auto e = lw::decode_event(&raw, sizeof(raw));
-    sink += e ? e->size : 0;
+    const lw::Event* record = e ? std::get_if<lw::Event>(&*e) : nullptr;
+    sink += record ? record->size : 0;
   }
   double decode_s = seconds_since(t0);
 
   lw::HeapTracker tracker;
   t0 = std::chrono::steady_clock::now();
   for (const lw_event& raw : rec) {
-    if (auto e = lw::decode_event(&raw, sizeof(raw))) tracker.apply(*e);
+    auto e = lw::decode_event(&raw, sizeof(raw));
+    if (const lw::Event* record = e ? std::get_if<lw::Event>(&*e) : nullptr) tracker.apply(*record);
   }
   double apply_s = seconds_since(t0);
 

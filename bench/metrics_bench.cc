@@ -68,7 +68,8 @@ double consume(size_t n) {
     ev.size = 64;
     ev.alloc_ns = i / 2 + 1;
     ev.stack_hash = slot % 500 + 1;
-    if (auto e = lw::decode_event(&ev, sizeof(ev))) tracker.apply(*e);
+    auto e = lw::decode_event(&ev, sizeof(ev));
+    if (const lw::Event* record = e ? std::get_if<lw::Event>(&*e) : nullptr) tracker.apply(*record);
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return static_cast<double>(n) / s;

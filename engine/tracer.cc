@@ -1,29 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/tracer.h"
-#include "engine/tracer_internal.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/sysmacros.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
-#include <cstring>
 
-#include "core/platform/clock.h"
-#include "core/symbols/elf_file.h"
 #include "core/accounting/event.h"
-#include "core/policy/memory_budget.h"
-#include "core/symbols/python_frames.h"
+#include "core/platform/clock.h"
 #include "core/platform/log.h"
-#include "core/accounting/sampling.h"
-#include "core/symbols/stack_frames.h"
-#include "core/platform/fd.h"
-#include "core/symbols/stack_id.h"
 
 namespace lw {
 
@@ -31,12 +16,7 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
                                                const UnwindTableOptions& unwind) {
   auto session = BpfSession::create(options);
   if (!session) return session.error();
-  std::unique_ptr<Tracer> t(new Tracer(std::move(*session)));
-  t->python_frames_ = options.python_frames && options.collect_stacks;
-  if (options.unwind_cfi && options.collect_stacks)
-    t->unwind_ = std::make_unique<UnwindTables>(*t->session_, unwind);
-  if (options.collect_stacks) t->start_stack_gc(options.stack_gc_grace_ms);
-  return t;
+  return std::unique_ptr<Tracer>(new Tracer(std::move(*session), options, unwind));
 }
 
 void Tracer::refresh_maps(TracedProcess& proc) {
@@ -45,13 +25,18 @@ void Tracer::refresh_maps(TracedProcess& proc) {
   if (proc.python) proc.python->refresh(*session_, proc.maps);
 }
 
-Tracer::Tracer(std::unique_ptr<BpfSession> session) : session_(std::move(session)) {
-  configure_symbols(SymbolsConfig{});
-  update_auto_sampling();
+Tracer::Tracer(std::unique_ptr<BpfSession> session, const BpfOptions& options,
+               const UnwindTableOptions& unwind)
+    : session_(std::move(session)),
+      python_frames_(options.python_frames && options.collect_stacks),
+      unwind_(options.unwind_cfi && options.collect_stacks ? std::make_unique<UnwindTables>(*session_, unwind)
+                                                            : nullptr),
+      budget_(*session_, procs_, stats_),
+      router_(procs_, budget_, stats_),
+      stack_gc_(*session_, stats_, options.collect_stacks ? options.stack_gc_grace_ms : 0),
+      resolver_(stack_gc_, unwind_.get()) {
   session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
 }
-
-using namespace tracer_internal;
 
 // ---- overhead ----
 Status Tracer::set_heap_tracing(pid_t pid, bool on) {
@@ -66,7 +51,7 @@ Status Tracer::set_heap_tracing(pid_t pid, bool on) {
   if (Status st = session_->purge_live(pid, LW_KIND_HEAP); !st) return st;
   p->heap.clear_kind(LW_KIND_HEAP);
   p->heap_shed = false;
-  recount_records();
+  budget_.recount_records();
   p->options.heap = true;
   if (Status st = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !st)
     return st;
@@ -215,7 +200,7 @@ void Tracer::detach(pid_t pid) {
   (void)session_->purge_live(pid);
   if (unwind_) unwind_->remove_process(pid);
   procs_.erase(it);
-  recount_records();
+  budget_.recount_records();
 }
 
 void Tracer::detach_many(const std::vector<pid_t>& pids) {
@@ -239,116 +224,12 @@ TracedProcess* Tracer::process(pid_t pid) {
 
 void Tracer::on_record(const void* data, size_t len) {
   if (tap_) tap_(data, len);
-  std::optional<Event> e = decode_event(data, len);
+  std::optional<DecodedEvent> e = decode_event(data, len);
   if (!e) {
     ++stats_.decode_errors;
     return;
   }
-  auto it = procs_.find(static_cast<pid_t>(e->tgid));
-  if (it == procs_.end()) {
-    if (e->type == EventType::kExec && (e->flags & LW_EVF_UNTRACKED))
-      discoveries_.push_back({static_cast<pid_t>(e->tgid), 0, false, e->ts_ns});
-    else
-      ++stats_.events_unknown_pid;
-    return;
-  }
-  TracedProcess& p = *it->second;
-  if ((e->type == EventType::kGpuOom || (is_cuda_kind(e->kind) && (e->type == EventType::kAlloc ||
-                                                                    e->type == EventType::kFree))) &&
-      (e->flags & LW_EVF_DEVICE_MASK) == 0) {
-    // Made current before we attached (PyTorch selects device 0 once, at
-    // its start): a process that sees one device has only ordinal 0.
-    if (p.sole_cuda_device == -2) p.sole_cuda_device = sole_cuda_device_of(p.pid);
-    if (p.sole_cuda_device >= 0)
-      e->flags |= static_cast<uint16_t>(((p.sole_cuda_device + 1) << LW_EVF_DEVICE_SHIFT) & LW_EVF_DEVICE_MASK);
-  }
-  switch (e->type) {
-    case EventType::kAlloc:
-    case EventType::kFree:
-      if (!p.exec_pending) {
-        const uint64_t before = p.heap.record_count();
-        p.heap.apply(*e);
-        p.cuda_devices.apply(*e);
-        if (e->type == EventType::kAlloc && !p.gpu_oom_devices.empty() &&
-            (e->kind == LW_KIND_CUDA_DEVICE || e->kind == LW_KIND_CUDA_MANAGED)) {
-          const int dev = static_cast<int>((e->flags & LW_EVF_DEVICE_MASK) >> LW_EVF_DEVICE_SHIFT) - 1;
-          if (p.gpu_oom_devices.erase(dev) && kills_.size() < kMaxPendingKills) {
-            KillNotice k;
-            k.pid = p.pid;
-            k.gpu_recovered = true;
-            k.gpu_device = dev;
-            k.event_ns = e->ts_ns;
-            kills_.push_back(std::move(k));
-          }
-        }
-        stats_.live_records = stats_.live_records + p.heap.record_count() - before;
-        if (e->type == EventType::kAlloc && e->kind == LW_KIND_HEAP && auto_sampling_.share) {
-          if (p.heap.record_count(LW_KIND_HEAP) > auto_sampling_.share)
-            sample_automatically(p, share_reason());
-          else if (stats_.live_records > auto_sampling_.total)
-            sample_largest();
-        }
-        if (stats_.live_record_cap && stats_.live_records > stats_.live_record_cap &&
-            e->type == EventType::kAlloc)
-          shed_largest();
-      }
-      break;
-    case EventType::kExit:
-      p.exited = true;
-      if (e->flags & LW_EVF_STALE_EXIT) ++stats_.stale_exits;
-      break;
-    case EventType::kExec:
-      p.exec_pending = true;
-      p.sole_cuda_device = -2;
-      discoveries_.push_back({p.pid, 0, true, e->ts_ns});
-      break;
-    case EventType::kFork:
-      discoveries_.push_back({static_cast<pid_t>(e->addr), p.pid, false, e->ts_ns});
-      break;
-    case EventType::kOomKill:
-    case EventType::kSigkill: {
-      if (kills_.size() >= kMaxPendingKills) break;
-      KillNotice k;
-      k.pid = p.pid;
-      k.sigkill = e->type == EventType::kSigkill;
-      k.rss_bytes = e->size;
-      k.event_ns = e->ts_ns;
-      if (k.sigkill) {
-        k.sender_pid = static_cast<pid_t>(e->addr);
-        char comm[17] = {};
-        std::memcpy(comm, &e->alloc_ns, 8);
-        std::memcpy(comm + 8, &e->stack_hash, 8);
-        k.sender_comm = comm;
-      } else {
-        k.memcg = (e->flags & LW_EVF_OOM_MEMCG) != 0;
-        k.limit_bytes = e->addr;
-        k.memcg_usage_bytes = e->alloc_ns;
-      }
-      kills_.push_back(std::move(k));
-      break;
-    }
-    case EventType::kGpuOom: {
-      if (kills_.size() >= kMaxPendingKills) break;
-      KillNotice k;
-      k.pid = p.pid;
-      k.gpu_oom = true;
-      k.gpu_device = static_cast<int>((e->flags & LW_EVF_DEVICE_MASK) >> LW_EVF_DEVICE_SHIFT) - 1;
-      k.gpu_kind = e->kind;
-      k.gpu_requested = e->size;
-      k.gpu_error = static_cast<uint32_t>(e->addr);
-      k.gpu_func = static_cast<uint32_t>(e->alloc_ns);
-      k.gpu_driver = (e->flags & LW_EVF_GPU_DRIVER) != 0;
-      k.event_ns = e->ts_ns;
-      p.gpu_oom_devices.insert(k.gpu_device);
-      kills_.push_back(std::move(k));
-      break;
-    }
-    case EventType::kMapExec:
-      // One event per rescan request (bpf map rescan_req): the changes are
-      // counted from maps_gen when the request is served or deferred.
-      p.rescan_pending = true;
-      break;
-  }
+  router_.route(*e);
 }
 
 Result<int> Tracer::poll(int timeout_ms) {
@@ -389,7 +270,7 @@ void Tracer::after_poll() {
       continue;
     }
     // Records thinned on arrival (automatic sampling), in one batch a poll.
-    if (proc->heap.thinned_pending()) delete_thinned(*proc);
+    if (proc->heap.thinned_pending()) budget_.delete_thinned(*proc);
     // A CPython found before its interpreter made its thread-state key.
     if (proc->python && proc->python->wants_retry()) proc->python->retry(*session_);
     if (proc->rescan_pending) rescan_within_budget(*proc);
@@ -412,13 +293,16 @@ void Tracer::after_poll() {
       resync(*proc);
       resynced = true;
     }
+    // A new site's stack with a frame outside the maps last read: read them
+    // now, so that a snapshot (resolve_stack) only reads.
+    if (resolver_.maps_miss_frames(*proc)) refresh_maps(*proc);
   }  // Resyncs and execs replaced whole record sets.
-  recount_records();
+  budget_.recount_records();
   // A resync (events lost) may have brought records the event path never
   // counted: automatic sampling looks again (decision auto-sampling).
-  if (resynced) check_auto_sampling();
+  if (resynced) budget_.check_auto_sampling();
   update_raw_syscalls();
-  collect_stacks();
+  stack_gc_.run(procs_);
 }
 
 // A dlopen/dlclose loop (or an mmap storm of executable mappings) asks for
@@ -477,7 +361,7 @@ void Tracer::resync(TracedProcess& proc) {
   LW_LOG_DEBUG("resync of pid %d: %zu records read from the live map in %.0f ms", proc.pid, records->size(),
                static_cast<double>(monotonic_ns() - t0) / 1e6);
   proc.heap.resync(*records);
-  delete_thinned(proc);  // allocated before an automatic-sampling switch, thinned on arrival
+  budget_.delete_thinned(proc);  // allocated before an automatic-sampling switch, thinned on arrival
   proc.cuda_devices.resync(*records);
   ++stats_.resyncs;
 }
@@ -502,6 +386,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.heap.set_sample_mean(proc.options.sample_mean_bytes);
   proc.cuda_devices.clear();
   proc.stacks.clear();
+  proc.sites_checked = 0;
   if (proc.python) proc.python->reset(*session_);
   proc.comm = process_comm(proc.pid);
   count_code_changes(proc);
@@ -576,222 +461,6 @@ Result<uint64_t> Tracer::kernel_live_bytes(pid_t pid) {
   uint64_t total = 0;
   for (const KernelRecord& r : *records) total += r.size;
   return total;
-}
-
-// With the build-id in the ModuleRef, the symbolizer shares one parsed
-// module among every process mapping the same file (500 workers, one libc).
-// Headers and notes only (no symbol index): this runs on the consumer thread.
-const std::string& Tracer::build_id_of(const MapEntry& m, const std::string& open_path) {
-  auto key = std::make_tuple(m.dev_major, m.dev_minor, m.inode);
-  auto it = build_ids_.find(key);
-  if (it != build_ids_.end()) return it->second;
-  static const std::string kUnknown;
-  Result<int> fd = open_untrusted_file(open_path);
-  if (!fd) return kUnknown;  // not cached: the next process may open it
-  Fd owned(*fd);
-  auto elf = ElfFile::open_fd(owned.get(), open_path, ElfOpenOptions{.index_symbols = false});
-  if (!elf) return kUnknown;
-  if (build_ids_.size() >= kMaxBuildIdCache) build_ids_.clear();
-  return build_ids_.emplace(key, (*elf)->build_id()).first->second;
-}
-
-namespace {
-
-// The mapping of the object (kernel device, inode) in `maps`, preferring an
-// executable one.
-const MapEntry* find_object_mapping(const ParsedMaps& maps, uint32_t dev, uint64_t ino) {
-  const MapEntry* any = nullptr;
-  for (const MapEntry& m : maps.entries) {
-    if (m.inode != ino || kernel_dev(m.dev_major, m.dev_minor) != dev) continue;
-    if (m.executable) return &m;
-    if (!any) any = &m;
-  }
-  return any;
-}
-
-}  // namespace
-
-void Tracer::configure_symbols(const SymbolsConfig& config) {
-  if (symbols_ && config == symbols_config_) return;
-  symbols_.reset();  // joins the old thread before the new one starts
-  symbols_config_ = config;
-  symbols_ = std::make_unique<SymbolService>(symbol_service_options(config));
-}
-
-// Frames from the symbol service where it has them, module+offset where not
-// yet (docs/architecture.md, "Symbolization"). The generation is read
-// first: results published during the lookups are seen at the next call.
-void Tracer::render_symbols(ResolvedStack& rs) {
-  rs.symbols_generation = symbols_->generation();
-  rs.symbols_pending = false;
-  rs.frames.clear();
-  std::vector<size_t> starts;  // where each address's frames begin (inline chains)
-  starts.reserve(rs.addresses.size());
-  for (const StackAddress& a : rs.addresses) {
-    starts.push_back(rs.frames.size());
-    if (!a.mapped) {
-      rs.frames.push_back(a.unmapped);
-      continue;
-    }
-    SymbolService::Lookup found = symbols_->lookup(a.module, a.offset);
-    if (found.frames != nullptr) {
-      for (const Frame& fr : *found.frames) {
-        rs.frames.push_back(fr);
-        rs.frames.back().unwound = a.unwound;
-      }
-      rs.symbols_pending = rs.symbols_pending || found.provisional;
-      continue;
-    }
-    Frame f;
-    f.module = a.module.path;
-    f.build_id = a.module.build_id;
-    f.offset = a.offset;
-    f.unwound = a.unwound;
-    rs.frames.push_back(std::move(f));
-    rs.symbols_pending = true;
-  }
-  // Python frames where the evaluation loop's frames were
-  // (decision python-frames).
-  if (!rs.python.empty())
-    rs.frames = merge_python_frames_grouped(rs.frames, starts, rs.is_eval, rs.python, rs.python_entry);
-  if (!rs.symbols_pending) {
-    rs.addresses.clear();
-    rs.addresses.shrink_to_fit();
-    rs.python.clear();
-    rs.python_entry.clear();
-    rs.is_eval.clear();
-  }
-}
-
-const ResolvedStack& Tracer::resolve_stack(TracedProcess& proc, uint64_t stack_hash) {
-  auto it = proc.stacks.find(stack_hash);
-  if (it != proc.stacks.end()) {
-    ResolvedStack& cached = it->second;
-    if (cached.symbols_pending && cached.symbols_generation != symbols_->generation())
-      render_symbols(cached);
-    return cached;
-  }
-  ResolvedStack rs;
-  if (stack_hash == LW_STACK_HEAP_REGROWN) {  // not walked (decision brk-emulated-probe)
-    rs.frames = heap_regrown_frames();
-    rs.stack_id = stable_stack_id(rs.frames);
-    rs.end = "not_walked";
-    return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
-  }
-  StoredStack stored = read_stack(stack_hash);
-  bool refreshed = false;
-  auto refresh = [&] {
-    if (refreshed || proc.exited) return false;
-    refreshed = true;
-    refresh_maps(proc);
-    return true;
-  };
-  // Where each frame is: its mapping and file offset (a frame stored by
-  // object identity, or by address from the frame-pointer walk).
-  struct Located {
-    const MapEntry* map = nullptr;
-    uint64_t offset = 0;
-  };
-  auto locate = [&](const StoredFrame& f) {
-    Located l;
-    if (f.ino) {
-      // Mapped from overlayfs, the object is its layer file to the BPF side
-      // and the overlay file to /proc/PID/maps (core/symbols/overlay.h).
-      auto find = [&] {
-        const MapEntry* m = find_object_mapping(proc.maps, f.dev, f.ino);
-        if (!m && unwind_) {
-          for (const auto& [dev, ino] : unwind_->user_identities(f.dev, f.ino))
-            if ((m = find_object_mapping(proc.maps, dev, ino))) break;
-        }
-        return m;
-      };
-      l.map = find();
-      if (!l.map && refresh()) l.map = find();
-      l.offset = f.addr;
-    } else {
-      l.map = find_mapping(proc.maps, f.addr);
-      if (!l.map && refresh()) l.map = find_mapping(proc.maps, f.addr);
-      l.offset = l.map && l.map->is_file() ? f.addr - l.map->start + l.map->offset : f.addr;
-    }
-    return l;
-  };
-  std::vector<Located> where;
-  auto locate_all = [&] {
-    where.clear();
-    for (const StoredFrame& f : stored.frames) where.push_back(locate(f));
-  };
-  locate_all();
-  // A refresh replaced proc.maps: the entries found before it are freed.
-  if (refreshed) locate_all();
-  // The leaf is the allocator's caller: frames inside the probed functions
-  // themselves (operator new calling malloc, the mmap wrapper around its
-  // syscall) are not the site (decision cfi-unwinding).
-  size_t first = 0;
-  if (proc.attacher) {
-    auto probed = [&](size_t i) {
-      return where[i].map && where[i].map->is_file() &&
-             proc.attacher->in_probed_function(kernel_dev(where[i].map->dev_major, where[i].map->dev_minor),
-                                               where[i].map->inode, where[i].offset);
-    };
-    while (first + 1 < where.size() && probed(first)) ++first;
-    // When the operator new that called malloc was called by another new
-    // (libstdc++'s nothrow new calls new), the walk goes through the outer
-    // new's frame and reaches its caller again, after the hint that named
-    // it: site (hint), operator new(nothrow), site. The caller once.
-    if (first < where.size() && stored.frames[first].how == LW_UNWOUND_HINT) {
-      const StoredFrame& hint = stored.frames[first];
-      for (size_t j = first + 1; j < where.size(); ++j) {
-        const StoredFrame& f = stored.frames[j];
-        if (f.ino == hint.ino && f.dev == hint.dev && f.addr == hint.addr) {
-          first = j;
-          break;
-        }
-        if (!probed(j)) break;
-      }
-    }
-  }
-  std::vector<Frame> physical;  // what the stack id hashes: (build-id, offset)
-  std::vector<bool> is_eval;    // frames in CPython's evaluation loop (decision python-frames)
-  for (size_t i = first; i < where.size(); ++i) {
-    const MapEntry* m = where[i].map;
-    is_eval.push_back(proc.python && m && m->is_file() &&
-                      proc.python->is_eval_frame(kernel_dev(m->dev_major, m->dev_minor), m->inode,
-                                                 where[i].offset));
-    StackAddress a;
-    a.unwound = unwound_name(stored.frames[i].how);
-    Frame f;
-    if (m && m->is_file()) {
-      a.mapped = true;
-      a.module.path = m->path;
-      char buf[96];
-      snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, proc.pid, m->start,
-               m->end);
-      a.module.open_path = buf;
-      a.module.inode = m->inode;
-      a.module.dev = makedev(m->dev_major, m->dev_minor);
-      // The path in the target's root once map_files is gone (it exited),
-      // and the first place debug files are searched.
-      a.module.root = "/proc/" + std::to_string(proc.pid) + "/root";
-      a.module.build_id = build_id_of(*m, a.module.open_path);
-      a.offset = where[i].offset;
-      f.module = a.module.path;
-      f.build_id = a.module.build_id;
-      f.offset = a.offset;
-    } else {
-      f.module = m ? m->path : "[unknown]";
-      f.offset = stored.frames[i].ino ? stored.frames[i].addr : where[i].offset;
-      f.unwound = a.unwound;
-      a.unmapped = f;
-    }
-    physical.push_back(std::move(f));
-    rs.addresses.push_back(std::move(a));
-  }
-  rs.end = stack_end_name(stored.flags & LW_STACK_END_MASK);
-  if (!stored.py.empty() || stored.py_flags != LW_PY_NONE)
-    splice_python_frames(proc, stored, is_eval, physical, rs);
-  rs.stack_id = stable_stack_id(physical);
-  render_symbols(rs);
-  return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }
 
 }  // namespace lw

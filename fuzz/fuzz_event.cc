@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <variant>
 #include <vector>
 
 #include "core/accounting/event.h"
@@ -46,9 +47,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A heap copy of exactly `len` bytes so ASan sees any overread.
     std::vector<uint8_t> record(data + pos, data + pos + len);
     pos += len;
-    std::optional<lw::Event> e = lw::decode_event(record.data(), record.size());
+    std::optional<lw::DecodedEvent> e = lw::decode_event(record.data(), record.size());
     if (e && len != sizeof(lw_event)) abort();
-    if (e) tracker.apply(*e);
+    // Only allocs and frees reach the tracker (the other types are the
+    // router's); each type's fields are in range.
+    if (e) {
+      if (const lw::Event* r = std::get_if<lw::Event>(&*e)) {
+        if (r->type != lw::EventType::kAlloc && r->type != lw::EventType::kFree) abort();
+        if (r->kind >= LW_KIND_MAX) abort();
+        tracker.apply(*r);
+      } else if (const lw::GpuOomEvent* g = std::get_if<lw::GpuOomEvent>(&*e)) {
+        if (g->kind >= LW_KIND_MAX || g->device < -1 || g->device > 254) abort();
+      } else if (const lw::SigkillEvent* s = std::get_if<lw::SigkillEvent>(&*e)) {
+        if (s->sender_comm.size() > 16) abort();
+      }
+    }
     check_invariants(tracker);
   }
   // A resync against a kernel view made of every other live record.

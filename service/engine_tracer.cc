@@ -41,21 +41,9 @@ std::vector<pid_t> EngineTracer::exited() const {
   return out;
 }
 
-std::vector<ProcessEvent> EngineTracer::take_process_events() {
-  std::vector<ProcessEvent> out;
-  for (const Discovery& d : tracer_->take_discoveries())
-    out.push_back({d.pid, d.parent, d.was_target, d.event_ns});
-  return out;
-}
+std::vector<ProcessEvent> EngineTracer::take_process_events() { return tracer_->take_discoveries(); }
 
-std::vector<ProcessKill> EngineTracer::take_kills() {
-  std::vector<ProcessKill> out;
-  for (KillNotice& k : tracer_->take_kills())
-    out.push_back({k.pid, k.sigkill, k.memcg, k.limit_bytes, k.memcg_usage_bytes, k.rss_bytes,
-                   k.sender_pid, std::move(k.sender_comm), k.event_ns, k.gpu_oom, k.gpu_recovered,
-                   k.gpu_device, k.gpu_kind, k.gpu_requested, k.gpu_error, k.gpu_func, k.gpu_driver});
-  return out;
-}
+std::vector<ProcessKill> EngineTracer::take_kills() { return tracer_->take_kills(); }
 
 const HeapTracker* EngineTracer::heap(pid_t pid) const {
   const TracedProcess* proc = find(pid);

@@ -26,6 +26,7 @@
 #include "core/analysis/analyzer.h"
 #include "core/accounting/counters.h"
 #include "core/accounting/heap_tracker.h"
+#include "core/accounting/process_notices.h"
 #include "core/platform/result.h"
 #include "view/process_view.h"
 
@@ -42,36 +43,12 @@ struct TraceOptions {
   uint32_t max_rescans_per_second = 5;  // limits.max_rescans_per_second
 };
 
-// An exec anywhere, or a fork of a target that follows forks.
-struct ProcessEvent {
-  pid_t pid = 0;
-  pid_t parent = 0;         // the forking target, 0 for an exec
-  bool was_target = false;  // an exec of a process already traced
-  uint64_t event_ns = 0;    // the event's CLOCK_MONOTONIC time, for the attach latency
-};
-
-// An OOM kill or a user-space SIGKILL of an attached process, reported by
-// the kernel before the process exits (the engine's KillNotice).
-struct ProcessKill {
-  pid_t pid = 0;
-  bool sigkill = false;       // a SIGKILL from user space; else the OOM killer
-  bool memcg = false;         // OOM killer: a memory cgroup's limit was hit (else global)
-  uint64_t limit_bytes = 0;
-  uint64_t memcg_usage_bytes = 0;
-  uint64_t rss_bytes = 0;     // at the kill (0: unknown)
-  pid_t sender_pid = 0;       // sigkill
-  std::string sender_comm;    // sigkill
-  uint64_t event_ns = 0;      // CLOCK_MONOTONIC
-  // GPU OOM (the process lives on): see the engine's KillNotice.
-  bool gpu_oom = false;
-  bool gpu_recovered = false;
-  int gpu_device = -1;
-  uint32_t gpu_kind = 0;
-  uint64_t gpu_requested = 0;
-  uint32_t gpu_error = 0;
-  uint32_t gpu_func = 0;
-  bool gpu_driver = false;
-};
+// An exec anywhere, or a fork of a target that follows forks; an OOM kill
+// or a user-space SIGKILL of an attached process, reported by the kernel
+// before the process exits. The engine's own types (one definition, so the
+// adapter passes them on as they are).
+using ProcessEvent = Discovery;
+using ProcessKill = KillNotice;
 
 class TracerControl {
  public:

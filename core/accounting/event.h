@@ -2,11 +2,18 @@
 // Decoding of ring-buffer records (struct lw_event from the shared ABI).
 // Pure and bounds-checked: the decoder is fuzzed, and a short or malformed
 // record is rejected, never read past.
+//
+// The 56-byte record is overloaded: what `addr`, `size`, `alloc_ns` and
+// `stack_hash` hold depends on the type (bpf/leakwatch_abi.h, enum
+// lw_event_type). decode_event() reads each type's fields once, here, into
+// a typed value; nothing downstream reads a raw field by another name.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <variant>
 
 #include "leakwatch_abi.h"
 
@@ -24,6 +31,8 @@ enum class EventType : uint16_t {
   kGpuOom = LW_EV_GPU_OOM,
 };
 
+// A live record made (kAlloc) or retired (kFree): what HeapTracker and
+// CudaDeviceLedger apply. `type` is kAlloc or kFree.
 struct Event {
   EventType type;
   uint16_t flags;
@@ -37,8 +46,72 @@ struct Event {
   uint64_t stack_hash;
 };
 
+// The process (thread group) exited.
+struct ExitEvent {
+  uint32_t tgid = 0;
+  uint64_t ts_ns = 0;
+  bool stale = false;  // LW_EVF_STALE_EXIT: found gone at a fork on its pid
+};
+
+// The process exec'd; `untracked`: it is not a target (discovery).
+struct ExecEvent {
+  uint32_t tgid = 0;
+  uint64_t ts_ns = 0;
+  bool untracked = false;
+};
+
+// An executable file mapping appeared (one per rescan request).
+struct MapExecEvent {
+  uint32_t tgid = 0;
+  uint64_t ts_ns = 0;
+};
+
+// A target forked `child`.
+struct ForkEvent {
+  uint32_t tgid = 0;
+  uint64_t ts_ns = 0;
+  uint32_t child = 0;
+};
+
+// The kernel's OOM killer chose the process (it has not exited yet).
+struct OomKillEvent {
+  uint32_t tgid = 0;
+  uint64_t ts_ns = 0;
+  bool memcg = false;              // a memory cgroup's limit was hit (else global)
+  uint64_t limit_bytes = 0;        // that limit; global: the tightest above the victim (0: none)
+  uint64_t rss_bytes = 0;          // the victim's RSS
+  uint64_t memcg_usage_bytes = 0;  // its memory cgroup's usage
+};
+
+// A SIGKILL sent from user space to the process.
+struct SigkillEvent {
+  uint32_t tgid = 0;
+  uint64_t ts_ns = 0;
+  uint32_t sender_pid = 0;   // the sender's tgid
+  std::string sender_comm;   // at most 16 bytes
+  uint64_t rss_bytes = 0;    // the victim's RSS
+};
+
+// A CUDA allocation failed out of memory; the process lives on.
+struct GpuOomEvent {
+  uint32_t tgid = 0;
+  uint64_t ts_ns = 0;
+  int device = -1;          // current on the thread; -1: unknown
+  uint32_t kind = 0;        // enum lw_kind asked for
+  uint64_t requested = 0;   // bytes (0: unknown)
+  uint32_t error = 0;       // cudaError_t / CUresult
+  uint32_t func = 0;        // enum lw_func of the failing call
+  bool driver = false;      // driver API (else runtime)
+};
+
+using DecodedEvent = std::variant<Event, ExitEvent, ExecEvent, MapExecEvent, ForkEvent, OomKillEvent,
+                                  SigkillEvent, GpuOomEvent>;
+
+// The thread group an event is about.
+uint32_t event_tgid(const DecodedEvent& e);
+
 // Returns the event, or nullopt if `len` is not a whole record or a field is
 // out of range (unknown type or kind).
-std::optional<Event> decode_event(const void* data, size_t len);
+std::optional<DecodedEvent> decode_event(const void* data, size_t len);
 
 }  // namespace lw

@@ -11,7 +11,7 @@
 // pass (short-lived blocks: still in use, if never live at a pass). A hash
 // first seen in the map is referenced then (its events may still be queued
 // in the ring buffer). Pure and unit-tested; the tracer reads the map and
-// deletes (engine/tracer_stack_gc.cc). Thread-safety: not thread-safe.
+// deletes (engine/stack_gc_pass.cc). Thread-safety: not thread-safe.
 #pragma once
 
 #include <cstddef>

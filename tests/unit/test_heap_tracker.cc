@@ -249,9 +249,86 @@ TEST(DecodeEvent, RandomBytesNeverProduceOutOfRangeEvents) {
     auto e = decode_event(buf, len);
     if (e) {
       EXPECT_GE(len, sizeof(lw_event));
-      EXPECT_LT(e->kind, static_cast<uint32_t>(LW_KIND_MAX));
+      if (const Event* r = std::get_if<Event>(&*e)) {
+        EXPECT_LT(r->kind, static_cast<uint32_t>(LW_KIND_MAX));
+        EXPECT_TRUE(r->type == EventType::kAlloc || r->type == EventType::kFree);
+      }
+      if (const GpuOomEvent* g = std::get_if<GpuOomEvent>(&*e)) {
+        EXPECT_LT(g->kind, static_cast<uint32_t>(LW_KIND_MAX));
+      }
     }
   }
+}
+
+// Each type's overloaded fields land in its own named ones (leakwatch_abi.h,
+// enum lw_event_type).
+TEST(DecodeEvent, TypesHaveTheirOwnFields) {
+  lw_event raw{};
+  raw.tgid = 42;
+  raw.ts_ns = 1000;
+  raw.type = LW_EV_SIGKILL;
+  raw.addr = 7;
+  raw.size = 4096;
+  std::memcpy(&raw.alloc_ns, "systemd-", 8);
+  std::memcpy(&raw.stack_hash, "oomd\0\0\0\0", 8);
+  auto e = decode_event(&raw, sizeof(raw));
+  ASSERT_TRUE(e && std::holds_alternative<SigkillEvent>(*e));
+  const auto& kill = std::get<SigkillEvent>(*e);
+  EXPECT_EQ(kill.tgid, 42u);
+  EXPECT_EQ(kill.sender_pid, 7u);
+  EXPECT_EQ(kill.sender_comm, "systemd-oomd");
+  EXPECT_EQ(kill.rss_bytes, 4096u);
+  EXPECT_EQ(event_tgid(*e), 42u);
+  // 16 bytes, no NUL: all of them.
+  std::memcpy(&raw.stack_hash, "oomd-xyz", 8);
+  EXPECT_EQ(std::get<SigkillEvent>(*decode_event(&raw, sizeof(raw))).sender_comm, "systemd-oomd-xyz");
+
+  raw = lw_event{};
+  raw.type = LW_EV_OOM_KILL;
+  raw.flags = LW_EVF_OOM_MEMCG;
+  raw.addr = 1 << 20;
+  raw.size = 3 << 10;
+  raw.alloc_ns = 5 << 10;
+  e = decode_event(&raw, sizeof(raw));
+  ASSERT_TRUE(e && std::holds_alternative<OomKillEvent>(*e));
+  const auto& oom = std::get<OomKillEvent>(*e);
+  EXPECT_TRUE(oom.memcg);
+  EXPECT_EQ(oom.limit_bytes, 1u << 20);
+  EXPECT_EQ(oom.rss_bytes, 3u << 10);
+  EXPECT_EQ(oom.memcg_usage_bytes, 5u << 10);
+
+  raw = lw_event{};
+  raw.type = LW_EV_GPU_OOM;
+  raw.flags = static_cast<uint16_t>((3 << LW_EVF_DEVICE_SHIFT) | LW_EVF_GPU_DRIVER);
+  raw.kind = LW_KIND_CUDA_DEVICE;
+  raw.addr = LW_CU_ERROR_OUT_OF_MEMORY;
+  raw.size = 1 << 30;
+  raw.alloc_ns = 17;
+  e = decode_event(&raw, sizeof(raw));
+  ASSERT_TRUE(e && std::holds_alternative<GpuOomEvent>(*e));
+  const auto& gpu = std::get<GpuOomEvent>(*e);
+  EXPECT_EQ(gpu.device, 2);
+  EXPECT_TRUE(gpu.driver);
+  EXPECT_EQ(gpu.kind, static_cast<uint32_t>(LW_KIND_CUDA_DEVICE));
+  EXPECT_EQ(gpu.requested, 1u << 30);
+  EXPECT_EQ(gpu.error, static_cast<uint32_t>(LW_CU_ERROR_OUT_OF_MEMORY));
+  EXPECT_EQ(gpu.func, 17u);
+
+  raw = lw_event{};
+  raw.type = LW_EV_FORK;
+  raw.addr = 99;
+  e = decode_event(&raw, sizeof(raw));
+  ASSERT_TRUE(e && std::holds_alternative<ForkEvent>(*e));
+  EXPECT_EQ(std::get<ForkEvent>(*e).child, 99u);
+
+  raw.type = LW_EV_EXEC;
+  raw.flags = LW_EVF_UNTRACKED;
+  EXPECT_TRUE(std::get<ExecEvent>(*decode_event(&raw, sizeof(raw))).untracked);
+  raw.type = LW_EV_EXIT;
+  raw.flags = LW_EVF_STALE_EXIT;
+  EXPECT_TRUE(std::get<ExitEvent>(*decode_event(&raw, sizeof(raw))).stale);
+  raw.type = LW_EV_MAP_EXEC;
+  EXPECT_TRUE(std::holds_alternative<MapExecEvent>(*decode_event(&raw, sizeof(raw))));
 }
 
 }  // namespace

@@ -1,24 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tracer: the daemon's memory budget (decision daemon-memory-bound) and
-// automatic sampling (decision auto-sampling), both checked as records are
-// applied. Split from tracer.cc.
+#include "engine/record_budget.h"
+
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "core/accounting/sampling.h"
 #include "core/platform/clock.h"
-#include "core/analysis/analyzer.h"  // monotonic_ns
 #include "core/platform/log.h"
 #include "core/policy/memory_budget.h"
-#include "core/accounting/sampling.h"
-#include "engine/tracer.h"
-#include "engine/tracer_internal.h"
 
 namespace lw {
 
-using namespace tracer_internal;
+RecordBudget::RecordBudget(BpfSession& session, ProcessTable& procs, TracerStats& stats)
+    : session_(session), procs_(procs), stats_(stats) {
+  update_auto_sampling();
+}
 
-void Tracer::set_live_record_cap(uint64_t cap) {
+void RecordBudget::set_live_record_cap(uint64_t cap) {
   stats_.live_record_cap = cap;
   shed_blocked_at_ = 0;
   update_auto_sampling();
@@ -31,8 +31,8 @@ void Tracer::set_live_record_cap(uint64_t cap) {
 // records is sampled. A sampled process keeps about 160,000 records (at most
 // 1/8 of the capacity): then T <= heap/160,000, and a site holding 1% of the
 // heap is estimated within sqrt(T / (heap/100)) = 2.5% (one standard error).
-void Tracer::update_auto_sampling() {
-  uint64_t capacity = session_->live_capacity();
+void RecordBudget::update_auto_sampling() {
+  uint64_t capacity = session_.live_capacity();
   if (stats_.live_record_cap && stats_.live_record_cap < capacity) capacity = stats_.live_record_cap;
   auto_sampling_.share = capacity / 4 * 3;
   auto_sampling_.total = capacity / 8 * 7;
@@ -40,12 +40,24 @@ void Tracer::update_auto_sampling() {
   sample_blocked_at_ = 0;
 }
 
-void Tracer::delete_thinned(TracedProcess& p) {
-  std::vector<ThinnedRecord> records = p.heap.take_thinned();
-  if (!records.empty()) session_->delete_live(p.pid, LW_KIND_HEAP, records);
+void RecordBudget::after_record(TracedProcess& p, const Event& e, uint64_t records_before) {
+  stats_.live_records = stats_.live_records + p.heap.record_count() - records_before;
+  if (e.type == EventType::kAlloc && e.kind == LW_KIND_HEAP && auto_sampling_.share) {
+    if (p.heap.record_count(LW_KIND_HEAP) > auto_sampling_.share)
+      sample_automatically(p, share_reason());
+    else if (stats_.live_records > auto_sampling_.total)
+      sample_largest();
+  }
+  if (stats_.live_record_cap && stats_.live_records > stats_.live_record_cap && e.type == EventType::kAlloc)
+    shed_largest();
 }
 
-bool Tracer::sample_automatically(TracedProcess& p, const char* reason) {
+void RecordBudget::delete_thinned(TracedProcess& p) {
+  std::vector<ThinnedRecord> records = p.heap.take_thinned();
+  if (!records.empty()) session_.delete_live(p.pid, LW_KIND_HEAP, records);
+}
+
+bool RecordBudget::sample_automatically(TracedProcess& p, const char* reason) {
   if (!p.options.auto_sampling || !p.options.heap || p.heap_shed || p.heap.frozen(LW_KIND_HEAP))
     return false;
   const uint64_t current = p.heap.sample_mean();
@@ -55,12 +67,12 @@ bool Tracer::sample_automatically(TracedProcess& p, const char* reason) {
   // switch_ns is read after, so every record stamped later was sampled
   // (bar calls in flight across the switch, one per thread at most).
   p.auto_sample_mean = mean;
-  (void)session_->set_target(p.pid, current_flags(p), 0, mean);
+  (void)session_.set_target(p.pid, current_flags(p), 0, mean);
   const uint64_t switch_ns = monotonic_ns();
   const uint64_t before = p.heap.record_count(LW_KIND_HEAP);
   std::vector<ThinnedRecord> dropped;
   p.heap.thin_to(mean, switch_ns, &dropped);
-  session_->delete_live(p.pid, LW_KIND_HEAP, dropped);
+  session_.delete_live(p.pid, LW_KIND_HEAP, dropped);
   if (!current || !*p.auto_sample_reason) {
     p.auto_sample_reason = reason;
     p.auto_sample_since = unix_seconds_now();
@@ -76,12 +88,12 @@ bool Tracer::sample_automatically(TracedProcess& p, const char* reason) {
   return true;
 }
 
-const char* Tracer::share_reason() const {
-  return stats_.live_record_cap && stats_.live_record_cap < session_->live_capacity() ? "memory_budget"
+const char* RecordBudget::share_reason() const {
+  return stats_.live_record_cap && stats_.live_record_cap < session_.live_capacity() ? "memory_budget"
                                                                                       : "live_map_share";
 }
 
-void Tracer::check_auto_sampling() {
+void RecordBudget::check_auto_sampling() {
   if (!auto_sampling_.share) return;
   for (auto& [pid, proc] : procs_)
     if (!proc->exited && proc->heap.record_count(LW_KIND_HEAP) > auto_sampling_.share)
@@ -89,7 +101,7 @@ void Tracer::check_auto_sampling() {
   if (stats_.live_records > auto_sampling_.total) sample_largest();
 }
 
-void Tracer::sample_largest() {
+void RecordBudget::sample_largest() {
   if (sample_blocked_at_ && stats_.live_records < sample_blocked_at_ + 4096) return;
   std::vector<std::pair<uint64_t, TracedProcess*>> by_records;
   for (const auto& [pid, proc] : procs_)
@@ -104,13 +116,13 @@ void Tracer::sample_largest() {
   sample_blocked_at_ = stats_.live_records;
 }
 
-void Tracer::recount_records() {
+void RecordBudget::recount_records() {
   uint64_t total = 0;
   for (const auto& [pid, proc] : procs_) total += proc->heap.record_count();
   stats_.live_records = total;
 }
 
-void Tracer::shed_largest() {
+void RecordBudget::shed_largest() {
   if (shed_blocked_at_ && stats_.live_records < shed_blocked_at_ + 4096) return;
   std::vector<std::pair<pid_t, uint64_t>> candidates;
   candidates.reserve(procs_.size());
@@ -128,10 +140,10 @@ void Tracer::shed_largest() {
   p.heap_shed = true;
   // Heap accounting off in the kernel first, so no more heap events come;
   // those already queued are ignored by the frozen tracker.
-  (void)session_->set_target(p.pid, current_flags(p), 0, heap_mean(p));
+  (void)session_.set_target(p.pid, current_flags(p), 0, heap_mean(p));
   p.heap.shed_kind(LW_KIND_HEAP);
   p.heap_stale_since = unix_seconds_now();
-  budget_sheds_.push_back(p.pid);
+  sheds_.push_back(p.pid);
   ++stats_.memory_budget_sheds;
   recount_records();
 }

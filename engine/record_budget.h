@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// The tracer's bounds on live records: automatic sampling (decision
+// auto-sampling) and the daemon's memory budget (decision
+// daemon-memory-bound), both checked as records are applied (EventRouter)
+// and after a poll's resyncs (Tracer). Keeps TracerStats::live_records.
+// Thread-safety: not thread-safe; runs on the tracer's thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/accounting/event.h"
+#include "engine/bpf_session.h"
+#include "engine/traced_process.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+class RecordBudget {
+ public:
+  RecordBudget(BpfSession& session, ProcessTable& procs, TracerStats& stats);
+
+  // The memory budget: at most `cap` live records across all processes (0:
+  // no cap). Checked on every insert: past it, the process with the most
+  // heap records is shed at once (heap accounting off in the kernel, its
+  // heap records dropped, its per-site figures frozen) and reported by
+  // take_sheds().
+  void set_live_record_cap(uint64_t cap);
+  std::vector<pid_t> take_sheds() { return std::exchange(sheds_, {}); }
+
+  // Automatic sampling's thresholds, from the live map's capacity and the
+  // record cap: a process is switched when its heap records pass `share`,
+  // and the process with the most when all records pass `total`; it then
+  // keeps about `records` heap records.
+  struct AutoSampling {
+    uint64_t share = 0;
+    uint64_t total = 0;
+    uint64_t records = 0;
+  };
+  const AutoSampling& auto_sampling() const { return auto_sampling_; }
+
+  // After `e` was applied to `p`, which held `records_before` records:
+  // counts the change and applies both rules.
+  void after_record(TracedProcess& p, const Event& e, uint64_t records_before);
+  // Both of automatic sampling's rules over every process (after a resync).
+  void check_auto_sampling();
+  // Deletes from the kernel map the records `p`'s tracker thinned on
+  // arrival (automatic sampling).
+  void delete_thinned(TracedProcess& p);
+  // TracerStats::live_records from every tracker (after whole record sets
+  // were replaced).
+  void recount_records();
+
+ private:
+  void update_auto_sampling();
+  // Switches `p`'s heap to sampling at a larger mean, thinning its records.
+  // False when it cannot (not allowed, nothing to thin).
+  bool sample_automatically(TracedProcess& p, const char* reason);
+  void sample_largest();
+  const char* share_reason() const;
+  void shed_largest();
+
+  BpfSession& session_;
+  ProcessTable& procs_;
+  TracerStats& stats_;
+  std::vector<pid_t> sheds_;
+  // Above the cap with nothing left to shed: look again only once this many
+  // more records were added (not one scan per event).
+  uint64_t shed_blocked_at_ = 0;
+  AutoSampling auto_sampling_;
+  uint64_t sample_blocked_at_ = 0;  // as shed_blocked_at_, for sample_largest()
+};
+
+}  // namespace lw

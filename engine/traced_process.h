@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// One process attached to the tracer (engine/tracer.h), and its resolved
+// stacks: plain data that the tracer's parts (event_router, record_budget,
+// stack_resolver, stack_gc_pass) and take_snapshot() read and update.
+// Thread-safety: owned by the tracer's thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/accounting/cuda_devices.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/platform/token_bucket.h"
+#include "core/proc/proc_maps.h"
+#include "core/symbols/symbolizer.h"
+#include "engine/process_attacher.h"
+#include "engine/python_process.h"
+#include "view/process_view.h"
+
+namespace lw {
+
+// One physical frame of a captured stack as the symbol service takes it:
+// an object and a file offset (core/symbols/symbol_service.h).
+struct StackAddress {
+  bool mapped = false;  // in a file mapping; else the frame is final as it is
+  ModuleRef module;
+  uint64_t offset = 0;
+  Frame unmapped;       // the frame shown when !mapped
+  std::string unwound;  // how the unwinder found it (Frame::unwound)
+};
+
+struct ResolvedStack {
+  // stable_stack_id() of the physical frames, taken before symbolization:
+  // it never changes when symbols or inline frames arrive.
+  uint64_t stack_id = 0;
+  std::vector<Frame> frames;  // leaf first; inline chains expanded
+  // Some frames still show module+offset and may resolve later; the
+  // service's generation when `frames` were made.
+  bool symbols_pending = false;
+  uint64_t symbols_generation = 0;
+  std::vector<StackAddress> addresses;  // kept only while symbols are pending
+  // Python frames (decision python-frames), innermost first, each
+  // one's entry flag, and which addresses are CPython evaluation frames:
+  // render_symbols() splices them in; kept while symbols are pending.
+  std::vector<Frame> python;
+  std::vector<bool> python_entry;
+  std::vector<bool> is_eval;
+  // Why the stack ends before the outermost frame (stack_end_name():
+  // "no_cfi", "depth", "table_pending", ...); "" when it is complete.
+  std::string end;
+};
+
+// How to trace one process.
+struct AttachOptions {
+  bool heap = true;          // malloc family and operator new (uprobes): mode `full`
+  bool mmap = true;          // anonymous mmap/munmap/mremap/brk (tracepoints)
+  bool follow_forks = false; // report forked children (Tracer::take_discoveries)
+  // Byte sampling of the heap (bpf/lw_sampling.h): mean bytes between
+  // samples, 0 = record every allocation. Heap figures are then estimates.
+  uint64_t sample_mean_bytes = 0;
+  // Automatic sampling (docs/config.md, "Automatic sampling";
+  // decision auto-sampling): when the process's heap records outgrow its share
+  // of the live map or of the daemon's record cap, its heap is switched to
+  // sampling (the records it holds thinned, not dropped) instead of losing
+  // allocations. false: exact until the map fills (losses counted).
+  bool auto_sampling = true;
+  bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (decision cuda-memory)
+  // Place the probes that only lend a hint to the unwinder (libstdc++'s
+  // plain operator new) even when stacks come from call-frame information
+  // (decision cfi-unwinding; benchmarks compare both).
+  bool hint_probes = false;
+  // The lifecycle budget (decision lifecycle-budget): link-map rescans per
+  // second, with a burst of twice that; more wait, coalesced, until one is due.
+  uint32_t max_rescans_per_second = 5;
+};
+
+struct TracedProcess {
+  pid_t pid = 0;
+  uint64_t start_ticks = 0;   // /proc/PID/stat starttime: pid + this = identity
+  std::string comm;
+  std::string exe;
+  bool exited = false;
+  uint64_t execs = 0;
+  HeapTracker heap;
+  CudaDeviceLedger cuda_devices;  // CUDA records by device (decision cuda-memory)
+  // Devices with a GPU OOM not yet followed by a successful allocation there
+  // (a KillNotice with gpu_recovered when one comes).
+  std::set<int> gpu_oom_devices;
+  // The device of CUDA events that carry none (sole_cuda_device_of()); -2
+  // until the first such event of this exec.
+  int sole_cuda_device = -2;
+  std::unique_ptr<ProcessAttacher> attacher;
+  AttachOptions options;
+  ParsedMaps maps;            // last read; kept after exit for symbolization
+  std::unordered_map<uint64_t, ResolvedStack> stacks;  // by kernel stack hash
+  // Deferred work, set by events, done after the poll.
+  bool exec_pending = false;
+  bool rescan_pending = false;
+  // Events of this process were lost: its records are read back from the
+  // kernel map when reads are allowed again (Tracer::kernel_live_bytes).
+  bool resync_pending = false;
+  // The lifecycle budget: a token bucket of rescans (options.max_rescans_per_second).
+  LifecycleStats lifecycle;
+  TokenBucket rescan_budget;
+  uint64_t maps_gen_seen = 0;  // lw_target.maps_gen last counted into lifecycle.events
+  uint64_t lost_seen = 0;
+  bool accounting = true;  // overhead: false while the kill switch holds it
+  // Unix seconds when the heap probes were detached (step-down, governor,
+  // kill switch); 0 while they are attached or never were. The heap figures
+  // are then frozen and stale (ProcessSnapshot::heap_stale_since).
+  double heap_stale_since = 0;
+  // The memory budget shed this process's heap records
+  // (decision daemon-memory-bound): its kernel flags leave heap accounting off
+  // at once, before the daemon detaches the heap probes; cleared when heap
+  // tracing resumes.
+  bool heap_shed = false;
+  // Automatic sampling (decision auto-sampling): the mean the heap was switched
+  // to (0: not switched; it then samples at options.sample_mean_bytes), why,
+  // and since when (unix seconds). Reset at exec: a new image starts exact.
+  uint64_t auto_sample_mean = 0;
+  const char* auto_sample_reason = "";
+  double auto_sample_since = 0;
+  // The kernel flags carry LW_TARGET_SYSCALL_SITES: the libc wrapper probes
+  // see this process's mmap-family calls (decision libc-syscall-wrappers).
+  bool syscall_sites = false;
+  bool shared_sites = false;  // ...through the shared link (decision shared-wrapper-links)
+  // Its CPython, if it runs one (Python frames; docs/architecture.md).
+  std::unique_ptr<PythonProcess> python;
+  // Sites of `heap` (an index into heap.sites()) whose stacks the poll path
+  // has checked against `maps` (StackResolver::maps_miss_frames).
+  size_t sites_checked = 0;
+};
+
+// The processes attached, by pid.
+using ProcessTable = std::map<pid_t, std::unique_ptr<TracedProcess>>;
+
+// The kernel target flags (LW_TARGET_*) that `o` asks for.
+inline uint32_t target_flags(const AttachOptions& o) {
+  uint32_t flags = 0;
+  if (o.heap) flags |= LW_TARGET_HEAP;
+  if (o.mmap) flags |= LW_TARGET_MMAP;
+  if (o.follow_forks) flags |= LW_TARGET_FOLLOW_FORKS;
+  if (o.cuda) flags |= LW_TARGET_CUDA;
+  return flags;
+}
+
+// What the kernel side may account for `p` now: nothing but fork reports
+// while the kill switch holds it.
+inline uint32_t current_flags(const TracedProcess& p) {
+  uint32_t flags = target_flags(p.options);
+  if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
+  if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
+  if (p.syscall_sites && p.shared_sites) flags |= LW_TARGET_SHARED_SITES;
+  return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
+}
+
+// The heap's sampling mean in the kernel: automatic sampling's when it
+// switched the process (decision auto-sampling), else the configured one.
+inline uint64_t heap_mean(const TracedProcess& p) {
+  return p.auto_sample_mean > p.options.sample_mean_bytes ? p.auto_sample_mean : p.options.sample_mean_bytes;
+}
+
+inline double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace lw
