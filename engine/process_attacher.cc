@@ -173,34 +173,48 @@ Status ProcessAttacher::attach_new_objects(bool place_probes) {
   return st;
 }
 
-Status ProcessAttacher::scan_and_attach(bool place_probes) {
-  const uint64_t scan_start = monotonic_ns();
-  Result<ParsedMaps> maps = read_proc_maps(pid_);
-  if (!maps) return maps.error();
-  const uint64_t maps_read = monotonic_ns();
-  const std::string proc = "/proc/" + std::to_string(pid_);
+// The executable, by the path and inode /proc/PID/exe names.
+struct ProcessAttacher::ExeIdentity {
+  struct stat st {};
+  bool have = false;
+  int error = 0;     // errno of the stat when !have
+  std::string path;  // without " (deleted)"
+};
 
-  // The executable, by the path and inode /proc/PID/exe names.
-  struct stat exe_st {};
-  const bool have_exe = stat((proc + "/exe").c_str(), &exe_st) == 0;
-  const int exe_errno = have_exe ? 0 : errno;
+ProcessAttacher::ExeIdentity ProcessAttacher::exe_identity(const std::string& proc) {
+  ExeIdentity exe;
+  exe.have = stat((proc + "/exe").c_str(), &exe.st) == 0;
+  exe.error = exe.have ? 0 : errno;
   char exe_link[4096];
   ssize_t n = readlink((proc + "/exe").c_str(), exe_link, sizeof(exe_link) - 1);
-  std::string exe_path = n > 0 ? std::string(exe_link, static_cast<size_t>(n)) : "";
+  exe.path = n > 0 ? std::string(exe_link, static_cast<size_t>(n)) : "";
   const std::string deleted = " (deleted)";
-  if (exe_path.size() > deleted.size() &&
-      exe_path.compare(exe_path.size() - deleted.size(), deleted.size(), deleted) == 0)
-    exe_path.resize(exe_path.size() - deleted.size());
+  if (exe.path.size() > deleted.size() &&
+      exe.path.compare(exe.path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    exe.path.resize(exe.path.size() - deleted.size());
+  return exe;
+}
 
+namespace {
+
+PreloadList read_preload(const std::string& proc) {
+  PreloadList preload;
+  preload.names = parse_ld_preload_environ(read_bounded(proc + "/environ", kMaxEnvironBytes));
+  for (std::string& name :
+       parse_ld_so_preload(read_bounded(proc + "/root/etc/ld.so.preload", kMaxPreloadFileBytes)))
+    preload.names.push_back(std::move(name));
+  return preload;
+}
+
+}  // namespace
+
+ProcessAttacher::ObjectScan ProcessAttacher::scan_objects(const ParsedMaps& maps, const ExeIdentity& exe) {
   // Every mapped ELF object, once, in address order. Only objects with an
   // executable mapping can hold code; data files (locale archives) are
   // never opened.
-  std::vector<LoadedObject> objects;
-  std::vector<MapEntry> entries;  // the mapping each object is opened through
+  ObjectScan scan;
   std::set<std::pair<uint64_t, uint64_t>> seen;
-  std::optional<size_t> exe;
-  std::optional<Error> open_denied;  // the first object we were not allowed to open
-  for (const MapEntry& m : maps->entries) {
+  for (const MapEntry& m : maps.entries) {
     if (!m.is_file() || !m.executable) continue;
     std::pair<uint64_t, uint64_t> key{makedev(m.dev_major, m.dev_minor), m.inode};
     if (!seen.insert(key).second) continue;
@@ -212,55 +226,39 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
       if (Result<int> fd = open_mapped_file(pid_, m)) {
         Fd owned(*fd);
         if (auto parsed = ElfFile::open_fd(owned.get(), m.path)) elf = *parsed;
-      } else if ((fd.error().code == EPERM || fd.error().code == EACCES) && !open_denied) {
-        open_denied = fd.error();  // names the missing capability
+      } else if ((fd.error().code == EPERM || fd.error().code == EACCES) && !scan.open_denied) {
+        scan.open_denied = fd.error();  // names the missing capability
       }
       elf_cache_[key] = elf;  // nullptr too: not retried on every rescan
     }
-    if (!exe && ((!exe_path.empty() && m.path == exe_path) ||
-                 (have_exe && m.inode == exe_st.st_ino)))
-      exe = objects.size();
-    objects.push_back({m.path, std::move(elf)});
-    entries.push_back(m);
+    if (!scan.exe && ((!exe.path.empty() && m.path == exe.path) || (exe.have && m.inode == exe.st.st_ino)))
+      scan.exe = scan.objects.size();
+    scan.objects.push_back({m.path, std::move(elf)});
+    scan.entries.push_back(m);
   }
-  // CUDA (optional, every mode): the runtime and driver libraries, and an
-  // executable with the runtime linked in (found by symbol). Independent of
-  // the allocator decision below, and never the process's failure.
-  LW_LOG_DEBUG("attach stages pid %d: maps read %.3f ms, objects parsed %.3f ms (%zu objects)", pid_,
-               (maps_read - scan_start) / 1e6, (monotonic_ns() - maps_read) / 1e6, objects.size());
-  if (cuda_) attach_cuda_objects(objects, entries, exe);
-  // ld.so's link-map hook: dlopen and the loading after an exec are seen
-  // without any syscall tracepoint (rescans for new objects).
-  if (cuda_ || syscalls_ || place_probes) attach_loader_objects(objects, entries);
+  return scan;
+}
 
-  if (!exe) {
-    if (kill(pid_, 0) != 0 && errno == ESRCH)
-      return Error{ESRCH, "no such process: " + std::to_string(pid_)};
-    // Not allowed to look: a permission problem, not an unsupported process.
-    if (exe_errno == EACCES || exe_errno == EPERM) {
-      std::string missing = missing_capabilities({CAP_SYS_PTRACE});
-      return Error{EPERM, "permission denied reading " + proc + "/exe" +
-                              (missing.empty() ? std::string()
-                                               : ": missing " + missing +
-                                                     " (needed to read another user's /proc/PID)")};
-    }
-    if (open_denied) return *open_denied;
-    info_.support = support_name(Support::kUnsupported);
-    info_.reason = "the executable is not among the process's mappings";
-    return ok_status();
+Status ProcessAttacher::no_executable(const std::string& proc, int exe_errno,
+                                      const std::optional<Error>& open_denied) {
+  if (kill(pid_, 0) != 0 && errno == ESRCH)
+    return Error{ESRCH, "no such process: " + std::to_string(pid_)};
+  // Not allowed to look: a permission problem, not an unsupported process.
+  if (exe_errno == EACCES || exe_errno == EPERM) {
+    std::string missing = missing_capabilities({CAP_SYS_PTRACE});
+    return Error{EPERM, "permission denied reading " + proc + "/exe" +
+                            (missing.empty() ? std::string()
+                                             : ": missing " + missing +
+                                                   " (needed to read another user's /proc/PID)")};
   }
+  if (open_denied) return *open_denied;
+  info_.support = support_name(Support::kUnsupported);
+  info_.reason = "the executable is not among the process's mappings";
+  return ok_status();
+}
 
-  PreloadList preload;
-  preload.names = parse_ld_preload_environ(read_bounded(proc + "/environ", kMaxEnvironBytes));
-  for (std::string& name :
-       parse_ld_so_preload(read_bounded(proc + "/root/etc/ld.so.preload", kMaxPreloadFileBytes)))
-    preload.names.push_back(std::move(name));
-
-  AllocatorPlan plan = plan_allocator_probes(objects, *exe, preload, probe_roles());
-  if (syscalls_)
-    attach_syscall_sites(objects, entries, plan.search, plan.static_exe);
-  else
-    set_syscall_state(SyscallTracing::kOff, "mmap accounting off for this process");
+void ProcessAttacher::record_plan(const AllocatorPlan& plan, const std::vector<LoadedObject>& objects,
+                                  const PreloadList& preload) {
   info_.support = support_name(plan.support);
   info_.reason = plan.reason;
   info_.family = plan.family;
@@ -281,26 +279,17 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
     info_.object = objects[*plan.allocator].path;
     info_.build_id = objects[*plan.allocator].elf->build_id();
   }
-  if (plan.support == Support::kUnsupported && open_denied) return *open_denied;
-  if (plan.support == Support::kPending || plan.support == Support::kUnsupported) {
-    refresh_functions();
-    return ok_status();
-  }
-  if (!place_probes) {
-    info_.reason = "heap probes off for this process (mode light)";
-    refresh_functions();
-    return ok_status();
-  }
+}
 
+Status ProcessAttacher::attach_planned(const AllocatorPlan& plan, const ObjectScan& scan) {
   // Attach object by object, the allocator's own first: its failure is the
   // process's failure; another object's is logged in its reports.
   std::vector<size_t> order;
   if (plan.allocator) order.push_back(*plan.allocator);
   for (const PlannedProbe& p : plan.probes)
     if (std::find(order.begin(), order.end(), p.object) == order.end()) order.push_back(p.object);
-  Status result = ok_status();
   for (size_t i : order) {
-    const MapEntry& m = entries[i];
+    const MapEntry& m = scan.entries[i];
     uint64_t dev = makedev(m.dev_major, m.dev_minor);
     bool known = std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
       return o.inode == m.inode && o.dev == dev && is_heap_role(o.role);
@@ -310,12 +299,49 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
     for (const PlannedProbe& p : plan.probes)
       if (p.object == i) probes.push_back(&p);
     if (probes.empty()) continue;
-    Status st = attach_object(m, *objects[i].elf, probes);
-    if (!st && plan.allocator && i == *plan.allocator) {
-      result = st;
-      break;
-    }
+    Status st = attach_object(m, *scan.objects[i].elf, probes);
+    if (!st && plan.allocator && i == *plan.allocator) return st;
   }
+  return ok_status();
+}
+
+Status ProcessAttacher::scan_and_attach(bool place_probes) {
+  const uint64_t scan_start = monotonic_ns();
+  Result<ParsedMaps> maps = read_proc_maps(pid_);
+  if (!maps) return maps.error();
+  const uint64_t maps_read = monotonic_ns();
+  const std::string proc = "/proc/" + std::to_string(pid_);
+  const ExeIdentity exe = exe_identity(proc);
+  const ObjectScan scan = scan_objects(*maps, exe);
+  // CUDA (optional, every mode): the runtime and driver libraries, and an
+  // executable with the runtime linked in (found by symbol). Independent of
+  // the allocator decision below, and never the process's failure.
+  LW_LOG_DEBUG("attach stages pid %d: maps read %.3f ms, objects parsed %.3f ms (%zu objects)", pid_,
+               (maps_read - scan_start) / 1e6, (monotonic_ns() - maps_read) / 1e6, scan.objects.size());
+  if (cuda_) attach_cuda_objects(scan.objects, scan.entries, scan.exe);
+  // ld.so's link-map hook: dlopen and the loading after an exec are seen
+  // without any syscall tracepoint (rescans for new objects).
+  if (cuda_ || syscalls_ || place_probes) attach_loader_objects(scan.objects, scan.entries);
+  if (!scan.exe) return no_executable(proc, exe.error, scan.open_denied);
+
+  const PreloadList preload = read_preload(proc);
+  AllocatorPlan plan = plan_allocator_probes(scan.objects, *scan.exe, preload, probe_roles());
+  if (syscalls_)
+    attach_syscall_sites(scan.objects, scan.entries, plan.search, plan.static_exe);
+  else
+    set_syscall_state(SyscallTracing::kOff, "mmap accounting off for this process");
+  record_plan(plan, scan.objects, preload);
+  if (plan.support == Support::kUnsupported && scan.open_denied) return *scan.open_denied;
+  if (plan.support == Support::kPending || plan.support == Support::kUnsupported) {
+    refresh_functions();
+    return ok_status();
+  }
+  if (!place_probes) {
+    info_.reason = "heap probes off for this process (mode light)";
+    refresh_functions();
+    return ok_status();
+  }
+  Status result = attach_planned(plan, scan);
   refresh_functions();
   return result;
 }
@@ -426,6 +452,51 @@ void ProcessAttacher::attach_loader_objects(const std::vector<LoadedObject>& obj
   }
 }
 
+ProcessAttacher::WrapperProbes ProcessAttacher::wrapper_probes(const MapEntry& m, const ElfFile& elf) {
+  WrapperProbes out;
+  for (const WrapperSpec& w : kWrappers) {
+    std::optional<ElfSymbol> sym;
+    for (const char* name : w.names)
+      if (name && (sym = elf.find_function(name))) break;
+    std::string why = "not defined";
+    std::vector<SyscallSite> sites;
+    if (sym) sites = find_syscall_sites(elf, *sym, w.nr, &why);
+    std::optional<ElfSymbol> curbrk;
+    if (w.func == LW_FUNC_SYS_BRK && !sites.empty()) {
+      curbrk = elf.find_data_object("__curbrk");
+      if (!curbrk) {
+        why = "no __curbrk (the break before the call is unknown)";
+        sites.clear();
+      }
+    }
+    if (sites.empty()) {
+      if (w.required) {
+        out.failure = std::string(w.names[0]) + " in " + m.path + ": " + why;
+        return out;
+      }
+      continue;
+    }
+    if (std::optional<uint64_t> start = elf.vaddr_to_offset(sym->vaddr))
+      out.ranges.emplace_back(*start, *start + std::max<uint64_t>(sym->size, 1));
+    for (const SyscallSite& site : sites) {
+      std::optional<uint64_t> off = elf.vaddr_to_offset(site.vaddr);
+      if (!off) continue;
+      ProbeReport r;
+      r.symbols = sym->name;
+      r.file_offset = *off;
+      r.placement = site.reason;
+      out.reports.push_back(std::move(r));
+      UprobeSpec u{*off, w.func, 0};
+      // Past glibc's store of the new break, the BPF side keeps the break
+      // itself (decision brk-emulated-probe), seeded below.
+      if (curbrk && !site.after_store) u.cookie_arg = static_cast<int64_t>(curbrk->vaddr - site.vaddr);
+      if (curbrk && site.after_store) out.seed_curbrk = curbrk->vaddr;
+      out.specs.push_back(u);
+    }
+  }
+  return out;
+}
+
 void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& objects,
                                            const std::vector<MapEntry>& entries,
                                            const SearchOrder& search, bool static_exe) {
@@ -457,51 +528,15 @@ void ProcessAttacher::attach_syscall_sites(const std::vector<LoadedObject>& obje
     set_syscall_state(SyscallTracing::kWrappers, "");
     return;
   }
-  std::vector<ProbeReport> reports;
-  std::vector<UprobeSpec> specs;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  std::optional<uint64_t> seed_curbrk;  // __curbrk's vaddr, if brk_last needs a seed
-  for (const WrapperSpec& w : kWrappers) {
-    std::optional<ElfSymbol> sym;
-    for (const char* name : w.names)
-      if (name && (sym = elf.find_function(name))) break;
-    std::string why = "not defined";
-    std::vector<SyscallSite> sites;
-    if (sym) sites = find_syscall_sites(elf, *sym, w.nr, &why);
-    std::optional<ElfSymbol> curbrk;
-    if (w.func == LW_FUNC_SYS_BRK && !sites.empty()) {
-      curbrk = elf.find_data_object("__curbrk");
-      if (!curbrk) {
-        why = "no __curbrk (the break before the call is unknown)";
-        sites.clear();
-      }
-    }
-    if (sites.empty()) {
-      if (w.required) {
-        set_syscall_state(SyscallTracing::kTracepoints,
-                          std::string(w.names[0]) + " in " + m.path + ": " + why);
-        return;
-      }
-      continue;
-    }
-    if (std::optional<uint64_t> start = elf.vaddr_to_offset(sym->vaddr))
-      ranges.emplace_back(*start, *start + std::max<uint64_t>(sym->size, 1));
-    for (const SyscallSite& site : sites) {
-      std::optional<uint64_t> off = elf.vaddr_to_offset(site.vaddr);
-      if (!off) continue;
-      ProbeReport r;
-      r.symbols = sym->name;
-      r.file_offset = *off;
-      r.placement = site.reason;
-      reports.push_back(std::move(r));
-      UprobeSpec u{*off, w.func, 0};
-      // Past glibc's store of the new break, the BPF side keeps the break
-      // itself (decision brk-emulated-probe), seeded below.
-      if (curbrk && !site.after_store) u.cookie_arg = static_cast<int64_t>(curbrk->vaddr - site.vaddr);
-      if (curbrk && site.after_store) seed_curbrk = curbrk->vaddr;
-      specs.push_back(u);
-    }
+  WrapperProbes probes = wrapper_probes(m, elf);
+  if (probes.failure) {
+    set_syscall_state(SyscallTracing::kTracepoints, *probes.failure);
+    return;
   }
+  std::vector<ProbeReport>& reports = probes.reports;
+  std::vector<std::pair<uint64_t, uint64_t>>& ranges = probes.ranges;
+  const std::vector<UprobeSpec>& specs = probes.specs;
+  const std::optional<uint64_t> seed_curbrk = probes.seed_curbrk;
   // sbrk is brk's wrapper (probed itself only in mode full): its frame is
   // the allocator's too, not the site.
   for (const char* name : {"sbrk", "__sbrk"})

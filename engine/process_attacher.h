@@ -114,13 +114,43 @@ class ProcessAttacher {
   void attach_cuda_objects(const std::vector<LoadedObject>& objects,
                            const std::vector<MapEntry>& entries, std::optional<size_t> exe);
   void refresh_functions();
+  // Reads the maps, places the loader's and CUDA's probes, plans the
+  // allocator's and places them (with `place_probes`).
   Status scan_and_attach(bool place_probes);
+  // The mapped ELF objects of one scan, the mapping each is opened
+  // through, which is the executable, and the first object we were not
+  // allowed to open.
+  struct ObjectScan {
+    std::vector<LoadedObject> objects;
+    std::vector<MapEntry> entries;
+    std::optional<size_t> exe;
+    std::optional<Error> open_denied;
+  };
+  struct ExeIdentity;  // the executable /proc/PID/exe names
+  static ExeIdentity exe_identity(const std::string& proc);
+  ObjectScan scan_objects(const ParsedMaps& maps, const ExeIdentity& exe);
+  // The executable is not among the mappings: why, as the scan's result.
+  Status no_executable(const std::string& proc, int exe_errno, const std::optional<Error>& open_denied);
+  void record_plan(const AllocatorPlan& plan, const std::vector<LoadedObject>& objects,
+                   const PreloadList& preload);
+  // The plan's probes, object by object, the allocator's first.
+  Status attach_planned(const AllocatorPlan& plan, const ObjectScan& scan);
   void attach_loader_objects(const std::vector<LoadedObject>& objects,
                              const std::vector<MapEntry>& entries);
   void attach_syscall_sites(const std::vector<LoadedObject>& objects,
                             const std::vector<MapEntry>& entries, const SearchOrder& search,
                             bool static_exe);
   void set_syscall_state(SyscallTracing state, std::string reason);
+  // The probes on libc's system-call wrappers in `elf` (mapped through `m`),
+  // or why a required one cannot be placed.
+  struct WrapperProbes {
+    std::vector<ProbeReport> reports;
+    std::vector<UprobeSpec> specs;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // the wrappers' code: the allocator's frames
+    std::optional<uint64_t> seed_curbrk;  // __curbrk's vaddr, if brk_last needs a seed
+    std::optional<std::string> failure;
+  };
+  static WrapperProbes wrapper_probes(const MapEntry& m, const ElfFile& elf);
   Status attach_shared(const MapEntry& m, const ElfFile& elf, const std::string& role,
                        std::vector<ProbeReport> reports,
                        const std::vector<UprobeSpec>& specs,

@@ -18,11 +18,19 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
                        tracer.stats(), filter);
 }
 
-ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
-                              bool read_kernel_live, const ProcessAnalyzer* analyzer,
-                              const Counters& kernel_counters, const TracerStats& tracer_stats,
-                              const LiveFilter* filter) {
-  ProcessSnapshot snap;
+namespace {
+
+// A live site ranked before symbolization.
+struct Ranked {
+  const SiteStats* stats;
+  const SiteAnalysis* analysis;
+  uint64_t live_bytes;        // the site's, or what the filter keeps of it
+  uint64_t live_allocations;
+};
+
+// The process-wide figures: identity, totals, sampling, counters.
+void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& proc, bool read_kernel_live,
+                  const Counters& kernel_counters, const TracerStats& tracer_stats) {
   snap.pid = proc.pid;
   snap.comm = proc.comm;
   if (proc.attacher) snap.allocator = proc.attacher->allocator();
@@ -50,34 +58,38 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   if (read_kernel_live) {
     if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
   }
-  // Filtered live figures per site (top's --older, --min-size, --max-size).
-  std::vector<FilteredLive> filtered;
-  if (filter && filter->active()) {
-    snap.live_filter = *filter;
-    filtered = proc.heap.filtered_live(*filter, monotonic_ns());
-    snap.live_bytes = 0;
-    snap.live_allocations = 0;
-    for (const FilteredLive& f : filtered) {
-      snap.live_bytes += f.bytes;
-      snap.live_allocations += f.allocations;
-    }
-  }
-  if (analyzer) {
-    snap.analysis_window_s = analyzer->params().window_s;
-    snap.analysis_min_span_s = std::min(analyzer->params().min_span_s, analyzer->params().window_s / 2);
-    for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
-      snap.kind_verdicts[k] = analyzer->process_verdict(k);
-      snap.kind_ages[k] = analyzer->process_ages(k);
-    }
-  }
+}
 
-  // Rank cheaply first (no symbolization), then symbolize what is shown.
-  struct Ranked {
-    const SiteStats* stats;
-    const SiteAnalysis* analysis;
-    uint64_t live_bytes;        // the site's, or what the filter keeps of it
-    uint64_t live_allocations;
-  };
+// Filtered live figures per site (top's --older, --min-size, --max-size);
+// empty without an active filter.
+std::vector<FilteredLive> apply_filter(ProcessSnapshot& snap, const TracedProcess& proc,
+                                       const LiveFilter* filter) {
+  std::vector<FilteredLive> filtered;
+  if (!filter || !filter->active()) return filtered;
+  snap.live_filter = *filter;
+  filtered = proc.heap.filtered_live(*filter, monotonic_ns());
+  snap.live_bytes = 0;
+  snap.live_allocations = 0;
+  for (const FilteredLive& f : filtered) {
+    snap.live_bytes += f.bytes;
+    snap.live_allocations += f.allocations;
+  }
+  return filtered;
+}
+
+void fill_analysis(ProcessSnapshot& snap, const ProcessAnalyzer& analyzer) {
+  snap.analysis_window_s = analyzer.params().window_s;
+  snap.analysis_min_span_s = std::min(analyzer.params().min_span_s, analyzer.params().window_s / 2);
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
+    snap.kind_verdicts[k] = analyzer.process_verdict(k);
+    snap.kind_ages[k] = analyzer.process_ages(k);
+  }
+}
+
+// Every site's figures into its kind's totals, and the live sites, cheaply
+// (no symbolization).
+std::vector<Ranked> live_sites(ProcessSnapshot& snap, const TracedProcess& proc,
+                               const std::vector<FilteredLive>& filtered, const ProcessAnalyzer* analyzer) {
   std::vector<Ranked> live;
   const std::vector<SiteStats>& all_sites = proc.heap.sites();
   for (size_t i = 0; i < all_sites.size(); ++i) {
@@ -95,26 +107,58 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
       live.push_back({&s, analyzer ? analyzer->site(s.stack_hash, s.kind) : nullptr, live_bytes,
                       live_allocations});
   }
-  {
-    uint64_t recorded = 0;
-    for (const KindTotals& k : snap.kinds) recorded += k.allocations;
-    snap.coverage = unrecorded_coverage(recorded, snap.unrecorded);
-  }
+  uint64_t recorded = 0;
+  for (const KindTotals& k : snap.kinds) recorded += k.allocations;
+  snap.coverage = unrecorded_coverage(recorded, snap.unrecorded);
+  return live;
+}
+
+// The top `max_sites` by live bytes and, with an analyzer, the top
+// `max_sites` of the rest by leak rate.
+std::vector<Ranked> choose_sites(std::vector<Ranked>& live, size_t max_sites, bool by_rate) {
   auto rate = [](const Ranked& r) { return r.analysis ? r.analysis->verdict.rate_bytes_per_s : 0.0; };
   std::vector<Ranked> chosen;
   std::sort(live.begin(), live.end(), [](const Ranked& a, const Ranked& b) {
     return a.live_bytes > b.live_bytes;
   });
   chosen.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(std::min(max_sites, live.size())));
-  if (analyzer && live.size() > max_sites) {
+  if (by_rate && live.size() > max_sites) {
     std::vector<Ranked> rest(live.begin() + static_cast<std::ptrdiff_t>(max_sites), live.end());
     std::sort(rest.begin(), rest.end(), [&](const Ranked& a, const Ranked& b) { return rate(a) > rate(b); });
     for (size_t i = 0; i < rest.size() && i < max_sites && rate(rest[i]) > 0; ++i) chosen.push_back(rest[i]);
   }
-  snap.sites_total = live.size();
+  return chosen;
+}
 
-  // Distinct kernel stacks can be one stable stack (same code, other
-  // addresses after a library was mapped again): merge them.
+// Adds a ranked site's figures (and analysis) to its merged site.
+void add_to_site(SiteSnapshot& site, const Ranked& r, const ResolvedStack& rs, const ProcessAnalyzer* analyzer) {
+  const SiteStats* s = r.stats;
+  site.symbols_pending = site.symbols_pending || rs.symbols_pending;
+  site.live_bytes += r.live_bytes;
+  site.live_allocations += r.live_allocations;
+  site.allocated_bytes += s->allocated_bytes;
+  site.allocations += s->allocations;
+  site.freed_bytes += s->freed_bytes;
+  site.frees += s->frees;
+  if (const SiteAnalysis* a = r.analysis) {
+    site.ages.lt_1m += a->ages.lt_1m;
+    site.ages.lt_10m += a->ages.lt_10m;
+    site.ages.lt_1h += a->ages.lt_1h;
+    site.ages.older += a->ages.older;
+    site.leak_rate_bytes_per_second += a->verdict.rate_bytes_per_s;
+    site.trend = std::max(site.trend, a->verdict.trend);
+    site.suspected_leak = site.suspected_leak || a->verdict.suspected_leak;
+    site.primed = site.primed || a->verdict.primed;
+    // Merged parts: the first of them to have a verdict gives the site one.
+    const double wait = analyzer->seconds_until_verdict(a->verdict);
+    site.verdict_in_s = site.verdict_in_s < 0 ? wait : std::min(site.verdict_in_s, wait);
+  }
+}
+
+// Distinct kernel stacks can be one stable stack (same code, other
+// addresses after a library was mapped again): merge them.
+void merge_sites(ProcessSnapshot& snap, Tracer& tracer, TracedProcess& proc, const std::vector<Ranked>& chosen,
+                 const ProcessAnalyzer* analyzer) {
   std::map<std::pair<uint64_t, uint32_t>, size_t> index;
   for (const Ranked& r : chosen) {
     const SiteStats* s = r.stats;
@@ -128,32 +172,29 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
       site.truncated = rs.end;
       snap.sites.push_back(std::move(site));
     }
-    SiteSnapshot& site = snap.sites[it->second];
-    site.symbols_pending = site.symbols_pending || rs.symbols_pending;
-    site.live_bytes += r.live_bytes;
-    site.live_allocations += r.live_allocations;
-    site.allocated_bytes += s->allocated_bytes;
-    site.allocations += s->allocations;
-    site.freed_bytes += s->freed_bytes;
-    site.frees += s->frees;
-    if (const SiteAnalysis* a = r.analysis) {
-      site.ages.lt_1m += a->ages.lt_1m;
-      site.ages.lt_10m += a->ages.lt_10m;
-      site.ages.lt_1h += a->ages.lt_1h;
-      site.ages.older += a->ages.older;
-      site.leak_rate_bytes_per_second += a->verdict.rate_bytes_per_s;
-      site.trend = std::max(site.trend, a->verdict.trend);
-      site.suspected_leak = site.suspected_leak || a->verdict.suspected_leak;
-      site.primed = site.primed || a->verdict.primed;
-      // Merged parts: the first of them to have a verdict gives the site one.
-      const double wait = analyzer->seconds_until_verdict(a->verdict);
-      site.verdict_in_s = site.verdict_in_s < 0 ? wait : std::min(site.verdict_in_s, wait);
-    }
+    add_to_site(snap.sites[it->second], r, rs, analyzer);
   }
   std::stable_sort(snap.sites.begin(), snap.sites.end(),
                    [](const SiteSnapshot& a, const SiteSnapshot& b) {
                      return a.live_bytes > b.live_bytes;
                    });
+}
+
+}  // namespace
+
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+                              bool read_kernel_live, const ProcessAnalyzer* analyzer,
+                              const Counters& kernel_counters, const TracerStats& tracer_stats,
+                              const LiveFilter* filter) {
+  ProcessSnapshot snap;
+  fill_process(snap, tracer, proc, read_kernel_live, kernel_counters, tracer_stats);
+  const std::vector<FilteredLive> filtered = apply_filter(snap, proc, filter);
+  if (analyzer) fill_analysis(snap, *analyzer);
+  // Rank cheaply first (no symbolization), then symbolize what is shown.
+  std::vector<Ranked> live = live_sites(snap, proc, filtered, analyzer);
+  const std::vector<Ranked> chosen = choose_sites(live, max_sites, analyzer != nullptr);
+  snap.sites_total = live.size();
+  merge_sites(snap, tracer, proc, chosen, analyzer);
   return snap;
 }
 

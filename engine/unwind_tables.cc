@@ -257,46 +257,59 @@ void UnwindTables::process_job(Job& job) {
   const std::string table_key =
       build_id.empty() ? "inode:" + std::to_string(job.key.first) + ":" + std::to_string(job.key.second)
                        : build_id;
+  const std::optional<ObjectKey> backing = verified_backing(job, build_id);
+  if (settle_from_memory(job, backing, table_key, elf.ok())) return;
+  bool from_disk = false;
+  const Result<UnwindTable> table = obtain_table(**elf, build_id, from_disk);
+  install_table(job, table_key, table, from_disk);
+}
+
+std::optional<UnwindTables::ObjectKey> UnwindTables::verified_backing(const Job& job, const std::string& build_id) {
   // Whoever mounted the overlay named its layers: the layer file is taken
   // for this object only with the same build-id (so the same table), never
   // a file that merely sits at that path.
   std::optional<ObjectKey> backing;
-  if (job.backing && !build_id.empty()) {
-    if (Result<int> fd = open_untrusted_file(job.backing->path)) {
-      Fd layer(*fd);
-      struct stat st;
-      if (fstat(layer.get(), &st) == 0 && st.st_ino == job.backing->ino &&
-          kernel_dev(major(st.st_dev), minor(st.st_dev)) == job.backing->dev) {
-        Result<std::shared_ptr<const ElfFile>> layer_elf = ElfFile::open_fd(layer.get(), job.backing->path);
-        if (layer_elf && (*layer_elf)->build_id() == build_id) backing = ObjectKey{job.backing->dev, job.backing->ino};
-      }
-    }
-    if (!backing) LW_LOG_DEBUG("unwind table for %s: layer file %s not taken", job.path.c_str(), job.backing->path.c_str());
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = objects_.find(job.key);
-    if (it == objects_.end()) return;  // released meanwhile
-    if (backing && !it->second.backing) {
-      it->second.backing = backing;
-      backed_[*backing].insert(job.key);
-    }
-    if (auto t = tables_.find(table_key); t != tables_.end()) {
-      ++stats_.memory_cache_hits;
-      t->second.objects.insert(job.key);
-      it->second.table_key = table_key;
-      set_state_locked(job.key, it->second, LW_TABLE_READY, &t->second);
-      return;
-    }
-    if (!elf) {
-      ++stats_.build_failures;
-      set_state_locked(job.key, it->second, LW_TABLE_NO_CFI, nullptr);
-      return;
+  if (!job.backing || build_id.empty()) return backing;
+  if (Result<int> fd = open_untrusted_file(job.backing->path)) {
+    Fd layer(*fd);
+    struct stat st;
+    if (fstat(layer.get(), &st) == 0 && st.st_ino == job.backing->ino &&
+        kernel_dev(major(st.st_dev), minor(st.st_dev)) == job.backing->dev) {
+      Result<std::shared_ptr<const ElfFile>> layer_elf = ElfFile::open_fd(layer.get(), job.backing->path);
+      if (layer_elf && (*layer_elf)->build_id() == build_id) backing = ObjectKey{job.backing->dev, job.backing->ino};
     }
   }
-  // Built (or read back) without the lock: libtorch_cpu takes seconds.
+  if (!backing) LW_LOG_DEBUG("unwind table for %s: layer file %s not taken", job.path.c_str(), job.backing->path.c_str());
+  return backing;
+}
+
+bool UnwindTables::settle_from_memory(const Job& job, const std::optional<ObjectKey>& backing,
+                                      const std::string& table_key, bool have_elf) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(job.key);
+  if (it == objects_.end()) return true;  // released meanwhile
+  if (backing && !it->second.backing) {
+    it->second.backing = backing;
+    backed_[*backing].insert(job.key);
+  }
+  if (auto t = tables_.find(table_key); t != tables_.end()) {
+    ++stats_.memory_cache_hits;
+    t->second.objects.insert(job.key);
+    it->second.table_key = table_key;
+    set_state_locked(job.key, it->second, LW_TABLE_READY, &t->second);
+    return true;
+  }
+  if (!have_elf) {
+    ++stats_.build_failures;
+    set_state_locked(job.key, it->second, LW_TABLE_NO_CFI, nullptr);
+    return true;
+  }
+  return false;
+}
+
+Result<UnwindTable> UnwindTables::obtain_table(const ElfFile& elf, const std::string& build_id, bool& from_disk) {
   Result<UnwindTable> table = Error{ENOENT, "not built"};
-  bool from_disk = false;
+  from_disk = false;
   const std::string cached = cache_path(options_.cache_dir, build_id);
   if (!cached.empty()) {
     // A cache file is ours, but it is still checked (size, checksum,
@@ -309,7 +322,7 @@ void UnwindTables::process_job(Job& job) {
   }
   if (!from_disk) {
     const auto t0 = std::chrono::steady_clock::now();
-    table = build_unwind_table(**elf, nullptr);
+    table = build_unwind_table(elf, nullptr);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> lock(mu_);
     stats_.build_seconds += s;
@@ -320,6 +333,11 @@ void UnwindTables::process_job(Job& job) {
     if (!bytes.empty() && !write_atomically(cached, bytes))
       LW_LOG_DEBUG("unwind table cache: cannot write %s", cached.c_str());
   }
+  return table;
+}
+
+void UnwindTables::install_table(const Job& job, const std::string& table_key, const Result<UnwindTable>& table,
+                                 bool from_disk) {
   std::unique_lock<std::mutex> lock(mu_);
   if (from_disk) ++stats_.disk_cache_hits;
   auto it = objects_.find(job.key);
@@ -345,7 +363,13 @@ void UnwindTables::process_job(Job& job) {
     set_state_locked(job.key, it->second, LW_TABLE_READY, &t->second);
     return;
   }
-  const uint64_t bytes = table->bytes();
+  load_into_slot(lock, job, table_key, *table);
+}
+
+void UnwindTables::load_into_slot(std::unique_lock<std::mutex>& lock, const Job& job, const std::string& table_key,
+                                  const UnwindTable& table) {
+  auto it = objects_.find(job.key);
+  const uint64_t bytes = table.bytes();
   if (stats_.table_bytes + bytes > options_.max_table_bytes || free_slots_.empty()) {
     LW_LOG_INFO("unwind table for %s (%llu bytes) refused: unwind.max_table_bytes (%llu) or the "
                 "table slots are in use: frame pointers only",
@@ -358,11 +382,11 @@ void UnwindTables::process_job(Job& job) {
   entry.slot = free_slots_.back();
   free_slots_.pop_back();
   entry.bytes = bytes;
-  entry.nrows = static_cast<uint32_t>(table->rows.size());
-  entry.npages = static_cast<uint32_t>(table->pages.size());
+  entry.nrows = static_cast<uint32_t>(table.rows.size());
+  entry.npages = static_cast<uint32_t>(table.pages.size());
   stats_.table_bytes += bytes;
   lock.unlock();
-  Status loaded = session_.load_unwind_table(entry.slot, table->rows, table->pages);
+  Status loaded = session_.load_unwind_table(entry.slot, table.rows, table.pages);
   lock.lock();
   it = objects_.find(job.key);
   if (!loaded || it == objects_.end()) {

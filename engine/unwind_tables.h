@@ -34,7 +34,10 @@
 #include <vector>
 
 #include "core/platform/fd.h"
+#include "core/platform/result.h"
+#include "core/symbols/elf_file.h"
 #include "core/symbols/overlay.h"
+#include "core/unwind/unwind_table.h"
 #include "core/proc/proc_maps.h"
 #include "engine/bpf_session.h"
 #include "view/process_view.h"
@@ -113,7 +116,26 @@ class UnwindTables {
   };
 
   void worker();
+  // A queued object's table: from memory (another inode with its build-id),
+  // the disk cache or its call-frame information, then loaded into the
+  // kernel; the object's state set.
   void process_job(Job& job);
+  // The overlay layer file tied to the job's object: only one with the
+  // same build-id.
+  static std::optional<ObjectKey> verified_backing(const Job& job, const std::string& build_id);
+  // Ties the backing and takes a table already loaded under `table_key`;
+  // true when that settled the object (ready, gone, or no ELF to build from).
+  bool settle_from_memory(const Job& job, const std::optional<ObjectKey>& backing,
+                          const std::string& table_key, bool have_elf);
+  // Read back from the disk cache (`from_disk`), else built, and written to
+  // the cache. Without the lock: libtorch_cpu takes seconds.
+  Result<UnwindTable> obtain_table(const ElfFile& elf, const std::string& build_id, bool& from_disk);
+  // Loads `table` into a free slot and marks the object ready, or marks
+  // why not.
+  void install_table(const Job& job, const std::string& table_key, const Result<UnwindTable>& table,
+                     bool from_disk);
+  void load_into_slot(std::unique_lock<std::mutex>& lock, const Job& job, const std::string& table_key,
+                      const UnwindTable& table);
   void release_locked(const ObjectKey& key, pid_t pid);
   void set_state_locked(const ObjectKey& key, Object& o, uint32_t state, const Table* table);
 
