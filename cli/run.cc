@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli/bench_switches.h"
 #include "cli/exit_codes.h"
 #include "cli/options.h"
 #include "core/config/config.h"
@@ -284,6 +285,8 @@ int run_check_config(int argc, char** argv) {
 int run_daemon(int argc, char** argv) {
   RunFlags flags;
   if (int rc = parse_run_flags(argc, argv, flags); rc >= 0) return rc;
+  // docs/cli.md, "Benchmark switches": `run` takes only the live map's.
+  flags.options.bench_live_prealloc = read_bench_switches().live_prealloc;
   const DaemonOptions& options = flags.options;
   std::optional<Config> cfg = load_daemon_config(options);
   if (!cfg) return exit_code::kError;

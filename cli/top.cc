@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/bench_switches.h"
 #include "cli/exit_codes.h"
 #include "cli/launch.h"
 #include "cli/options.h"
@@ -161,6 +162,141 @@ enum LongOnly {
   kOptRssInterval,
 };
 
+// What a parse_*_option function returns besides an exit code.
+constexpr int kTaken = -1;    // the option was valid and is stored
+constexpr int kNotMine = -2;  // another function's option
+
+// What is traced and how: the process, the maps, the probes, the unwinder
+// and the fault-testing delays.
+int parse_trace_option(int c, TopOptions& o, bool& have_pid, bool& have_command) {
+  uint64_t n = 0;
+  switch (c) {
+    case 'p':
+      if (!parse_u64(optarg, n) || n == 0 || n > 4194304) return usage_error("invalid pid '%s'", optarg);
+      o.pid = static_cast<pid_t>(n);
+      have_pid = true;
+      return kTaken;
+    case 'c':
+      o.command = split_blanks(optarg);
+      if (o.command.empty()) return usage_error("-c needs a command");
+      have_command = true;
+      return kTaken;
+    case kOptRingbuf:
+      if (!parse_u64(optarg, n) || n < 4096 || n > (1u << 30) || (n & (n - 1)))
+        return usage_error("--ringbuf-bytes must be a power of two in [4096, 1 GiB] (got '%s')", optarg);
+      o.bpf.ringbuf_bytes = static_cast<uint32_t>(n);
+      return kTaken;
+    case kOptLiveMax:
+      if (!parse_u64(optarg, n) || n < kLiveMapMinEntries || n > kLiveMapMaxEntries)
+        return usage_error("--live-max must be between 16 and 67108864 (got '%s')", optarg);
+      o.live_max = static_cast<uint32_t>(n);
+      return kTaken;
+    case kOptStackMax:
+      if (!parse_u64(optarg, n) || n < 1 || n > (1u << 22))
+        return usage_error("--stack-max must be between 1 and 4194304 (got '%s')", optarg);
+      o.bpf.stack_max_entries = static_cast<uint32_t>(n);
+      return kTaken;
+    case kOptMode:
+      if (strcmp(optarg, "full") != 0 && strcmp(optarg, "light") != 0)
+        return usage_error("--mode must be full or light (got '%s')", optarg);
+      o.light = strcmp(optarg, "light") == 0;
+      return kTaken;
+    case kOptSampleMean:
+      if (!parse_u64(optarg, n) || n < 1 || n > LW_SAMPLE_MAX_MEAN)
+        return usage_error("--sample-mean must be between 1 and 1073741824 (got '%s')", optarg);
+      o.sample_mean_bytes = n;
+      return kTaken;
+    case kOptNoAutoSampling:
+      o.no_auto_sampling = true;
+      return kTaken;
+    case kOptUnwind:
+      if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
+        return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
+      o.bpf.unwind_cfi = strcmp(optarg, "cfi") == 0;
+      return kTaken;
+    case kOptNoPythonFrames:  // decision python-frames
+      o.bpf.python_frames = false;
+      return kTaken;
+    case kOptStall:
+      if (!parse_u64(optarg, n) || n > 600000)
+        return usage_error("--debug-stall-consumer-ms must be <= 600000 (got '%s')", optarg);
+      o.stall_consumer_ms = static_cast<long>(n);
+      return kTaken;
+    case kOptSlowTables:
+      if (!parse_u64(optarg, n) || n > 600000)
+        return usage_error("--debug-slow-tables-ms must be <= 600000 (got '%s')", optarg);
+      o.slow_tables_ms = static_cast<long>(n);
+      return kTaken;
+    default:
+      return kNotMine;
+  }
+}
+
+// What is shown, how often, and what else is read or written: the
+// snapshots, their filters, the analysis, RSS, the log, the config and the
+// recorded events.
+int parse_view_option(int c, TopOptions& o) {
+  uint64_t n = 0;
+  double d = 0;
+  switch (c) {
+    case 'i':
+      if (!parse_number(optarg, 0.05, 86400, d))
+        return usage_error("--interval must be between 0.05 and 86400 seconds (got '%s')", optarg);
+      o.interval_s = d;
+      return kTaken;
+    case 'n':
+      if (!parse_u64(optarg, n) || n == 0 || n > (1ull << 40))
+        return usage_error("--count must be a positive integer (got '%s')", optarg);
+      o.count = static_cast<long>(n);
+      return kTaken;
+    case 'k':
+      if (!parse_u64(optarg, n) || n == 0 || n > 100000)
+        return usage_error("--top must be between 1 and 100000 (got '%s')", optarg);
+      o.max_sites = n;
+      return kTaken;
+    case kOptJson:
+      o.json = true;
+      return kTaken;
+    case kOptOlder:
+      if (!parse_number(optarg, 0, 86400, d))
+        return usage_error("--older must be between 0 and 86400 seconds (got '%s')", optarg);
+      o.filter.min_age_ns = static_cast<uint64_t>(d * 1e9);
+      return kTaken;
+    case kOptMinSize:
+      if (!parse_u64(optarg, n)) return usage_error("--min-size must be a number of bytes (got '%s')", optarg);
+      o.filter.min_size = n;
+      return kTaken;
+    case kOptMaxSize:
+      if (!parse_u64(optarg, n)) return usage_error("--max-size must be a number of bytes (got '%s')", optarg);
+      o.filter.max_size = n;
+      return kTaken;
+    case kOptRssInterval:  // docs/cli.md, "rss:"; decision rss-explained
+      if (!parse_number(optarg, 0, 3600, d) || (d > 0 && d < 1))
+        return usage_error("--rss-interval must be 0 (off) or between 1 and 3600 seconds (got '%s')", optarg);
+      o.rss_interval_s = d;
+      return kTaken;
+    case kOptWindow:
+      if (!parse_number(optarg, 30, 86400, d))
+        return usage_error("--analysis-window must be between 30 and 86400 seconds (got '%s')", optarg);
+      o.analysis_window_s = d;
+      return kTaken;
+    case kOptLogLevel:
+      o.log_level = parse_log_level(optarg);
+      if (!o.log_level) return usage_error("--log-level must be debug, info, warn or error (got '%s')", optarg);
+      return kTaken;
+    case kOptConfig:
+      if (!*optarg) return usage_error("--config needs a file name");
+      o.config_path = optarg;
+      return kTaken;
+    case kOptRecord:
+      if (!*optarg) return usage_error("--record-events needs a file name");
+      o.record_path = optarg;
+      return kTaken;
+    default:
+      return kNotMine;
+  }
+}
+
 // Returns an exit code on error or --help, or -1 when parsing succeeded.
 int parse(int argc, char** argv, TopOptions& o) {
   static const struct option kLong[] = {
@@ -196,126 +332,18 @@ int parse(int argc, char** argv, TopOptions& o) {
   reset_getopt();
   int c;
   while ((c = getopt_long(argc, argv, ":p:c:i:n:k:h", kLong, nullptr)) != -1) {
-    uint64_t n = 0;
-    double d = 0;
-    switch (c) {
-      case 'h':
-        top_usage(stdout);
-        return exit_code::kOk;
-      case 'p':
-        if (!parse_u64(optarg, n) || n == 0 || n > 4194304) return usage_error("invalid pid '%s'", optarg);
-        o.pid = static_cast<pid_t>(n);
-        have_pid = true;
-        break;
-      case 'c':
-        o.command = split_blanks(optarg);
-        if (o.command.empty()) return usage_error("-c needs a command");
-        have_command = true;
-        break;
-      case 'i':
-        if (!parse_number(optarg, 0.05, 86400, d))
-          return usage_error("--interval must be between 0.05 and 86400 seconds (got '%s')", optarg);
-        o.interval_s = d;
-        break;
-      case 'n':
-        if (!parse_u64(optarg, n) || n == 0 || n > (1ull << 40))
-          return usage_error("--count must be a positive integer (got '%s')", optarg);
-        o.count = static_cast<long>(n);
-        break;
-      case 'k':
-        if (!parse_u64(optarg, n) || n == 0 || n > 100000)
-          return usage_error("--top must be between 1 and 100000 (got '%s')", optarg);
-        o.max_sites = n;
-        break;
-      case kOptJson:
-        o.json = true;
-        break;
-      case kOptRingbuf:
-        if (!parse_u64(optarg, n) || n < 4096 || n > (1u << 30) || (n & (n - 1)))
-          return usage_error("--ringbuf-bytes must be a power of two in [4096, 1 GiB] (got '%s')", optarg);
-        o.bpf.ringbuf_bytes = static_cast<uint32_t>(n);
-        break;
-      case kOptLiveMax:
-        if (!parse_u64(optarg, n) || n < kLiveMapMinEntries || n > kLiveMapMaxEntries)
-          return usage_error("--live-max must be between 16 and 67108864 (got '%s')", optarg);
-        o.live_max = static_cast<uint32_t>(n);
-        break;
-      case kOptStackMax:
-        if (!parse_u64(optarg, n) || n < 1 || n > (1u << 22))
-          return usage_error("--stack-max must be between 1 and 4194304 (got '%s')", optarg);
-        o.bpf.stack_max_entries = static_cast<uint32_t>(n);
-        break;
-      case kOptMode:
-        if (strcmp(optarg, "full") != 0 && strcmp(optarg, "light") != 0)
-          return usage_error("--mode must be full or light (got '%s')", optarg);
-        o.light = strcmp(optarg, "light") == 0;
-        break;
-      case kOptSampleMean:
-        if (!parse_u64(optarg, n) || n < 1 || n > LW_SAMPLE_MAX_MEAN)
-          return usage_error("--sample-mean must be between 1 and 1073741824 (got '%s')", optarg);
-        o.sample_mean_bytes = n;
-        break;
-      case kOptNoAutoSampling:
-        o.no_auto_sampling = true;
-        break;
-      case kOptRecord:
-        if (!*optarg) return usage_error("--record-events needs a file name");
-        o.record_path = optarg;
-        break;
-      case kOptStall:
-        if (!parse_u64(optarg, n) || n > 600000)
-          return usage_error("--debug-stall-consumer-ms must be <= 600000 (got '%s')", optarg);
-        o.stall_consumer_ms = static_cast<long>(n);
-        break;
-      case kOptSlowTables:
-        if (!parse_u64(optarg, n) || n > 600000)
-          return usage_error("--debug-slow-tables-ms must be <= 600000 (got '%s')", optarg);
-        o.slow_tables_ms = static_cast<long>(n);
-        break;
-      case kOptOlder:
-        if (!parse_number(optarg, 0, 86400, d))
-          return usage_error("--older must be between 0 and 86400 seconds (got '%s')", optarg);
-        o.filter.min_age_ns = static_cast<uint64_t>(d * 1e9);
-        break;
-      case kOptMinSize:
-        if (!parse_u64(optarg, n)) return usage_error("--min-size must be a number of bytes (got '%s')", optarg);
-        o.filter.min_size = n;
-        break;
-      case kOptMaxSize:
-        if (!parse_u64(optarg, n)) return usage_error("--max-size must be a number of bytes (got '%s')", optarg);
-        o.filter.max_size = n;
-        break;
-      case kOptRssInterval:  // docs/cli.md, "rss:"; decision rss-explained
-        if (!parse_number(optarg, 0, 3600, d) || (d > 0 && d < 1))
-          return usage_error("--rss-interval must be 0 (off) or between 1 and 3600 seconds (got '%s')", optarg);
-        o.rss_interval_s = d;
-        break;
-      case kOptWindow:
-        if (!parse_number(optarg, 30, 86400, d))
-          return usage_error("--analysis-window must be between 30 and 86400 seconds (got '%s')", optarg);
-        o.analysis_window_s = d;
-        break;
-      case kOptConfig:
-        if (!*optarg) return usage_error("--config needs a file name");
-        o.config_path = optarg;
-        break;
-      case kOptUnwind:
-        if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
-          return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
-        o.bpf.unwind_cfi = strcmp(optarg, "cfi") == 0;
-        break;
-      case kOptNoPythonFrames:  // decision python-frames
-        o.bpf.python_frames = false;
-        break;
-      case kOptLogLevel:
-        o.log_level = parse_log_level(optarg);
-        if (!o.log_level) return usage_error("--log-level must be debug, info, warn or error (got '%s')", optarg);
-        break;
-      default:
-        report_bad_option("top", c, argv);
-        top_usage(stderr);
-        return exit_code::kUsage;
+    if (c == 'h') {
+      top_usage(stdout);
+      return exit_code::kOk;
     }
+    int rc = parse_trace_option(c, o, have_pid, have_command);
+    if (rc == kNotMine) rc = parse_view_option(c, o);
+    if (rc == kNotMine) {
+      report_bad_option("top", c, argv);
+      top_usage(stderr);
+      return exit_code::kUsage;
+    }
+    if (rc != kTaken) return rc;
   }
   // Operands (after "--"): the command to start.
   if (optind < argc) {
@@ -359,50 +387,26 @@ AnalysisParams analysis_params(double window_s) {
   return p;
 }
 
-}  // namespace
-
-int run_top(int argc, char** argv) {
-  TopOptions opt;
-  if (int rc = parse(argc, argv, opt); rc >= 0) return rc;
-  if (opt.log_level) set_log_level(*opt.log_level);
-  raise_fd_limit();
-
-  // From the start: a Ctrl-C while probes attach or tables load ends top
-  // with its last word, and the handler replaces a SIGINT a shell made
-  // ignored (a job started with `&` from a script inherits SIG_IGN).
+// From the start: a Ctrl-C while probes attach or tables load ends top
+// with its last word, and the handler replaces a SIGINT a shell made
+// ignored (a job started with `&` from a script inherits SIG_IGN).
+void install_stop_handlers() {
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  if (opt.pid > 0 && kill(opt.pid, 0) != 0 && errno == ESRCH) {
-    fprintf(stderr, "leakwatch: no such process: %d\n", opt.pid);
-    return exit_code::kNoSuchProcess;
-  }
-  // Benchmarks only (bench/unwind_depth.sh): every frame unwound as if new.
-  if (getenv("LW_BENCH_NO_FRAME_CACHE") != nullptr) opt.bpf.frame_cache = false;
-  if (getenv("LW_BENCH_NO_WALK_REUSE") != nullptr) opt.bpf.walk_reuse = false;
-  // The code-object memo (decision code-object-memo), off for benchmarks.
-  if (getenv("LW_BENCH_NO_PY_CODE_MEMO") != nullptr) opt.bpf.python_code_memo = false;
-  // The user-read window's size (decision user-read-window), for benchmarks: 0
-  // turns it off.
-  if (const char* w = getenv("LW_BENCH_STACK_WINDOW")) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long v = strtoul(w, &end, 10);
-    if (*w < '0' || *w > '9' || *end != '\0' || errno != 0 ||
-        (v != 0 && (v < 64 || v > 4096 || (v & (v - 1)) != 0))) {
-      fprintf(stderr, "leakwatch: LW_BENCH_STACK_WINDOW=%s: 0, or a power of two from 64 to 4096\n", w);
-      return exit_code::kUsage;
-    }
-    opt.bpf.stack_window = static_cast<uint32_t>(v);
-  }
-  // BPF first: a program started by -c must not run untraced because
-  // leakwatch lacks a capability.
+}
+
+// The tracer, its live map sized for this host (decision live-map-sizing),
+// with the `symbols` section of --config. Returns an exit code on failure,
+// or -1.
+int create_tracer(TopOptions& opt, const BenchSwitches& bench, std::unique_ptr<Tracer>& out) {
   UnwindTableOptions unwind_opts = default_unwind_options();
   unwind_opts.debug_job_delay_ms = static_cast<uint32_t>(opt.slow_tables_ms);
   const LiveMapSizing live_map = top_live_map_sizing(opt.live_max);
   opt.bpf.live_max_entries = live_map.entries;
   opt.bpf.live_prealloc = live_map.preallocated;
+  apply_bench_switches(bench, opt.bpf);
   auto tracer = Tracer::create(opt.bpf, unwind_opts);
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
@@ -419,7 +423,14 @@ int run_top(int argc, char** argv) {
     }
     (*tracer)->configure_symbols(config->symbols);
   }
-  std::unique_ptr<LaunchedCommand> launched;
+  out = std::move(*tracer);
+  return -1;
+}
+
+// Starts -c's program (stopped before its first instruction) if there is
+// one, and attaches to the process. Returns an exit code on failure, or -1.
+int start_and_attach(TopOptions& opt, const BenchSwitches& bench, Tracer& tracer,
+                     std::unique_ptr<LaunchedCommand>& launched) {
   if (!opt.command.empty()) {
     auto started = LaunchedCommand::start(opt.command, STDERR_FILENO);
     if (!started) {
@@ -435,19 +446,26 @@ int run_top(int argc, char** argv) {
   attach_opts.heap = !opt.light;
   // Benchmarks only (bench/README.md, "operator new"): also place the probes
   // that only lend a hint to the unwinder, to measure what dropping them saves.
-  attach_opts.hint_probes = getenv("LW_BENCH_HINT_PROBES") != nullptr;
-  if (Status st = (*tracer)->attach(opt.pid, attach_opts); !st) {
+  attach_opts.hint_probes = bench.hint_probes;
+  if (Status st = tracer.attach(opt.pid, attach_opts); !st) {
     fprintf(stderr, "leakwatch: attaching to %d: %s\n", opt.pid, st.error().message.c_str());
     return exit_code_for(st.error());
   }
-  // The first output comes once every probe is attached and the unwind
-  // tables of what the process maps are loaded (bounded wait): a caller
-  // can wait for it before starting the workload, and a program started
-  // by -c runs only then, so even its first allocation unwinds by CFI.
-  // The ring buffer is consumed while waiting: a running process's events
-  // are applied, not dropped (an 8 MiB ring fills in about a second of
-  // PyTorch inference, and its tables take seconds to load).
-  if (Result<bool> w = (*tracer)->wait_for_tables(std::chrono::seconds(30), g_stop); !w) {
+  return -1;
+}
+
+// Waits for the unwind tables, then lets -c's program run. Returns an exit
+// code on failure, or -1.
+//
+// The first output comes once every probe is attached and the unwind
+// tables of what the process maps are loaded (bounded wait): a caller
+// can wait for it before starting the workload, and a program started
+// by -c runs only then, so even its first allocation unwinds by CFI.
+// The ring buffer is consumed while waiting: a running process's events
+// are applied, not dropped (an 8 MiB ring fills in about a second of
+// PyTorch inference, and its tables take seconds to load).
+int wait_tables_then_resume(Tracer& tracer, LaunchedCommand* launched) {
+  if (Result<bool> w = tracer.wait_for_tables(std::chrono::seconds(30), g_stop); !w) {
     fprintf(stderr, "leakwatch: %s\n", w.error().message.c_str());
     return exit_code::kError;
   }
@@ -458,13 +476,220 @@ int run_top(int argc, char** argv) {
       return exit_code::kError;
     }
   }
+  return -1;
+}
+
+double seconds_since_epoch(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// `top` once every probe is in: the snapshots (the first at once, then one
+// per interval until the process exits, a signal, --count or a closed
+// output, then the last word), the leak analysis they sample, and the
+// events recorded on the side. Not thread-safe: `top`'s thread only.
+class TopRun {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // `record`: --record-events' file, which the ring buffer's records are
+  // tapped into from now on.
+  TopRun(const TopOptions& opt, Tracer& tracer, const AnalysisParams& params,
+         std::optional<OutputFile> record)
+      : opt_(opt),
+        t_(tracer),
+        analyzer_(params),
+        rss_(opt.rss_interval_s),
+        started_(clock::now()),
+        t0_(seconds_since_epoch(started_)),
+        filter_(opt.filter.active() ? &opt.filter : nullptr),
+        record_(std::move(record)) {
+    if (record_) t_.set_record_tap([this](const void* data, size_t len) { (void)record_->write(data, len); });
+  }
+  TopRun(const TopRun&) = delete;  // the record tap holds `this`
+  TopRun& operator=(const TopRun&) = delete;
+
+  // The snapshots until the end, the last word included. Returns an exit
+  // code when a poll or a recorded write failed (top ends at once), or -1.
+  int print_until_the_end();
+
+  // After the tracer is gone: the recorded events committed. Returns the
+  // exit code.
+  int finish() {
+    if (record_failed(true)) failed_ = true;
+    return failed_ ? exit_code::kError : exit_code::kOk;
+  }
+
+ private:
+  ProcessSnapshot snapshot(TracedProcess& proc) {
+    double now = seconds_since_epoch(clock::now());
+    analyzer_.sample(proc.heap, now - t0_, monotonic_ns());
+    ProcessSnapshot snap = take_snapshot(t_, proc, opt_.max_sites, opt_.json, &analyzer_, filter_);
+    // RSS explained (decision rss-explained): the smaps read is rate-bounded;
+    // an active filter narrows the live figures, so no breakdown then.
+    if (opt_.rss_interval_s > 0 && !filter_ && !snap.final)
+      snap.rss = rss_.sample(snap.pid, snap.timestamp, rss_tracked_bytes(snap));
+    return snap;
+  }
+
+  // Returns false when the output is gone or broken; failed_ then says
+  // whether that is an error (not a reader that went away).
+  bool print(const ProcessSnapshot& snap) {
+    if (print_snapshot(snap, opt_.json, TextOptions{text_width()})) return true;
+    failed_ = errno != EPIPE;
+    if (failed_) fprintf(stderr, "leakwatch top: writing the output: %s\n", strerror(errno));
+    return false;
+  }
+
+  // Whether writing the recorded events failed (said on stderr); `finish`
+  // commits the file.
+  bool record_failed(bool finish) {
+    if (!record_) return false;
+    Status st = finish ? record_->commit() : record_->status();
+    if (st) return false;
+    fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt_.record_path.c_str(),
+            st.error().message.c_str());
+    return true;
+  }
+
+  // What follow() returns when the output is gone or broken.
+  static constexpr int kOutputGone = -2;
+
+  bool print_first();
+  int follow(bool& counted_out);
+  bool last_word();
+
+  const TopOptions& opt_;
+  Tracer& t_;
+  ProcessAnalyzer analyzer_;
+  RssSampler rss_;
+  const clock::time_point started_;
+  const double t0_;
+  const LiveFilter* const filter_;
+  // Recorded events: every write checked; a failed one ends `top` with an
+  // error (core/platform/fd.h, OutputFile).
+  std::optional<OutputFile> record_;
+  bool failed_ = false;
+};
+
+// Once every probe is attached: the JSON view prints its first snapshot
+// (a caller can wait for it before starting the workload), the text view
+// says so in one line and shows its first table one interval later,
+// when there is something to show.
+bool TopRun::print_first() {
+  ProcessSnapshot first = snapshot(*t_.process(opt_.pid));
+  if (opt_.json) return print(first);
+  if (print_attached(first, opt_.interval_s, TextOptions{text_width()})) return true;
+  failed_ = errno != EPIPE;
+  return false;
+}
+
+// One snapshot per interval while the process lives and the output is
+// read. Returns an exit code when top must end at once, or -1; `counted_out`
+// says whether --count ended it.
+int TopRun::follow(bool& counted_out) {
+  const auto interval =
+      std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(opt_.interval_s));
+  // From the first sample, so that the samples are an interval apart
+  // (the analysis's wait estimate measures their spacing).
+  auto next = started_ + interval;
+  long printed = 0;
+  while (true) {
+    TracedProcess* proc = t_.process(opt_.pid);
+    if (proc->exited || g_stop.load()) return -1;
+    if (output_closed()) return kOutputGone;
+    auto now = clock::now();
+    if (now >= next) {
+      if (!print(snapshot(*proc))) return kOutputGone;
+      if (opt_.count > 0 && ++printed >= opt_.count) {
+        counted_out = true;
+        return -1;
+      }
+      next += interval;
+      if (next < now) next = now + interval;
+      continue;
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
+    Result<int> n = t_.poll(static_cast<int>(std::min<long>(wait + 1, 100)));
+    if (!n) {
+      fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
+      return exit_code::kError;
+    }
+    if (record_failed(false)) return exit_code::kError;
+  }
+}
+
+// Exit or signal: applies what is still buffered, then prints the last
+// word. False when the output failed.
+bool TopRun::last_word() {
+  // Bounded: a process that allocates without pause refills the ring as
+  // fast as it drains.
+  const auto drain_end = clock::now() + std::chrono::seconds(2);
+  while (clock::now() < drain_end) {
+    Result<int> n = t_.poll(0);
+    if (!n || *n == 0) break;
+  }
+  // The last word names what it can: give the symbol thread a moment for
+  // what is still queued (it runs on its own thread; nothing else is left).
+  (void)snapshot(*t_.process(opt_.pid));
+  (void)t_.wait_for_symbols(std::chrono::seconds(2));
+  return print(snapshot(*t_.process(opt_.pid)));
+}
+
+int TopRun::print_until_the_end() {
+  if (!print_first()) return -1;
+  if (opt_.stall_consumer_ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(opt_.stall_consumer_ms));
+  bool counted_out = false;
+  const int rc = follow(counted_out);
+  if (rc == kOutputGone) return -1;
+  if (rc >= 0) return rc;
+  if (!counted_out) (void)last_word();
+  return -1;
+}
+
+// Detaches every probe, then reaps -c's program (ended if it is still
+// running) and says how it ended.
+void detach_and_reap(std::unique_ptr<Tracer>& tracer, LaunchedCommand* launched, const TopOptions& opt) {
+  tracer.reset();  // every probe detached now, before waiting on a started program
+  if (!launched) return;
+  std::optional<int> status = launched->reap(false);
+  if (!status) {
+    launched->terminate();
+    status = launched->reap(false);
+  }
+  if (status)
+    fprintf(stderr, "leakwatch top: %s %s\n", opt.command[0].c_str(),
+            LaunchedCommand::describe(*status).c_str());
+}
+
+}  // namespace
+
+int run_top(int argc, char** argv) {
+  TopOptions opt;
+  if (int rc = parse(argc, argv, opt); rc >= 0) return rc;
+  if (opt.log_level) set_log_level(*opt.log_level);
+  raise_fd_limit();
+  install_stop_handlers();
+  if (opt.pid > 0 && kill(opt.pid, 0) != 0 && errno == ESRCH) {
+    fprintf(stderr, "leakwatch: no such process: %d\n", opt.pid);
+    return exit_code::kNoSuchProcess;
+  }
+  const BenchSwitches bench = read_bench_switches();  // docs/cli.md, "Benchmark switches"
+  if (!bench.error.empty()) {
+    fprintf(stderr, "leakwatch: %s\n", bench.error.c_str());
+    return exit_code::kUsage;
+  }
+  // BPF first: a program started by -c must not run untraced because
+  // leakwatch lacks a capability.
+  std::unique_ptr<Tracer> tracer;
+  if (int rc = create_tracer(opt, bench, tracer); rc >= 0) return rc;
+  std::unique_ptr<LaunchedCommand> launched;
+  if (int rc = start_and_attach(opt, bench, *tracer, launched); rc >= 0) return rc;
+  if (int rc = wait_tables_then_resume(*tracer, launched.get()); rc >= 0) return rc;
   // A closed output is seen as EPIPE (and by output_closed()), so top can
   // detach and exit cleanly instead of dying mid-way.
   signal(SIGPIPE, SIG_IGN);
 
-  Tracer& t = **tracer;
-  // Recorded events: every write checked; a failed one ends `top` with an
-  // error (core/platform/fd.h, OutputFile).
   std::optional<OutputFile> record;
   if (!opt.record_path.empty()) {
     Result<OutputFile> file = create_output_file(opt.record_path, OutputFile::Publish::kNow);
@@ -474,16 +699,7 @@ int run_top(int argc, char** argv) {
       return exit_code::kError;
     }
     record.emplace(std::move(*file));
-    t.set_record_tap([&record](const void* data, size_t len) { (void)record->write(data, len); });
   }
-  auto record_failed = [&](bool finish) {
-    if (!record) return false;
-    Status st = finish ? record->commit() : record->status();
-    if (st) return false;
-    fprintf(stderr, "leakwatch: --record-events %s: %s\n", opt.record_path.c_str(),
-            st.error().message.c_str());
-    return true;
-  };
   // Leak analysis (docs/analysis.md), sampled at every snapshot; samples
   // closer than its resolution are merged.
   const AnalysisParams params = analysis_params(opt.analysis_window_s);
@@ -491,109 +707,10 @@ int run_top(int argc, char** argv) {
     fprintf(stderr, "leakwatch top: --analysis-window: %s\n", why.c_str());
     return exit_code::kUsage;
   }
-  ProcessAnalyzer analyzer(params);
-  RssSampler rss(opt.rss_interval_s);
-  using clock = std::chrono::steady_clock;
-  const clock::time_point started = clock::now();
-  const double t0 = std::chrono::duration<double>(started.time_since_epoch()).count();
-  const LiveFilter* filter = opt.filter.active() ? &opt.filter : nullptr;
-  auto snapshot = [&](TracedProcess& proc) {
-    double now = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now().time_since_epoch()).count();
-    analyzer.sample(proc.heap, now - t0, monotonic_ns());
-    ProcessSnapshot snap = take_snapshot(t, proc, opt.max_sites, opt.json, &analyzer, filter);
-    // RSS explained (decision rss-explained): the smaps read is rate-bounded;
-    // an active filter narrows the live figures, so no breakdown then.
-    if (opt.rss_interval_s > 0 && !filter && !snap.final)
-      snap.rss = rss.sample(snap.pid, snap.timestamp, rss_tracked_bytes(snap));
-    return snap;
-  };
-  // Returns false when the output is gone or broken; `failed` then says
-  // whether that is an error (not a reader that went away).
-  bool failed = false;
-  auto print = [&](const ProcessSnapshot& snap) {
-    if (print_snapshot(snap, opt.json, TextOptions{text_width()})) return true;
-    failed = errno != EPIPE;
-    if (failed) fprintf(stderr, "leakwatch top: writing the output: %s\n", strerror(errno));
-    return false;
-  };
-  // Once every probe is attached: the JSON view prints its first snapshot
-  // (a caller can wait for it before starting the workload), the text view
-  // says so in one line and shows its first table one interval later,
-  // when there is something to show.
-  bool output_ok;
-  {
-    ProcessSnapshot first = snapshot(*t.process(opt.pid));
-    if (opt.json) {
-      output_ok = print(first);
-    } else {
-      output_ok = print_attached(first, opt.interval_s, TextOptions{text_width()});
-      if (!output_ok) failed = errno != EPIPE;
-    }
-  }
-  if (output_ok && opt.stall_consumer_ms > 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(opt.stall_consumer_ms));
-
-  const auto interval = std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>(opt.interval_s));
-  // From the first sample, so that the samples are an interval apart
-  // (the analysis's wait estimate measures their spacing).
-  auto next = started + interval;
-  long printed = 0;
-  bool counted_out = false;
-  while (output_ok) {
-    TracedProcess* proc = t.process(opt.pid);
-    if (proc->exited || g_stop.load()) break;
-    if (output_closed()) {
-      output_ok = false;
-      break;
-    }
-    auto now = clock::now();
-    if (now >= next) {
-      output_ok = print(snapshot(*proc));
-      if (output_ok && opt.count > 0 && ++printed >= opt.count) counted_out = true;
-      if (counted_out) break;
-      next += interval;
-      if (next < now) next = now + interval;
-      continue;
-    }
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
-    Result<int> n = t.poll(static_cast<int>(std::min<long>(wait + 1, 100)));
-    if (!n) {
-      fprintf(stderr, "leakwatch: %s\n", n.error().message.c_str());
-      return exit_code::kError;
-    }
-    if (record_failed(false)) return exit_code::kError;
-  }
-  if (output_ok && !counted_out) {
-    // Exit or signal: apply what is still buffered, then the last word.
-    // Bounded: a process that allocates without pause refills the ring as
-    // fast as it drains.
-    const auto drain_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (std::chrono::steady_clock::now() < drain_end) {
-      Result<int> n = t.poll(0);
-      if (!n || *n == 0) break;
-    }
-    // The last word names what it can: give the symbol thread a moment for
-    // what is still queued (it runs on its own thread; nothing else is left).
-    (void)snapshot(*t.process(opt.pid));
-    (void)t.wait_for_symbols(std::chrono::seconds(2));
-    output_ok = print(snapshot(*t.process(opt.pid)));
-  }
-  // Detach every probe now, before waiting on a started program.
-  tracer->reset();
-  if (launched) {
-    std::optional<int> status = launched->reap(false);
-    if (!status) {
-      launched->terminate();
-      status = launched->reap(false);
-    }
-    if (status)
-      fprintf(stderr, "leakwatch top: %s %s\n", opt.command[0].c_str(),
-              LaunchedCommand::describe(*status).c_str());
-  }
-  if (record_failed(true)) failed = true;
-  return failed ? exit_code::kError : exit_code::kOk;
+  TopRun run(opt, *tracer, params, std::move(record));
+  if (int rc = run.print_until_the_end(); rc >= 0) return rc;
+  detach_and_reap(tracer, launched.get(), opt);
+  return run.finish();
 }
 
 }  // namespace lw

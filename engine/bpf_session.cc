@@ -219,10 +219,8 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   bpf_map__set_max_entries(sk->maps.events, options.ringbuf_bytes);
   bpf_map__set_max_entries(sk->maps.live, options.live_max_entries);
   s->live_capacity_ = options.live_max_entries;
-  bool live_prealloc = options.live_prealloc;
-  if (const char* b = getenv("LW_BENCH_LIVE_PREALLOC"); b && *b) live_prealloc = *b == '1';
   bpf_map__set_map_flags(sk->maps.live, (bpf_map__map_flags(sk->maps.live) & ~BPF_F_NO_PREALLOC) |
-                                            (live_prealloc ? 0 : BPF_F_NO_PREALLOC));
+                                            (options.live_prealloc ? 0 : BPF_F_NO_PREALLOC));
   bpf_map__set_max_entries(sk->maps.stacks, options.stack_max_entries);
   bpf_map__set_max_entries(sk->maps.targets, options.max_targets);
   bpf_map__set_max_entries(sk->maps.rescan_req, std::max<uint32_t>(options.max_targets, 1));

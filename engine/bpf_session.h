@@ -41,8 +41,9 @@ struct BpfOptions {
   uint32_t live_max_entries = 262144;
   // The live map preallocated (every entry's memory at creation) instead of
   // BPF_F_NO_PREALLOC (memory per entry in use; decision live-map-sizing). The
-  // benchmark compares both with LW_BENCH_LIVE_PREALLOC=1|0 in the
-  // environment, which overrides this.
+  // benchmark compares both with LW_BENCH_LIVE_PREALLOC=1|0 in leakwatch's
+  // environment, which the command line's benchmark switches put here
+  // (cli/bench_switches.h).
   bool live_prealloc = false;
   uint32_t stack_max_entries = 16384;
   uint32_t max_targets = 4096;

@@ -49,6 +49,9 @@ struct DaemonOptions {
   // The live map's size as the engine created it (Daemon::create); left
   // empty, the constructor derives it from the config and this host.
   LiveMapSizing live_map;
+  // LW_BENCH_LIVE_PREALLOC (cli/bench_switches.h, benchmarks only): the
+  // live map preallocated or not, whatever live_map says.
+  std::optional<bool> bench_live_prealloc;
 };
 
 class Daemon {

@@ -12,11 +12,11 @@ namespace lw {
 
 namespace {
 
-BpfOptions bpf_options(const Config& c, const LiveMapSizing& live) {
+BpfOptions bpf_options(const Config& c, const DaemonOptions& options) {
   BpfOptions o;
   o.ringbuf_bytes = c.ringbuf_bytes;
-  o.live_max_entries = live.entries;
-  o.live_prealloc = live.preallocated;
+  o.live_max_entries = options.live_map.entries;
+  o.live_prealloc = options.bench_live_prealloc.value_or(options.live_map.preallocated);
   o.stack_max_entries = c.limits.stack_map_entries;
   o.stack_gc_grace_ms = c.limits.stack_gc_grace_seconds * 1000u;
   o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
@@ -38,7 +38,7 @@ UnwindTableOptions unwind_options(const Config& c) {
 
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options, Config config) {
   options.live_map = live_map_sizing(config);
-  auto tracer = EngineTracer::create(bpf_options(config, options.live_map), unwind_options(config));
+  auto tracer = EngineTracer::create(bpf_options(config, options), unwind_options(config));
   if (!tracer) return tracer.error();
   log_live_map(options.live_map);
   (*tracer)->configure_symbols(config.symbols);
