@@ -63,14 +63,15 @@ std::string resolve(const std::filesystem::path& dir, const std::string& file) {
   return (dir / file).lexically_normal().string();
 }
 
-void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& path,
-               const std::filesystem::path& dir, WebConfig& config) {
-  WebTlsConfig tls;
-  YAML::Mark cert_mark, key_mark, max_mark, ca_mark, auth_mark, sans_mark;
+// Where each TLS key was written, for the messages about its value.
+struct TlsMarks {
+  YAML::Mark cert, key, max, ca, auth, sans;
   bool sans_given = false;
-  // An empty section, like an absent one, means plain HTTP.
-  if (node.IsMap() && node.size() == 0) return;
-  const size_t errors_before = errors.size();
+};
+
+// tls_server_config's keys, read into `tls`; errors added to `errors`.
+void read_tls_keys(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                   const std::filesystem::path& dir, WebTlsConfig& tls, TlsMarks& marks) {
   auto file_key = [&](std::string& out, YAML::Mark& mark) {
     return [&](const YAML::Node& v, const std::string& p) {
       if (auto s = read_string(errors, v, p); s && !s->empty()) {
@@ -81,8 +82,8 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
   };
   parse_keys(
       errors, node, path,
-      {{"cert_file", file_key(tls.cert_file, cert_mark)},
-       {"key_file", file_key(tls.key_file, key_mark)},
+      {{"cert_file", file_key(tls.cert_file, marks.cert)},
+       {"key_file", file_key(tls.key_file, marks.key)},
        {"client_auth_type",
         [&](const YAML::Node& v, const std::string& p) {
           yaml_support::read_enum<ClientAuth>(
@@ -93,13 +94,13 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
                {"VerifyClientCertIfGiven", ClientAuth::kVerifyIfGiven},
                {"RequireAndVerifyClientCert", ClientAuth::kRequireAndVerify}},
               tls.client_auth);
-          auth_mark = v.Mark();
+          marks.auth = v.Mark();
         }},
-       {"client_ca_file", file_key(tls.client_ca_file, ca_mark)},
+       {"client_ca_file", file_key(tls.client_ca_file, marks.ca)},
        {"client_allowed_sans",
         [&](const YAML::Node& v, const std::string& p) {
-          sans_mark = v.Mark();
-          sans_given = true;
+          marks.sans = v.Mark();
+          marks.sans_given = true;
           if (!v.IsSequence()) {
             errors.add(v.Mark(), yaml_support::quoted(p) + " must be a sequence of names, not " + kind_of(v));
             return;
@@ -121,7 +122,7 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
         [&](const YAML::Node& v, const std::string& p) {
           if (auto version = read_tls_version(errors, v, p)) {
             tls.max_version = *version;
-            max_mark = v.Mark();
+            marks.max = v.Mark();
           }
         }},
        {"cipher_suites", {}, false,
@@ -131,55 +132,77 @@ void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& pat
        {"prefer_server_cipher_suites", [&](const YAML::Node& v, const std::string& p) {
           read_bool(errors, v, p, tls.prefer_server_cipher_suites);
         }}});
-  if (errors.size() != errors_before) return;
+}
+
+// What the keys mean together; false (the error added) when they do not fit.
+bool check_tls_keys(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+                    const WebTlsConfig& tls, const TlsMarks& marks) {
   if (tls.max_version != 0 && tls.max_version < tls.min_version) {
-    errors.add(max_mark, yaml_support::quoted(path + ".max_version") + " is below " + yaml_support::quoted(path + ".min_version"));
-    return;
+    errors.add(marks.max, yaml_support::quoted(path + ".max_version") + " is below " + yaml_support::quoted(path + ".min_version"));
+    return false;
   }
   // exporter-toolkit would serve plain HTTP when neither file is given and
   // ignore the rest of the section; an operator who wrote a TLS section
   // expects TLS, so an incomplete one is an error.
   if (tls.cert_file.empty() || tls.key_file.empty()) {
     errors.add(node.Mark(), yaml_support::quoted(path) + " needs both cert_file and key_file");
-    return;
+    return false;
   }
   const bool verifies = tls.client_auth == ClientAuth::kVerifyIfGiven ||
                         tls.client_auth == ClientAuth::kRequireAndVerify;
   if (verifies && tls.client_ca_file.empty()) {
-    errors.add(auth_mark, yaml_support::quoted(path + ".client_auth_type") + " " + client_auth_name(tls.client_auth) +
+    errors.add(marks.auth, yaml_support::quoted(path + ".client_auth_type") + " " + client_auth_name(tls.client_auth) +
                               " needs " + yaml_support::quoted(path + ".client_ca_file") + " to verify client certificates");
-    return;
+    return false;
   }
   if (!tls.client_ca_file.empty() && !verifies) {
-    errors.add(ca_mark, yaml_support::quoted(path + ".client_ca_file") + " is used only with client_auth_type "
+    errors.add(marks.ca, yaml_support::quoted(path + ".client_ca_file") + " is used only with client_auth_type "
                         "VerifyClientCertIfGiven or RequireAndVerifyClientCert, not " +
                             std::string(client_auth_name(tls.client_auth)));
-    return;
+    return false;
   }
   // As exporter-toolkit: names are checked only on certificates that are
   // required and verified.
-  if (sans_given && tls.client_auth != ClientAuth::kRequireAndVerify) {
-    errors.add(sans_mark, yaml_support::quoted(path + ".client_allowed_sans") +
+  if (marks.sans_given && tls.client_auth != ClientAuth::kRequireAndVerify) {
+    errors.add(marks.sans, yaml_support::quoted(path + ".client_allowed_sans") +
                               " needs client_auth_type RequireAndVerifyClientCert");
-    return;
+    return false;
   }
-  // Load the files now so that a bad certificate stops the start, not the
-  // first scrape. The server loads them again when it starts.
+  return true;
+}
+
+// Loads the files now so that a bad certificate stops the start, not the
+// first scrape. The server loads them again when it starts.
+bool load_tls_files(ErrorSink& errors, const YAML::Node& node, const WebTlsConfig& tls,
+                    const TlsMarks& marks) {
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()),
                                                         SSL_CTX_free);
   if (!ctx) {
     errors.add(node.Mark(), "cannot create a TLS context");
-    return;
+    return false;
   }
   TlsBlame blame;
   if (Status st = configure_tls_context(tls, *ctx, &blame); !st) {
-    const YAML::Mark& mark = blame == TlsBlame::kCert       ? cert_mark
-                             : blame == TlsBlame::kKey      ? key_mark
-                             : blame == TlsBlame::kClientCa ? ca_mark
+    const YAML::Mark& mark = blame == TlsBlame::kCert       ? marks.cert
+                             : blame == TlsBlame::kKey      ? marks.key
+                             : blame == TlsBlame::kClientCa ? marks.ca
                                                             : node.Mark();
     errors.add(mark, st.error().message);
-    return;
+    return false;
   }
+  return true;
+}
+
+void parse_tls(ErrorSink& errors, const YAML::Node& node, const std::string& path,
+               const std::filesystem::path& dir, WebConfig& config) {
+  // An empty section, like an absent one, means plain HTTP.
+  if (node.IsMap() && node.size() == 0) return;
+  WebTlsConfig tls;
+  TlsMarks marks;
+  const size_t errors_before = errors.size();
+  read_tls_keys(errors, node, path, dir, tls, marks);
+  if (errors.size() != errors_before) return;
+  if (!check_tls_keys(errors, node, path, tls, marks) || !load_tls_files(errors, node, tls, marks)) return;
   config.tls = std::move(tls);
 }
 
