@@ -112,10 +112,10 @@ const char* client_auth_name(ClientAuth auth) {
   return "?";
 }
 
-Status configure_tls_context(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* blame_out) {
-  TlsBlame ignored;
-  TlsBlame* blame = blame_out ? blame_out : &ignored;
-  *blame = TlsBlame::kOther;
+namespace {
+
+// Options, buffers, the session cache, versions and TLS 1.2 ciphers.
+Status set_protocol(const WebTlsConfig& tls, SSL_CTX& ctx) {
   // No compression (CRIME), no renegotiation (client-initiated renegotiation
   // is a cheap CPU DoS and nothing here needs it).
   uint64_t options = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION;
@@ -134,15 +134,19 @@ Status configure_tls_context(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* bl
   if (SSL_CTX_set_cipher_list(&ctx, kTls12Ciphers) != 1) {
     return Error{EINVAL, "cannot set the TLS 1.2 cipher suites: " + openssl_error()};
   }
+  return ok_status();
+}
 
-  *blame = TlsBlame::kCert;
+Status load_certificate(const WebTlsConfig& tls, SSL_CTX& ctx) {
   if (Status st = check_regular_file(tls.cert_file); !st) return st;
   if (SSL_CTX_use_certificate_chain_file(&ctx, tls.cert_file.c_str()) != 1) {
     return Error{EINVAL, "cannot load the certificate " + yaml_support::quoted(tls.cert_file) + ": " +
                              openssl_error() + " (expected PEM)"};
   }
+  return ok_status();
+}
 
-  *blame = TlsBlame::kKey;
+Status load_private_key(const WebTlsConfig& tls, SSL_CTX& ctx) {
   if (Status st = check_regular_file(tls.key_file); !st) return st;
   bool asked_passphrase = false;
   SSL_CTX_set_default_passwd_cb(&ctx, refuse_passphrase);
@@ -166,8 +170,11 @@ Status configure_tls_context(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* bl
   // A key of another type (EC key, RSA certificate) lands in another slot
   // and is caught only here.
   if (SSL_CTX_check_private_key(&ctx) != 1) return Error{EINVAL, mismatch + ": " + openssl_error()};
+  return ok_status();
+}
 
-  *blame = TlsBlame::kClientCa;
+// The client CA and how client certificates are asked for and checked.
+Status set_client_verification(const WebTlsConfig& tls, SSL_CTX& ctx) {
   SSL_CTX_set_app_data(&ctx, const_cast<WebTlsConfig*>(&tls));
   if (!tls.client_ca_file.empty()) {
     if (Status st = check_regular_file(tls.client_ca_file); !st) return st;
@@ -200,6 +207,23 @@ Status configure_tls_context(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* bl
   // TLS 1.3 would otherwise let a client send its certificate after the
   // handshake; leakwatch decides at the handshake.
   SSL_CTX_set_verify_depth(&ctx, 10);
+  return ok_status();
+}
+
+}  // namespace
+
+Status configure_tls_context(const WebTlsConfig& tls, SSL_CTX& ctx, TlsBlame* blame_out) {
+  TlsBlame ignored;
+  TlsBlame* blame = blame_out ? blame_out : &ignored;
+  // Each step names the file to blame when it fails.
+  *blame = TlsBlame::kOther;
+  if (Status st = set_protocol(tls, ctx); !st) return st;
+  *blame = TlsBlame::kCert;
+  if (Status st = load_certificate(tls, ctx); !st) return st;
+  *blame = TlsBlame::kKey;
+  if (Status st = load_private_key(tls, ctx); !st) return st;
+  *blame = TlsBlame::kClientCa;
+  if (Status st = set_client_verification(tls, ctx); !st) return st;
   *blame = TlsBlame::kOther;
   return ok_status();
 }
