@@ -11,7 +11,9 @@ every hand-written source file:
   - of service/, only the adapter onto the engine (ENGINE_ADAPTERS) includes
     engine/: the daemon's parts speak to the tracer through
     service/tracer_control.h, so the unit tests link them without libbpf;
-  - no hand-written source file is over 800 lines (bpf/vmlinux.h aside);
+  - no hand-written source file is over 800 lines (bpf/vmlinux.h aside),
+    and no function in the product's folders (PRODUCT_DIRS) is over 120
+    (function_length.py; the house style aims at 80);
   - every repository path the README and docs/ cite exists;
   - decisions live one per file, docs/decisions/NNNN-slug.md, each listed in
     docs/architecture.md; a citation anywhere in the tree names one by its
@@ -23,6 +25,9 @@ Usage: check_layout.py SOURCE_DIR"""
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from function_length import function_lengths  # noqa: E402
 
 # folder -> folders of this project it may include from
 ALLOWED = {
@@ -54,6 +59,8 @@ PRINTERS = {"cli/top_printer.h", "cli/top_printer.cc"}
 LIBBPF = {"bpf/libbpf.h", "bpf/bpf.h", "bpf/btf.h", "bpf/libbpf_common.h"}
 PROJECT_DIRS = set(ALLOWED) | {"bpf", "tests", "bench", "fuzz", "demo"}
 MAX_LINES = 800
+MAX_FUNCTION_LINES = 120
+PRODUCT_DIRS = {"bpf", "core", "engine", "view", "service", "exporter", "cli"}
 CITED_DIRS = set(ALLOWED) | {"bpf", "tests", "bench", "docs", "deploy", "scripts", "fuzz", "demo", "config", "cmake"}
 SOURCE_EXT = (".c", ".cc", ".h", ".py", ".sh")
 SKIP_DIRS = {".git", "node_modules"}
@@ -169,6 +176,11 @@ def main():
                 if len(lines) > MAX_LINES:
                     errors.append(f"{rel}: {len(lines)} lines (over {MAX_LINES}: split it by concern)")
                 folder = rel.split("/", 1)[0]
+                if folder in PRODUCT_DIRS and name.endswith((".c", ".cc", ".h")):
+                    for length, first, _ in function_lengths("".join(lines)):
+                        if length > MAX_FUNCTION_LINES:
+                            errors.append(f"{rel}:{first}: a function of {length} lines "
+                                          f"(over {MAX_FUNCTION_LINES}: cut it into named steps)")
                 if folder not in ALLOWED:
                     continue
                 if folder == "core":
