@@ -119,7 +119,7 @@ void EventRouter::on_sigkill(TracedProcess& p, const SigkillEvent& e) {
   k.sigkill = true;
   k.rss_bytes = e.rss_bytes;
   k.sender_pid = static_cast<pid_t>(e.sender_pid);
-  k.sender_comm = e.sender_comm;
+  k.sender_comm = e.sender_comm();
   k.event_ns = e.ts_ns;
   push_kill(std::move(k));
 }

@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } else if (const lw::GpuOomEvent* g = std::get_if<lw::GpuOomEvent>(&*e)) {
         if (g->kind >= LW_KIND_MAX || g->device < -1 || g->device > 254) abort();
       } else if (const lw::SigkillEvent* s = std::get_if<lw::SigkillEvent>(&*e)) {
-        if (s->sender_comm.size() > 16) abort();
+        if (s->sender_comm().size() > 16) abort();
       }
     }
     check_invariants(tracker);

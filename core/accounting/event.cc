@@ -11,14 +11,16 @@ int device_of(uint16_t flags) { return static_cast<int>((flags & LW_EVF_DEVICE_M
 
 // LW_EV_SIGKILL: alloc_ns and stack_hash hold the sender's comm, 16 bytes,
 // NUL-padded (not necessarily NUL-terminated).
-std::string sender_comm(const lw_event& raw) {
-  char comm[17] = {};
-  std::memcpy(comm, &raw.alloc_ns, 8);
-  std::memcpy(comm + 8, &raw.stack_hash, 8);
+std::array<char, 16> sender_comm_bytes(const lw_event& raw) {
+  std::array<char, 16> comm;
+  std::memcpy(comm.data(), &raw.alloc_ns, 8);
+  std::memcpy(comm.data() + 8, &raw.stack_hash, 8);
   return comm;
 }
 
-DecodedEvent decode_valid(const lw_event& raw) {
+}  // namespace
+
+DecodedEvent decode_notice(const lw_event& raw) {
   switch (static_cast<EventType>(raw.type)) {
     case EventType::kAlloc:
     case EventType::kFree:
@@ -42,7 +44,7 @@ DecodedEvent decode_valid(const lw_event& raw) {
       return SigkillEvent{.tgid = raw.tgid,
                           .ts_ns = raw.ts_ns,
                           .sender_pid = static_cast<uint32_t>(raw.addr),
-                          .sender_comm = sender_comm(raw),
+                          .sender_comm_bytes = sender_comm_bytes(raw),
                           .rss_bytes = raw.size};
     case EventType::kGpuOom:
       return GpuOomEvent{.tgid = raw.tgid,
@@ -58,19 +60,8 @@ DecodedEvent decode_valid(const lw_event& raw) {
                raw.addr, raw.size, raw.alloc_ns, raw.stack_hash};
 }
 
-}  // namespace
-
 uint32_t event_tgid(const DecodedEvent& e) {
   return std::visit([](const auto& ev) { return ev.tgid; }, e);
-}
-
-std::optional<DecodedEvent> decode_event(const void* data, size_t len) {
-  if (data == nullptr || len != sizeof(lw_event)) return std::nullopt;
-  lw_event raw;
-  std::memcpy(&raw, data, sizeof(raw));  // the ring buffer only guarantees 8-byte alignment
-  if (raw.type < LW_EV_ALLOC || raw.type > LW_EV_GPU_OOM) return std::nullopt;
-  if (raw.kind >= LW_KIND_MAX) return std::nullopt;
-  return decode_valid(raw);
 }
 
 }  // namespace lw

@@ -9,10 +9,13 @@
 // a typed value; nothing downstream reads a raw field by another name.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <variant>
 
 #include "leakwatch_abi.h"
@@ -88,8 +91,16 @@ struct SigkillEvent {
   uint32_t tgid = 0;
   uint64_t ts_ns = 0;
   uint32_t sender_pid = 0;   // the sender's tgid
-  std::string sender_comm;   // at most 16 bytes
+  // The sender's comm as the kernel wrote it: 16 bytes, NUL-padded, not
+  // necessarily NUL-terminated. Bytes, not a std::string, so that every
+  // DecodedEvent is trivially copyable: decoding is on the consumer's hot
+  // path, and a variant with a string member halved its rate.
+  std::array<char, 16> sender_comm_bytes{};
   uint64_t rss_bytes = 0;    // the victim's RSS
+
+  std::string sender_comm() const {
+    return std::string(sender_comm_bytes.data(), strnlen(sender_comm_bytes.data(), sender_comm_bytes.size()));
+  }
 };
 
 // A CUDA allocation failed out of memory; the process lives on.
@@ -106,12 +117,26 @@ struct GpuOomEvent {
 
 using DecodedEvent = std::variant<Event, ExitEvent, ExecEvent, MapExecEvent, ForkEvent, OomKillEvent,
                                   SigkillEvent, GpuOomEvent>;
+static_assert(std::is_trivially_copyable_v<DecodedEvent>, "decoding is on the hot path: no owning members");
 
 // The thread group an event is about.
 uint32_t event_tgid(const DecodedEvent& e);
 
+// A valid record of a type other than kAlloc/kFree, decoded.
+DecodedEvent decode_notice(const lw_event& raw);
+
 // Returns the event, or nullopt if `len` is not a whole record or a field is
-// out of range (unknown type or kind).
-std::optional<DecodedEvent> decode_event(const void* data, size_t len);
+// out of range (unknown type or kind). Inline: allocations and frees are
+// nearly every event, and the consumer decodes millions a second.
+inline std::optional<DecodedEvent> decode_event(const void* data, size_t len) {
+  if (data == nullptr || len != sizeof(lw_event)) return std::nullopt;
+  lw_event raw;
+  std::memcpy(&raw, data, sizeof(raw));  // the ring buffer only guarantees 8-byte alignment
+  if (raw.type < LW_EV_ALLOC || raw.type > LW_EV_GPU_OOM) return std::nullopt;
+  if (raw.kind >= LW_KIND_MAX) return std::nullopt;
+  if (raw.type != LW_EV_ALLOC && raw.type != LW_EV_FREE) return decode_notice(raw);
+  return DecodedEvent(std::in_place_type<Event>, static_cast<EventType>(raw.type), raw.flags, raw.tgid,
+                      raw.tid, raw.kind, raw.ts_ns, raw.addr, raw.size, raw.alloc_ns, raw.stack_hash);
+}
 
 }  // namespace lw

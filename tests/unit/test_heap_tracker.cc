@@ -276,12 +276,12 @@ TEST(DecodeEvent, TypesHaveTheirOwnFields) {
   const auto& kill = std::get<SigkillEvent>(*e);
   EXPECT_EQ(kill.tgid, 42u);
   EXPECT_EQ(kill.sender_pid, 7u);
-  EXPECT_EQ(kill.sender_comm, "systemd-oomd");
+  EXPECT_EQ(kill.sender_comm(), "systemd-oomd");
   EXPECT_EQ(kill.rss_bytes, 4096u);
   EXPECT_EQ(event_tgid(*e), 42u);
   // 16 bytes, no NUL: all of them.
   std::memcpy(&raw.stack_hash, "oomd-xyz", 8);
-  EXPECT_EQ(std::get<SigkillEvent>(*decode_event(&raw, sizeof(raw))).sender_comm, "systemd-oomd-xyz");
+  EXPECT_EQ(std::get<SigkillEvent>(*decode_event(&raw, sizeof(raw))).sender_comm(), "systemd-oomd-xyz");
 
   raw = lw_event{};
   raw.type = LW_EV_OOM_KILL;
