@@ -294,7 +294,7 @@ void Tracer::after_poll() {
       resynced = true;
     }
     // A new site's stack with a frame outside the maps last read: read them
-    // now, so that a snapshot (resolve_stack) only reads.
+    // now, so that a snapshot (resolve_stack) only reads (decision named-parts).
     if (resolver_.maps_miss_frames(*proc)) refresh_maps(*proc);
   }  // Resyncs and execs replaced whole record sets.
   budget_.recount_records();
