@@ -135,8 +135,9 @@ inline std::optional<DecodedEvent> decode_event(const void* data, size_t len) {
   if (raw.type < LW_EV_ALLOC || raw.type > LW_EV_GPU_OOM) return std::nullopt;
   if (raw.kind >= LW_KIND_MAX) return std::nullopt;
   if (raw.type != LW_EV_ALLOC && raw.type != LW_EV_FREE) return decode_notice(raw);
-  return DecodedEvent(std::in_place_type<Event>, static_cast<EventType>(raw.type), raw.flags, raw.tgid,
-                      raw.tid, raw.kind, raw.ts_ns, raw.addr, raw.size, raw.alloc_ns, raw.stack_hash);
+  return DecodedEvent(std::in_place_type<Event>,
+                      Event{static_cast<EventType>(raw.type), raw.flags, raw.tgid, raw.tid, raw.kind,
+                            raw.ts_ns, raw.addr, raw.size, raw.alloc_ns, raw.stack_hash});
 }
 
 }  // namespace lw
