@@ -8,6 +8,7 @@
  *   lw_stack.bpf.h      user stacks
  *   lw_alloc.bpf.h      allocator entry/return, operator new, free, sampling
  *   lw_cuda.bpf.h       CUDA runtime and driver
+ *   lw_tensor.bpf.h     the tensor tier: PyTorch and TensorFlow allocators
  *   lw_syscalls.bpf.h   mmap/munmap/mremap/brk and new executable mappings
  *   lw_lifecycle.bpf.h  thread and process end
  *   lw_oom.bpf.h        OOM kills and SIGKILLs from user space
@@ -25,6 +26,8 @@
 #include "lw_lifecycle.bpf.h"
 #include "lw_oom.bpf.h"
 #include "lw_syscalls.bpf.h"
+#include "lw_tensor.bpf.h"
+#include <bpf/usdt.bpf.h>
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -75,6 +78,18 @@ int lw_entry(struct pt_regs *ctx)
     return syscall_site(ctx, (__u32)func, cookie);
   case LW_FUNC_DL_STATE:
     return loader_changed();
+  case LW_FUNC_TENSOR_CPU_ALLOC:
+    return tensor_alloc_enter(ctx, LW_FUNC_TENSOR_CPU_ALLOC, a0);
+  case LW_FUNC_TENSOR_CPU_FREE:
+    return tensor_free_enter(ctx, LW_KIND_TENSOR_CPU, a0);
+  case LW_FUNC_TORCH_REPORT:
+    return torch_report_enter(ctx, true, cookie >> 16);
+  case LW_FUNC_TORCH_REPORT_SHORT:
+    return torch_report_enter(ctx, false, cookie >> 16);
+  case LW_FUNC_BFC_ALLOC:
+    return tensor_alloc_enter(ctx, LW_FUNC_BFC_ALLOC, a2);
+  case LW_FUNC_BFC_FREE:
+    return tensor_free_enter(ctx, LW_KIND_TENSOR_GPU, a1);
   }
   if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
     return cuda_enter(ctx, (__u32)func);
@@ -88,7 +103,36 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
   __u64 func = bpf_get_attach_cookie(ctx);
   if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
     return cuda_return(ctx, (__u32)func, ret);
+  if (func == LW_FUNC_TENSOR_CPU_ALLOC || func == LW_FUNC_BFC_ALLOC)
+    return tensor_alloc_return(ctx, (__u32)func, ret);
   return alloc_return(ctx, ret);
+}
+
+/* PyTorch's CUDA caching allocator USDTs (decision tensor-tier):
+ * pytorch:malloc(ptr, device, size, stream) and pytorch:free(ptr). libbpf
+ * decodes the arguments from the probe's note and raises the semaphore
+ * while attached. */
+SEC("usdt")
+int BPF_USDT(lw_torch_usdt_malloc, void *ptr, long device, long size)
+{
+  __u32 tgid;
+  struct lw_target *t = tensor_target(&tgid);
+  if (!t)
+    return 0;
+  torch_gpu_block(ctx, t, tgid, (__u64)ptr, size > 0 ? size : 0, (__s32)(__s8)device);
+  return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(lw_torch_usdt_free, void *ptr)
+{
+  __u32 tgid;
+  struct lw_target *t = tensor_target(&tgid);
+  if (!t)
+    return 0;
+  /* The device is the record's: retire by address. */
+  torch_gpu_block(ctx, t, tgid, (__u64)ptr, -1, -1);
+  return 0;
 }
 
 /* The raw syscall tracepoints: only for a target whose system calls bypass
@@ -174,6 +218,7 @@ int BPF_PROG(lw_exec, struct task_struct *p)
   t->brk_walk_ns = 0;
   __sync_fetch_and_add(&t->maps_gen, 1);  /* a new image: the frame cache is stale */
   cuda_purge_process(t, tgid);
+  tensor_purge_process(t, tgid);
   emit(t, LW_EV_EXEC, tgid, 0, 0, 0, 0, 0, 0);
   return 0;
 }

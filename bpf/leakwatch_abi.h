@@ -27,7 +27,13 @@ enum lw_kind {
   LW_KIND_CUDA_DEVICE = 2,  /* reserved for the GPU work */
   LW_KIND_CUDA_HOST = 3,
   LW_KIND_CUDA_MANAGED = 4,
-  LW_KIND_MAX = 5,
+  /* The tensor tier (decision tensor-tier): tensors as the framework's own
+   * allocator hands them out. Kinds of their own, so a tensor's bytes are
+   * never counted again as the libc block beneath it. */
+  LW_KIND_TENSOR_CPU = 5,   /* PyTorch c10::alloc_cpu / free_cpu */
+  LW_KIND_TENSOR_GPU = 6,   /* a framework pool's GPU tensors: PyTorch's CUDA caching
+                             * allocator, TensorFlow's BFC; the device in the event flags */
+  LW_KIND_MAX = 7,
 };
 
 /* Which allocator function a probe program stands for. The BPF side uses it
@@ -69,7 +75,17 @@ enum lw_func {
   LW_FUNC_SYS_MREMAP = 17,
   LW_FUNC_SYS_BRK = 18,
   LW_FUNC_DL_STATE = 19,     /* ld.so's _dl_debug_state: the link map changed (dlopen) */
-  /* 20..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
+  /* The tensor tier (bpf/lw_tensor.bpf.h; decision tensor-tier). */
+  LW_FUNC_TENSOR_CPU_ALLOC = 20, /* c10::alloc_cpu(size) -> ptr (NULL for size 0) */
+  LW_FUNC_TENSOR_CPU_FREE = 21,  /* c10::free_cpu(ptr); entry only */
+  /* c10::reportMemoryUsageToProfiler(ptr, int64 delta, total_allocated,
+   * total_reserved, Device): +size at a block's malloc, -size at its free.
+   * Entry only. Device {int8 type, int8 index} by value in %r8. */
+  LW_FUNC_TORCH_REPORT = 22,
+  LW_FUNC_TORCH_REPORT_SHORT = 23, /* (ptr, int64 delta, Device): releases without the totals */
+  LW_FUNC_BFC_ALLOC = 24,    /* BFCAllocator::AllocateRaw(this, alignment, num_bytes[, attr]) -> ptr */
+  LW_FUNC_BFC_FREE = 25,     /* BFCAllocator::DeallocateRaw(this, ptr); entry only */
+  /* 26..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
    * decision cuda-memory). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,
@@ -122,7 +138,11 @@ enum lw_ctx_class {
    * deeper than a runtime call in flight is not counted again. */
   LW_CTX_CUDA_RUNTIME = 3,
   LW_CTX_CUDA_DRIVER = 4,
-  LW_CTX_MAX = 5,
+  /* A tensor allocator call in flight (c10::alloc_cpu, BFC AllocateRaw):
+   * the libc calls it makes are not recorded again as heap (decision
+   * tensor-tier, "Counted once"). */
+  LW_CTX_TENSOR = 5,
+  LW_CTX_MAX = 6,
 };
 
 /* Per-CPU counters, indexed by enum lw_counter, generated from the one
@@ -330,6 +350,9 @@ enum lw_target_flags {
   /* CUDA runtime/driver probes are attached: account them. Independent of
    * LW_TARGET_HEAP (GPU allocations are rare calls, traced in every mode). */
   LW_TARGET_CUDA = 1u << 8,
+  /* Tensor-tier probes are attached: account them (decision tensor-tier).
+   * Independent of LW_TARGET_HEAP; their hits count in lw_target.tensor_hits. */
+  LW_TARGET_TENSOR = 1u << 9,
 };
 
 /* Attach cookie bit: the probe's link is shared by every process mapping
@@ -338,6 +361,7 @@ enum lw_target_flags {
 
 /* lw_target.seen, written by the BPF side only. */
 #define LW_SEEN_CUDA 1u /* the process made a CUDA record: purge CUDA state at exit/exec */
+#define LW_SEEN_TENSOR_GPU 2u /* the process reported pool totals: purge gpu_pools at exit/exec */
 
 /* One kind's unrecorded allocations in lw_target.unrec (decision unrecorded-per-kind). */
 struct lw_unrec {
@@ -354,6 +378,7 @@ struct lw_target {
   /* Overhead issue (owned there): */
   __u64 sample_mean; /* byte-sampling mean in bytes (bpf/lw_sampling.h); 0 = record all */
   __u64 hits;        /* allocator probe hits (entries), for the governor's rate */
+  __u64 tensor_hits; /* tensor-tier probe hits: budgeted apart (decision tensor-tier) */
   /* Changes whenever the process's executable mappings may have changed
    * (ld.so's link-map hook, an executable file mmap, exec): the unwinder's
    * per-CPU frame cache is keyed by it. The daemon starts it at a random
@@ -479,6 +504,31 @@ struct lw_cuda_map_val {
   __u64 size;
 };
 
+/* ---- the tensor tier's pool totals (bpf/lw_tensor.bpf.h) ---- */
+
+/* (tgid, device) of a framework pool. */
+struct lw_pool_key {
+  __u32 tgid;
+  __s32 device;
+};
+
+/* The pool's own totals as its allocator last reported them
+ * (c10::reportMemoryUsageToProfiler): bytes in tensors, bytes reserved
+ * from the driver, and when (bpf_ktime_get_ns). */
+struct lw_pool_val {
+  __u64 allocated;
+  __u64 reserved;
+  __u64 ts_ns;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct lw_pool_key) == 8, "lw_pool_key ABI");
+static_assert(sizeof(struct lw_pool_val) == 24, "lw_pool_val ABI");
+#else
+_Static_assert(sizeof(struct lw_pool_key) == 8, "lw_pool_key ABI");
+_Static_assert(sizeof(struct lw_pool_val) == 24, "lw_pool_val ABI");
+#endif
+
 #ifdef __cplusplus
 static_assert(sizeof(struct lw_cuda_thread) == 40, "lw_cuda_thread ABI");
 static_assert(sizeof(struct lw_cuda_rec) == 24, "lw_cuda_rec ABI");
@@ -503,7 +553,7 @@ static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
 static_assert(sizeof(struct lw_unrec) == 24, "lw_unrec ABI");
-static_assert(sizeof(struct lw_target) == 72 + 24 * LW_KIND_MAX, "lw_target ABI");
+static_assert(sizeof(struct lw_target) == 80 + 24 * LW_KIND_MAX, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -517,7 +567,7 @@ _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
 _Static_assert(sizeof(struct lw_unrec) == 24, "lw_unrec ABI");
-_Static_assert(sizeof(struct lw_target) == 72 + 24 * LW_KIND_MAX, "lw_target ABI");
+_Static_assert(sizeof(struct lw_target) == 80 + 24 * LW_KIND_MAX, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

@@ -109,6 +109,31 @@ static __always_inline bool alloc_frame_alive(struct lw_ctx_val *c)
   return slot == uretprobe_trampoline();
 }
 
+/* ---- the tensor tier's calls (bpf/lw_tensor.bpf.h; decision tensor-tier) ---- */
+
+/* The heap tier's check (alloc_enter): a tensor allocator call in flight
+ * deeper than which this call runs owns it. */
+static __always_inline bool inside_tensor_alloc(struct lw_task_ctxs *tc, __u64 sp, __u64 now)
+{
+  struct lw_ctx_val *c = ctx_slot(tc, LW_CTX_TENSOR);
+  if (!c || (c->func != LW_FUNC_TENSOR_CPU_ALLOC && c->func != LW_FUNC_BFC_ALLOC))
+    return false;
+  if (now - c->start_ns >= LW_CTX_STALE_NS || sp >= c->sp)
+    return false;
+  return alloc_frame_alive(c);
+}
+
+/* free_enter's check, for a pointer with no heap record: the libc free made
+ * by free_cpu for the tensor it just retired. */
+static __always_inline bool freed_by_tensor_free(__u64 ptr)
+{
+  struct lw_ctx_val *c = ctx_get(LW_CTX_TENSOR);
+  if (!c || c->func != LW_FUNC_TENSOR_CPU_FREE || c->arg0 != ptr)
+    return false;
+  ctx_clear(c);
+  return bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS;
+}
+
 static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
 {
   __u32 tgid;
@@ -144,6 +169,12 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 ar
      * return probe was counted when it entered. */
     if (!(c->flags & LW_CTXF_NO_RETURN))
       count(fresh ? LW_CNT_CTX_ORPHANED : LW_CNT_CTX_STALE);
+  }
+  if ((t->flags & LW_TARGET_TENSOR) && inside_tensor_alloc(tc, sp, now)) {
+    /* The tensor's own block (alloc_cpu -> posix_memalign): counted once,
+     * as the tensor (decision tensor-tier). */
+    count(LW_CNT_TENSOR_NESTED_SKIPPED);
+    return 0;
   }
   struct lw_ctx_val v = {
       .sp = sp, .ret_addr = ret_addr, .start_ns = now, .arg0 = arg0, .arg1 = size, .func = func};
@@ -205,9 +236,14 @@ static __always_inline int free_enter(__u64 ptr)
   struct lw_target *t = current_target_hit(LW_TARGET_HEAP, &tgid);
   if (!t)
     return 0;
-  if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0)
+  if (retire(t, tgid, LW_KIND_HEAP, ptr) < 0) {
+    if ((t->flags & LW_TARGET_TENSOR) && freed_by_tensor_free(ptr)) {
+      count(LW_CNT_TENSOR_NESTED_SKIPPED); /* a tensor's block, retired by free_cpu */
+      return 0;
+    }
     /* overhead: with sampling, most unknown frees are of unsampled blocks */
     count(t->sample_mean ? LW_CNT_FREE_UNSAMPLED : LW_CNT_FREE_UNKNOWN);
+  }
   return 0;
 }
 

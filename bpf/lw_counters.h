@@ -110,7 +110,14 @@
     "native stacks taken from an earlier walk from the same start whose reads all still hold")   \
   /* 44: user reads through the per-CPU window (decision user-read-window). */ \
   X(UREAD_WINDOW_FILLS, 44, "stack_window_fills", "leakwatch_stack_window_fills_total", 0,      \
-    "blocks of user memory copied for the stack walks' reads (each serves the reads inside it)")
+    "blocks of user memory copied for the stack walks' reads (each serves the reads inside it)") \
+  X(TENSOR_NESTED_SKIPPED, 45, "tensor_nested_skipped", "leakwatch_tensor_nested_calls_total", 0, \
+    "libc calls made inside a tensor allocator call (alloc_cpu's posix_memalign, free_cpu's "     \
+    "free): counted once, as the tensor")                                                         \
+  X(TENSOR_FREE_UNKNOWN, 46, "tensor_free_unknown", LW_FAM_FAILURES, "tensor_free_unknown",      \
+    "tensor frees of no tracked tensor (made before the tier was attached, or lost)")            \
+  X(TENSOR_OTHER_DEVICE, 47, "tensor_other_device", "leakwatch_tensor_other_device_reports_total", 0, \
+    "PyTorch memory reports for a device other than CUDA (its profiler's CPU reports): ignored")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
@@ -155,6 +162,9 @@ LW_CNT_PIN(UNWIND_TRAMPOLINE_LOST, 31);
 LW_CNT_PIN(BRK_UNKNOWN, 42);
 LW_CNT_PIN(WALKS_REUSED, 43);
 LW_CNT_PIN(UREAD_WINDOW_FILLS, 44);
+LW_CNT_PIN(TENSOR_NESTED_SKIPPED, 45);
+LW_CNT_PIN(TENSOR_FREE_UNKNOWN, 46);
+LW_CNT_PIN(TENSOR_OTHER_DEVICE, 47);
 LW_CNT_PIN(STACK_END_NO_CFI, 32);
 LW_CNT_PIN(STACK_END_DEPTH, 33);
 LW_CNT_PIN(STACK_END_TABLE_PENDING, 34);

@@ -6,6 +6,7 @@
 #define LW_LIFECYCLE_BPF_H_
 
 #include "lw_cuda.bpf.h"
+#include "lw_tensor.bpf.h"
 
 /* `p` is the current thread, at its exit or exec. */
 static __always_inline void drop_thread_ctxs(struct task_struct *p, __u32 tid)
@@ -25,11 +26,12 @@ static __always_inline void drop_thread_ctxs(struct task_struct *p, __u32 tid)
 }
 
 /* The process is gone: nothing is accounted for its pid any more (only
- * LW_TARGET_EXITED stays set), its CUDA state goes, and the daemon hears. */
+ * LW_TARGET_EXITED stays set), its CUDA state and pool totals go, and the daemon hears. */
 static __always_inline void report_exit(struct lw_target *t, __u32 tgid, __u32 ev_flags)
 {
   t->flags = LW_TARGET_EXITED;
   cuda_purge_process(t, tgid);
+  tensor_purge_process(t, tgid);
   emit(t, LW_EV_EXIT, tgid, 0, 0, 0, 0, 0, ev_flags);
 }
 

@@ -7,6 +7,13 @@
 find_program(BPF_CLANG NAMES clang-14 clang REQUIRED)
 find_program(BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
 
+# libbpf's usdt.bpf.h includes <linux/errno.h>, whose <asm/errno.h> lives
+# in the multiarch directory (Debian: /usr/include/x86_64-linux-gnu), which
+# clang -target bpf does not search by itself.
+if(CMAKE_LIBRARY_ARCHITECTURE)
+  set(LW_BPF_MULTIARCH_INCLUDE -idirafter /usr/include/${CMAKE_LIBRARY_ARCHITECTURE})
+endif()
+
 function(add_bpf_skeleton name source)
   set(obj ${CMAKE_CURRENT_BINARY_DIR}/bpf/${name}.bpf.o)
   set(skel ${CMAKE_CURRENT_BINARY_DIR}/bpf/${name}.skel.h)
@@ -15,7 +22,7 @@ function(add_bpf_skeleton name source)
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/bpf
     COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
             -Wno-unused-function
-            -I${PROJECT_SOURCE_DIR}/bpf
+            -I${PROJECT_SOURCE_DIR}/bpf ${LW_BPF_MULTIARCH_INCLUDE}
             -c ${source} -o ${obj}
     DEPENDS ${source} ${ARGN}
     COMMENT "BPF ${name}"

@@ -10,6 +10,8 @@ const char* kind_name(uint32_t kind) {
     case LW_KIND_CUDA_DEVICE: return "cuda_device";
     case LW_KIND_CUDA_HOST: return "cuda_host";
     case LW_KIND_CUDA_MANAGED: return "cuda_managed";
+    case LW_KIND_TENSOR_CPU: return "tensor_cpu";
+    case LW_KIND_TENSOR_GPU: return "tensor_gpu";
   }
   return "unknown";
 }

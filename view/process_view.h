@@ -192,6 +192,51 @@ struct PythonInfo {
   bool frames = false;    // its Python frames are read at each allocation
 };
 
+// The tensor tier of one process (decision tensor-tier): which framework
+// allocators are probed, or why none is.
+struct TensorTierInfo {
+  // "on": probes attached; "off": turned off for this target (config
+  // `tensors: false`) or by the kill switch; "suspended": its own governor
+  // budget (governor.max_tensor_hits_per_second) detached them for a while;
+  // "none": no framework library mapped; "unsupported": a framework library
+  // is mapped but none of its allocators could be probed (see reason).
+  std::string state = "none";
+  // Why not "on", and each library's refusals ("unsupported: libc10.so:
+  // c10::alloc_cpu(unsigned long, int): unknown signature", "libc10.so:
+  // .dynsym lacks c10::free_cpu"); "" when there is nothing to say.
+  std::string reason;
+  // What is probed: "pytorch_cpu" (c10::alloc_cpu/free_cpu),
+  // "pytorch_cuda_usdt" (pytorch:malloc/free), "pytorch_cuda_hook"
+  // (c10::reportMemoryUsageToProfiler), "tensorflow_bfc".
+  std::vector<std::string> sources;
+  // The GPU allocator path the process uses, from its environment and
+  // libraries: "pytorch_caching", "pytorch_cuda_malloc_async"
+  // (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync), "pytorch_uncached"
+  // (PYTORCH_NO_CUDA_MEMORY_CACHING=1), "tensorflow_bfc",
+  // "tensorflow_cuda_malloc_async" (TF_GPU_ALLOCATOR=cuda_malloc_async);
+  // "" when no GPU framework library is mapped.
+  std::string gpu_allocator;
+  // Tensor-tier probe hits per second at the last governor check.
+  double hits_per_second = 0;
+};
+
+// GPU memory explained (decision tensor-tier), per device, the GPU side of
+// "RSS explained": what a framework pool holds in tensors, what it keeps
+// cached, and what CUDA memory lies outside any pool.
+struct GpuExplained {
+  int device = -1;                    // -1: unknown
+  uint64_t tensors_live_bytes = 0;    // kind tensor_gpu live on this device (the tier's records)
+  // The pool's own totals, where its allocator reports them (PyTorch's
+  // reportMemoryUsageToProfiler); false: the three figures below that
+  // need them are 0 and not shown.
+  bool pool_totals = false;
+  uint64_t pool_allocated_bytes = 0;  // the allocator's own figure of bytes in tensors
+  uint64_t pool_reserved_bytes = 0;   // bytes it reserved from the driver
+  uint64_t cached_bytes = 0;          // reserved - allocated: the pool's cache
+  uint64_t cuda_bytes = 0;            // CUDA kinds (cuda_device + cuda_managed) live on the device
+  uint64_t outside_pool_bytes = 0;    // cuda_bytes - reserved (0 when below)
+};
+
 // A point-in-time view of one traced process: its sites merged by stable
 // stack id and symbolized.
 
@@ -290,6 +335,10 @@ struct ProcessSnapshot {
   // recorded allocations.
   Unrecorded unrecorded;
   double coverage = 1.0;
+  // The tensor tier (decision tensor-tier) and GPU memory explained, one
+  // entry per device with tensors, a pool or CUDA memory.
+  TensorTierInfo tensor;
+  std::vector<GpuExplained> gpu_explained;
 };
 
 // What the snapshot's accounting gives the RSS breakdown (heap and mmap
