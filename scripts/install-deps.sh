@@ -24,7 +24,10 @@ apt-get install -y -qq --no-install-recommends \
   liblzma-dev libdebuginfod-dev libdebuginfod1 xz-utils \
   nlohmann-json3-dev libgtest-dev libgmock-dev \
   libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev libssl-dev libcrypt-dev \
-  binutils procps help2man >/dev/null
+  binutils procps help2man systemtap-sdt-dev >/dev/null
+# systemtap-sdt-dev: <sys/sdt.h>, for the test build's libc10_cuda.so
+# stand-in, which carries PyTorch's pytorch:malloc/free USDTs
+# (tests/targets/tensor).
 # Test peers (--with-test-tools): a real Prometheus server and promtool, and
 # go tool pprof and protoc to check the pprof output; libFuzzer and the
 # sanitizer runtimes for clang (scripts/fuzz.sh). For tests/deploy:

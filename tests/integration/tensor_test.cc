@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: Apache-2.0
+// The tensor tier (issue 31, decision tensor-tier) end to end, with real
+// probes: on the project's framework stand-ins (tests/targets/tensor:
+// libc10.so, libc10_cuda.so with the pytorch:malloc/free USDTs and their
+// semaphores, libtensorflow_framework.so.2; -O2, no frame pointers), and on
+// Debian's PyTorch 1.13 (python3-torch) where it is installed.
+//
+// Checked: the exact bytes under each named call site in the tier's kinds
+// (tensor_cpu, tensor_gpu), 0 under the sites that churn or free what
+// another thread made; a tensor counted once when the heap tier is on too;
+// the USDT semaphores raised while attached and lowered after; both arities
+// of c10::reportMemoryUsageToProfiler giving the pool's totals (GPU memory
+// explained); the BFC allocator; and the bad inputs: a known name with
+// another signature ("unsupported: ..."), a libc10.so without the names.
+//
+// Which frame is "the site": the first frame, from the leaf, in the
+// target's own executable. The stacks start inside the frameworks'
+// libraries for the USDTs and the hook (pytorch:malloc fires in the
+// allocator, not at its caller), so the leaf alone would not do.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "daemon_harness.h"
+#include "harness.h"
+
+namespace lw::itest {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char *const kTarget = "tensor_leaker";
+
+class LeakwatchTensor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "not root";
+  }
+};
+
+std::string base_name(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Live bytes by (site, kind); the site is the first frame in the target
+// executable, or "<outside>".
+std::map<std::pair<std::string, std::string>, int64_t> live_by_site(const Json &snap) {
+  std::map<std::pair<std::string, std::string>, int64_t> out;
+  for (const Json &site : snap.at("sites")) {
+    std::string fn = "<outside>";
+    for (const Json &f : site.at("frames"))
+      if (base_name(f.value("module", "")) == kTarget) {
+        fn = f.value("function", "<unknown>");
+        break;
+      }
+    out[{fn, site.at("kind").get<std::string>()}] += site.at("live_bytes").get<int64_t>();
+  }
+  return out;
+}
+
+int64_t live_of_kind(const Json &snap, const std::string &kind) {
+  int64_t bytes = 0;
+  for (const Json &site : snap.at("sites"))
+    if (site.at("kind") == kind) bytes += site.at("live_bytes").get<int64_t>();
+  return bytes;
+}
+
+std::string context_of(const Json &snap, const std::string &diagnostics) {
+  return "\ntensor=" + snap.value("tensor", Json()).dump() + "\ngpu_explained=" +
+         snap.value("gpu_explained", Json()).dump() + "\n" + describe_sites(snap) + diagnostics;
+}
+
+// Every truth site's exact bytes in its kind; no bytes of the tensor kinds
+// under any other function of the target.
+void expect_sites_exact(const Json &snap, const Json &truth, const std::string &context) {
+  const auto live = live_by_site(snap);
+  for (const auto &[fn, bytes] : truth.at("sites").items()) {
+    const std::string kind = truth.at("kinds").at(fn).get<std::string>();
+    auto it = live.find({fn, kind});
+    EXPECT_EQ(it == live.end() ? 0 : it->second, bytes.get<int64_t>()) << fn << " (" << kind << ")" << context;
+  }
+  for (const auto &[key, bytes] : live) {
+    if (key.first == "<outside>" || truth.at("sites").contains(key.first)) continue;
+    if (key.second.rfind("tensor_", 0) == 0) {
+      EXPECT_EQ(bytes, 0) << key.first << " (" << key.second << ")" << context;
+    }
+  }
+}
+
+// Sites whose first target frame is `fn` must not be flagged.
+void expect_not_flagged(const Json &snap, const std::string &fn, const std::string &context) {
+  for (const Json &site : snap.at("sites"))
+    for (const Json &f : site.at("frames"))
+      if (base_name(f.value("module", "")) == kTarget) {
+        if (f.value("function", "") == fn) {
+          EXPECT_FALSE(site.at("suspected_leak").get<bool>()) << fn << " flagged" << context;
+        }
+        break;
+      }
+}
+
+bool has_source(const Json &snap, const std::string &source) {
+  for (const Json &s : snap.at("tensor").at("sources"))
+    if (s == source) return true;
+  return false;
+}
+
+int64_t counter_of(const Json &snap, const std::string &name) {
+  const Json &c = snap.at("counters");
+  return c.contains(name) ? c.at(name).get<int64_t>() : -1;
+}
+
+const Json *gpu_device(const Json &snap, int device) {
+  for (const Json &d : snap.at("gpu_explained"))
+    if (d.at("device").get<int>() == device) return &d;
+  return nullptr;
+}
+
+int64_t fact(const Json &truth, const char *name) { return truth.at("facts").at(name).get<int64_t>(); }
+
+// GPU memory explained for device 0 against the caching allocator
+// stand-in's own figures.
+void expect_pool_explained(const Json &snap, const Json &truth, const std::string &context) {
+  const Json *d = gpu_device(snap, 0);
+  ASSERT_NE(d, nullptr) << "no gpu_explained for device 0" << context;
+  const int64_t allocated = fact(truth, "pool_allocated_bytes"), reserved = fact(truth, "pool_reserved_bytes");
+  ASSERT_GT(reserved, allocated) << "the stand-in must hold a cache" << context;
+  EXPECT_EQ(d->at("tensors_live_bytes").get<int64_t>(), fact(truth, "tensor_gpu_bytes")) << context;
+  EXPECT_TRUE(d->at("pool_totals").get<bool>()) << context;
+  EXPECT_EQ(d->at("pool_allocated_bytes").get<int64_t>(), allocated) << context;
+  EXPECT_EQ(d->at("pool_reserved_bytes").get<int64_t>(), reserved) << context;
+  EXPECT_EQ(d->at("cached_bytes").get<int64_t>(), reserved - allocated) << context;
+  EXPECT_EQ(d->at("cuda_bytes").get<int64_t>(), reserved + fact(truth, "outside_pool_bytes")) << context;
+  EXPECT_EQ(d->at("outside_pool_bytes").get<int64_t>(), fact(truth, "outside_pool_bytes")) << context;
+}
+
+// Asks the target for its USDT state: {"malloc_semaphore",...}.
+Json usdt_state(Process &target) {
+  target.write_line("usdt");
+  for (;;) {
+    auto line = target.read_line(10000ms);
+    if (!line) throw std::runtime_error("target ended: " + target.stderr_text());
+    if (line->rfind("usdt ", 0) == 0) return Json::parse(line->substr(5));
+  }
+}
+
+// Ends leakwatch top (its probes detach) and waits for it.
+void stop_leakwatch(TraceSession &session) {
+  kill(session.leakwatch().pid(), SIGINT);
+  EXPECT_TRUE(session.leakwatch().wait_exit(30000ms).has_value()) << session.diagnostics();
+}
+
+// One run of the caching allocator stand-in of `variant`.
+void check_pool_variant(const std::string &variant, bool usdt) {
+  SCOPED_TRACE(variant);
+  TraceSession session({.target = kTarget, .target_args = {variant, "gpu"}, .leakwatch_args = {"--top", "100"}});
+  const Json &truth = session.truth();
+  const Json &snap = session.snapshot();
+  const std::string context = context_of(snap, session.diagnostics());
+  ASSERT_TRUE(snap.contains("tensor")) << context;
+  EXPECT_EQ(snap.at("tensor").at("state"), "on") << context;
+  EXPECT_TRUE(has_source(snap, "pytorch_cuda_hook")) << context;
+  EXPECT_EQ(has_source(snap, "pytorch_cuda_usdt"), usdt) << context;
+  EXPECT_EQ(snap.at("tensor").at("gpu_allocator"), "pytorch_caching") << context;
+  expect_sites_exact(snap, truth, context);
+  expect_not_flagged(snap, "churn_gpu_tensors", context);
+  EXPECT_EQ(live_of_kind(snap, "tensor_gpu"), fact(truth, "tensor_gpu_bytes")) << context;
+  expect_pool_explained(snap, truth, context);
+  EXPECT_EQ(counter_of(snap, "tensor_free_unknown"), 0) << context;
+
+  // The semaphores: 0 before the attach, raised while attached (the
+  // stand-in fired each USDT once per block malloc and free), 0 after.
+  EXPECT_EQ(fact(truth, "has_usdt"), usdt ? 1 : 0);
+  EXPECT_EQ(fact(truth, "semaphore_before_attach"), 0);
+  if (usdt) {
+    EXPECT_GE(fact(truth, "usdt_malloc_semaphore"), 1) << "pytorch:malloc's semaphore not raised" << context;
+    EXPECT_GE(fact(truth, "usdt_free_semaphore"), 1) << "pytorch:free's semaphore not raised" << context;
+    EXPECT_EQ(fact(truth, "usdt_malloc_fired"), fact(truth, "block_mallocs"));
+    EXPECT_EQ(fact(truth, "usdt_free_fired"), fact(truth, "block_frees"));
+  } else {
+    EXPECT_EQ(fact(truth, "usdt_malloc_fired"), 0);
+  }
+
+  // emptyCache(): the churn's cached chunk goes back to the driver. The
+  // hook is not called there (as in PyTorch), so the pool's totals are the
+  // last it reported; the CUDA bytes follow cudaFree.
+  session.target().write_line("empty");
+  Json emptied;
+  for (;;) {
+    auto line = session.target().read_line(10000ms);
+    ASSERT_TRUE(line) << session.target().stderr_text();
+    if (line->rfind("empty ", 0) == 0) {
+      emptied = Json::parse(line->substr(6));
+      break;
+    }
+  }
+  const double emptied_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  ASSERT_LT(emptied.at("reserved").get<int64_t>(), fact(truth, "pool_reserved_bytes")) << emptied.dump();
+  Json after;
+  do after = session.next_snapshot(10000ms);
+  while (after.at("timestamp").get<double>() < emptied_at + 0.5);
+  const Json *d = gpu_device(after, 0);
+  ASSERT_NE(d, nullptr) << context_of(after, "");
+  EXPECT_EQ(d->at("cuda_bytes").get<int64_t>(),
+            emptied.at("reserved").get<int64_t>() + fact(truth, "outside_pool_bytes"))
+      << context_of(after, "");
+  EXPECT_EQ(d->at("tensors_live_bytes").get<int64_t>(), fact(truth, "tensor_gpu_bytes")) << context_of(after, "");
+
+  stop_leakwatch(session);
+  if (usdt) {
+    const Json state = usdt_state(session.target());
+    EXPECT_EQ(state.at("malloc_semaphore").get<int>(), 0) << "still raised after detach: " << state.dump();
+    EXPECT_EQ(state.at("free_semaphore").get<int>(), 0) << "still raised after detach: " << state.dump();
+  }
+  session.target().write_line("exit");
+}
+
+// ---- PyTorch CPU: c10::alloc_cpu / free_cpu ----
+
+TEST_F(LeakwatchTensor, CpuTensorsExactUnderTheirSitesInLightMode) {
+  TraceSession session({.target = kTarget, .target_args = {"pt113_cpu", "cpu"}, .leakwatch_args = {"--mode", "light"}});
+  const Json &snap = session.snapshot();
+  const std::string context = context_of(snap, session.diagnostics());
+  ASSERT_TRUE(snap.contains("tensor")) << context;
+  EXPECT_EQ(snap.at("tensor").at("state"), "on") << context;
+  EXPECT_TRUE(has_source(snap, "pytorch_cpu")) << context;
+  EXPECT_EQ(snap.at("tensor").at("gpu_allocator"), "") << "no libc10_cuda.so mapped" << context;
+  expect_sites_exact(snap, session.truth(), context);
+  expect_not_flagged(snap, "churn_cpu_tensors", context);
+  EXPECT_EQ(live_of_kind(snap, "tensor_cpu"), fact(session.truth(), "tensor_cpu_bytes")) << context;
+  // The cross-thread frees found the worker's records; free_cpu(NULL) is no free.
+  EXPECT_EQ(counter_of(snap, "tensor_free_unknown"), 0) << context;
+  EXPECT_TRUE(snap.at("gpu_explained").empty()) << context;
+}
+
+// With the heap tier on (top's default mode, full), the posix_memalign in
+// alloc_cpu and the free in free_cpu are not recorded again: heap holds
+// none of the tensors' bytes and the process total is the tensors'.
+TEST_F(LeakwatchTensor, CpuTensorsCountedOnceWithTheHeapTierOn) {
+  TraceSession session({.target = kTarget, .target_args = {"pt113_cpu", "cpu"}, .leakwatch_args = {"--mode", "full"}});
+  const Json &snap = session.snapshot();
+  const Json &truth = session.truth();
+  const std::string context = context_of(snap, session.diagnostics());
+  expect_sites_exact(snap, truth, context);
+  const auto live = live_by_site(snap);
+  for (const auto &[key, bytes] : live)
+    if (key.second == "heap" && key.first != "<outside>") {
+      EXPECT_EQ(bytes, 0) << key.first << " heap" << context;
+    }
+  EXPECT_EQ(snap.at("live_bytes").get<int64_t>(), truth.at("total_live").get<int64_t>()) << context;
+  // Every alloc_cpu (2032, but alloc_cpu(0)) and free_cpu (2007) call nested
+  // one libc call.
+  EXPECT_GE(counter_of(snap, "tensor_nested_skipped"), 2 * 2000) << context;
+  EXPECT_EQ(counter_of(snap, "tensor_free_unknown"), 0) << context;
+}
+
+// ---- PyTorch CUDA caching allocator: USDTs and the profiler hook ----
+
+TEST_F(LeakwatchTensor, PyTorch2UsdtsRecordTensorsTheCurrentArityHookThePool) { check_pool_variant("pt2", true); }
+
+TEST_F(LeakwatchTensor, PyTorch113HookOfItsArityRecordsTensorsAndPool) { check_pool_variant("pt113", false); }
+
+TEST_F(LeakwatchTensor, CurrentArityHookWithoutUsdtsRecordsTensorsAndPool) {
+  check_pool_variant("pt2_nousdt", false);
+}
+
+// ---- TensorFlow's BFC allocator ----
+
+TEST_F(LeakwatchTensor, BfcTensorsUnderTheirSiteAsTensorGpu) {
+  TraceSession session({.target = kTarget, .target_args = {"tf", "bfc"}});
+  const Json &snap = session.snapshot();
+  const Json &truth = session.truth();
+  const std::string context = context_of(snap, session.diagnostics());
+  ASSERT_TRUE(snap.contains("tensor")) << context;
+  EXPECT_EQ(snap.at("tensor").at("state"), "on") << context;
+  EXPECT_TRUE(has_source(snap, "tensorflow_bfc")) << context;
+  EXPECT_EQ(snap.at("tensor").at("gpu_allocator"), "tensorflow_bfc") << context;
+  expect_sites_exact(snap, truth, context);
+  expect_not_flagged(snap, "churn_bfc_tensors", context);
+  // The BFC entry points say nothing of the device: -1, and no pool totals.
+  int64_t tensors = 0;
+  for (const Json &d : snap.at("gpu_explained")) {
+    tensors += d.at("tensors_live_bytes").get<int64_t>();
+    EXPECT_FALSE(d.at("pool_totals").get<bool>()) << context;
+  }
+  EXPECT_EQ(tensors, fact(truth, "bfc_bytes")) << context;
+  const Json *unknown = gpu_device(snap, -1);
+  ASSERT_NE(unknown, nullptr) << context;
+  EXPECT_EQ(unknown->at("tensors_live_bytes").get<int64_t>(), fact(truth, "bfc_bytes")) << context;
+}
+
+// ---- bad input ----
+
+// A known name with a signature no PyTorch has: refused with a reason,
+// never a figure; the heap tier still counts the bytes (nothing skipped).
+TEST_F(LeakwatchTensor, AnotherSignatureIsUnsupportedWithAReason) {
+  TraceSession session({.target = kTarget, .target_args = {"c10_bad", "bad"}, .leakwatch_args = {"--mode", "full"}});
+  const Json &snap = session.snapshot();
+  const std::string context = context_of(snap, session.diagnostics());
+  ASSERT_TRUE(snap.contains("tensor")) << context;
+  const Json &tensor = snap.at("tensor");
+  EXPECT_EQ(tensor.at("state"), "unsupported") << context;
+  const std::string reason = tensor.at("reason").get<std::string>();
+  EXPECT_NE(reason.find("unsupported: "), std::string::npos) << reason;
+  EXPECT_NE(reason.find("libc10.so"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("c10::alloc_cpu(unsigned long, int)"), std::string::npos) << reason;
+  EXPECT_TRUE(tensor.at("sources").empty()) << context;
+  EXPECT_EQ(live_of_kind(snap, "tensor_cpu"), 0) << context;
+  const auto live = live_by_site(snap);
+  auto heap = live.find({"keep_cpu_tensors_bad", "heap"});
+  EXPECT_EQ(heap == live.end() ? 0 : heap->second, fact(session.truth(), "bad_kept_bytes")) << context;
+}
+
+// A libc10.so whose .dynsym lacks the names: no tier, and why.
+TEST_F(LeakwatchTensor, LibraryWithoutTheNamesGetsNoTierAndAReason) {
+  TraceSession session({.target = kTarget, .target_args = {"c10_nosyms", "none"}, .leakwatch_args = {"--mode", "light"}});
+  const Json &snap = session.snapshot();
+  const std::string context = context_of(snap, session.diagnostics());
+  ASSERT_TRUE(snap.contains("tensor")) << context;
+  EXPECT_NE(snap.at("tensor").at("state"), "on") << context;
+  const std::string reason = snap.at("tensor").at("reason").get<std::string>();
+  EXPECT_NE(reason.find("libc10.so"), std::string::npos) << reason;
+  EXPECT_NE(reason.find(".dynsym"), std::string::npos) << reason;
+  EXPECT_TRUE(snap.at("tensor").at("sources").empty()) << context;
+}
+
+// ---- the daemon: default config (mode auto), the API's gpu_explained ----
+
+TEST_F(LeakwatchTensor, DaemonDefaultConfigApiShowsTensorsAndGpuExplained) {
+  Process target({target_path(kTarget), "pt2", "cpu", "gpu"});
+  const pid_t pid = read_ready(target);
+  DaemonProcess daemon({.config_body = "top_sites_per_process: 200\n"
+                                       "targets:\n"
+                                       "  - name: torch\n"
+                                       "    match: {pids: [" + std::to_string(pid) + "]}\n"});
+  daemon.wait_notify("READY=1", 20000ms);
+  daemon.wait_for_process(pid, 10000ms);
+  const Json truth = go_and_read_truth(target);
+  const Json sites = daemon.sites_at_or_after(pid, unix_now() + 0.5, 20000ms);
+  const std::string context = context_of(sites, daemon.diagnostics());
+  ASSERT_TRUE(sites.contains("tensor")) << context;
+  EXPECT_EQ(sites.at("tensor").at("state"), "on") << context;
+  for (const char *source : {"pytorch_cpu", "pytorch_cuda_usdt", "pytorch_cuda_hook"})
+    EXPECT_TRUE(has_source(sites, source)) << source << context;
+  expect_sites_exact(sites, truth, context);
+  expect_pool_explained(sites, truth, context);
+
+  // The per-kind process metric carries the tier's kinds.
+  const std::string metrics = daemon.get("/metrics").body;
+  const std::string p = "pid=\"" + std::to_string(pid) + "\"";
+  for (const auto &[kind, bytes] : {std::pair<std::string, int64_t>{"tensor_cpu", fact(truth, "tensor_cpu_bytes")},
+                                    {"tensor_gpu", fact(truth, "tensor_gpu_bytes")}}) {
+    bool found = false;
+    std::istringstream in(metrics);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("leakwatch_process_live_bytes{", 0) == 0 && line.find(p) != std::string::npos &&
+          line.find("kind=\"" + kind + "\"") != std::string::npos)
+        found = line.substr(line.rfind(' ') + 1) == std::to_string(bytes);
+    EXPECT_TRUE(found) << kind << " = " << bytes;
+  }
+  target.write_line("exit");
+}
+
+// ---- Debian's PyTorch 1.13 (python3-torch), CPU ----
+
+double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+Json next_json(Process &leakwatch, double timeout_s) {
+  auto line = leakwatch.read_line(std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+  if (!line) throw std::runtime_error("leakwatch ended its output; stderr: " + leakwatch.stderr_text());
+  Json j = Json::parse(*line, nullptr, false);
+  if (!j.is_object()) throw std::runtime_error("not JSON: " + *line);
+  return j;
+}
+
+// Live bytes by (innermost Python frame's function, kind).
+std::map<std::pair<std::string, std::string>, int64_t> live_by_python_function(const Json &snap) {
+  std::map<std::pair<std::string, std::string>, int64_t> out;
+  for (const Json &site : snap.at("sites")) {
+    std::string fn = "<no python frame>";
+    for (const Json &f : site.at("frames"))
+      if (f.value("language", "") == "python") {
+        fn = f.at("function").get<std::string>();
+        break;
+      }
+    out[{fn, site.at("kind").get<std::string>()}] += site.at("live_bytes").get<int64_t>();
+  }
+  return out;
+}
+
+std::string describe_python(const Json &snap) {
+  std::string out = "python=" + snap.value("python", Json()).dump() + " tensor=" + snap.value("tensor", Json()).dump() + "\n";
+  int n = 0;
+  for (const Json &site : snap.at("sites")) {
+    if (++n > 16) break;
+    out += "  " + site.value("kind", "?") + " live=" + site.at("live_bytes").dump() + ":";
+    for (const Json &f : site.at("frames")) {
+      const std::string fn = f.value("function", "?");
+      out += f.value("language", "") == "python" ? " [py " + fn + "]" : " " + fn;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// keep_tensors keeps 40 x 64 KiB, churn_tensors makes and drops 2000,
+// make_in_thread (another thread) makes 6 x 32 KiB of which the main thread
+// drops 5: exact bytes in tensor_cpu under each Python function.
+TEST(LeakwatchTensorTorch, CpuTensorsExactUnderTheirPythonFunctions) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "PyTorch is not installed for /usr/bin/python3 (Debian's python3-torch: "
+                    "scripts/install-deps.sh --with-bench-tools); CI does not install it";
+  const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/python/torch_tensors.py";
+  Process target({"/usr/bin/python3", script});
+  auto ready = target.read_line(180000ms);
+  ASSERT_TRUE(ready && *ready == "ready " + std::to_string(target.pid())) << target.stderr_text();
+  Process leakwatch({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--json", "--interval", "0.2",
+                     "--top", "100"});
+  // Python frames read and unwind tables built (libtorch maps ~300
+  // objects: a minute or more on a loaded machine), then the work.
+  const double start = now_s();
+  Json attach;
+  for (;;) {
+    attach = next_json(leakwatch, 60);
+    const Json &py = attach.at("python");
+    const Json &u = attach.at("unwind");
+    const bool tables = u.at("objects").at("pending").get<int64_t>() == 0 && u.at("queue_depth").get<int64_t>() == 0;
+    if ((!py.is_null() && py.at("frames").get<bool>() && tables) || now_s() - start > 90) break;
+  }
+  ASSERT_EQ(attach.at("tensor").at("state"), "on") << describe_python(attach);
+  EXPECT_TRUE(has_source(attach, "pytorch_cpu")) << describe_python(attach);
+  target.write_line("go");
+  std::optional<std::string> done;
+  do {
+    while (!target.line_ready(50ms)) leakwatch.drain();
+    done = target.read_line(10000ms);
+    ASSERT_TRUE(done) << target.stderr_text();
+  } while (done->rfind("done ", 0) != 0);
+  const double done_at = now_s();
+  const Json truth = Json::parse(done->substr(5));
+  Json snap;
+  do snap = next_json(leakwatch, 60);
+  while (snap.at("timestamp").get<double>() < done_at + 0.6);
+  const auto live = live_by_python_function(snap);
+  auto at = [&](const std::string &fn) {
+    auto it = live.find({fn, "tensor_cpu"});
+    return it == live.end() ? int64_t{0} : it->second;
+  };
+  for (const char *fn : {"keep_tensors", "churn_tensors", "make_in_thread"})
+    EXPECT_EQ(at(fn), truth.at("python_sites").at(fn).get<int64_t>()) << fn << "\n" << describe_python(snap);
+  EXPECT_EQ(truth.at("python_sites").at("keep_tensors").get<int64_t>(), 40 * 65536);
+  for (const Json &site : snap.at("sites"))
+    for (const Json &f : site.at("frames"))
+      if (f.value("language", "") == "python") {
+        if (f.at("function") == "churn_tensors") {
+          EXPECT_FALSE(site.at("suspected_leak").get<bool>()) << site.dump();
+        }
+        break;
+      }
+  EXPECT_EQ(counter_of(snap, "tensor_free_unknown"), 0) << describe_python(snap);
+  std::printf("[ figures ] torch: %lld bytes in tensor_cpu under keep_tensors (%lld kept)\n",
+              static_cast<long long>(at("keep_tensors")),
+              static_cast<long long>(truth.at("python_sites").at("keep_tensors").get<int64_t>()));
+  target.write_line("exit");
+}
+
+}  // namespace
+}  // namespace lw::itest
