@@ -7,7 +7,7 @@
 #
 # Environment: LW=path (a leakwatch built elsewhere; default build/leakwatch),
 # LW_GPU_SECONDS (longest leak/control run, default 240), LW_GPU_STEPS
-# (which of "leak bench oom" to run, default all), LW_GPU_BENCH_REPS
+# (which of "leak bench oom tensor" to run, default all), LW_GPU_BENCH_REPS
 # (interleaved overhead repetitions, default 1), OUT (artifacts).
 #
 # Ran on a lent NVIDIA H100 (driver 580.159.04, PyTorch 2.11.0+cu130,
@@ -30,6 +30,16 @@
 #     caching allocator's cudaMalloc fails, is retried, fails again) gets one
 #     gpu_oom report naming the device and the size, the retry counted in
 #     `suppressed`, and `recovered` after its next successful cudaMalloc.
+#  5. tensor leak (issue 31, the tensor tier): under the daemon's default
+#     config (mode auto), a PyTorch program whose function keep_cuda_tensors
+#     keeps 30 CUDA tensors of 4 MiB: exactly their bytes in kind tensor_gpu
+#     under that Python function, seen at the caching allocator's own
+#     USDTs (PyTorch 2.1+) or its profiler hook, not at cudaMalloc;
+#  6. pool retention: 64 tensors of 4 MiB made, then dropped (`del`): the
+#     tier's live tensors fall by their 256 MiB while gpu_explained shows
+#     the pool keeping them cached (its totals equal to
+#     torch.cuda.memory_allocated/reserved), until torch.cuda.empty_cache()
+#     gives the segments back (the CUDA bytes fall).
 # Artifacts (API documents, metrics, logs) go to $OUT or /tmp/lw-gpu.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
@@ -37,7 +47,7 @@ OUT=${OUT:-/tmp/lw-gpu}
 mkdir -p "$OUT"
 LW=${LW:-build/leakwatch}
 LW_GPU_SECONDS=${LW_GPU_SECONDS:-240}
-LW_GPU_STEPS=${LW_GPU_STEPS:-leak bench oom}
+LW_GPU_STEPS=${LW_GPU_STEPS:-leak bench oom tensor}
 LW_GPU_BENCH_REPS=${LW_GPU_BENCH_REPS:-1}
 step() { [[ " $LW_GPU_STEPS " == *" $1 "* ]]; }
 fail=0
@@ -228,6 +238,135 @@ sys.exit(0 if ok else 1)
 PY
 }
 step oom && oom_case
+
+# 5 and 6. The tensor tier (issue 31): tests/gpu/torch_tensors.py, a leak
+# and a pool that retains, side by side under one daemon at its defaults.
+start_tensor_target() {  # mode fd: leaves the pid in $PID
+  rm -f "$OUT/in.t$1"
+  mkfifo "$OUT/in.t$1"
+  python3 tests/gpu/torch_tensors.py "$1" <"$OUT/in.t$1" >"$OUT/target.t$1.out" 2>"$OUT/target.t$1.err" &
+  eval "exec $2>\"\$OUT/in.t\$1\""
+  for _ in $(seq 150); do grep -q '^ready' "$OUT/target.t$1.out" 2>/dev/null && break; sleep 0.2; done
+  PID=$(awk '/^ready/{print $2}' "$OUT/target.t$1.out")
+}
+wait_line() {  # file word [seconds]
+  for _ in $(seq $((${3:-60} * 5))); do grep -q "^$2 " "$1" 2>/dev/null && return 0; sleep 0.2; done
+  return 1
+}
+# Exits 0 once the daemon traces the process with the tensor tier on, its
+# Python frames read and its unwind tables built.
+cat >"$OUT/tier_ready.py" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit(1)
+py, u = d.get("python") or {}, d.get("unwind") or {}
+ok = (d.get("tensor") or {}).get("state") == "on" and py.get("frames") and \
+    u.get("objects", {}).get("pending", 1) == 0 and u.get("queue_depth", 1) == 0
+sys.exit(0 if ok else 1)
+PY
+tensor_case() {
+  local port=19935 leak_pid retain_pid daemon api
+  start_tensor_target leak 7; leak_pid=$PID
+  start_tensor_target retain 8; retain_pid=$PID
+  if [ -z "$leak_pid" ] || [ -z "$retain_pid" ]; then
+    say "FAIL tensor: targets did not start: $(cat "$OUT/target.tleak.err" "$OUT/target.tretain.err")"
+    fail=1; exec 7>&- 8>&-; return
+  fi
+  cat >"$OUT/config.tensor.yaml" <<YAML
+listen: "127.0.0.1:$port"
+top_sites_per_process: 50
+targets:
+  - name: tensor-leak
+    match: {pids: [$leak_pid]}
+  - name: tensor-retain
+    match: {pids: [$retain_pid]}
+YAML
+  "$LW" run --config "$OUT/config.tensor.yaml" >"$OUT/daemon.tensor.log" 2>&1 &
+  daemon=$!
+  api="http://127.0.0.1:$port/api/v1/processes"
+  for pid in $leak_pid $retain_pid; do
+    for _ in $(seq 120); do
+      get "$api/$pid/sites" >"$OUT/sites.tensor.attach.$pid.json"
+      python3 "$OUT/tier_ready.py" "$OUT/sites.tensor.attach.$pid.json" && break
+      kill -0 $daemon 2>/dev/null || break
+      sleep 1
+    done
+  done
+  echo go >&7; echo go >&8
+  wait_line "$OUT/target.tleak.out" done 120
+  wait_line "$OUT/target.tretain.out" made 60
+  sleep 3
+  get "$api/$leak_pid/sites" >"$OUT/sites.tensor.leak.json"
+  get "$api/$retain_pid/sites" >"$OUT/sites.tensor.made.json"
+  echo del >&8; wait_line "$OUT/target.tretain.out" deleted 30; sleep 3
+  get "$api/$retain_pid/sites" >"$OUT/sites.tensor.deleted.json"
+  echo empty >&8; wait_line "$OUT/target.tretain.out" emptied 30; sleep 3
+  get "$api/$retain_pid/sites" >"$OUT/sites.tensor.emptied.json"
+  get "http://127.0.0.1:$port/metrics" >"$OUT/metrics.tensor.txt"
+  get "http://127.0.0.1:$port/api/v1/status" >"$OUT/status.tensor.json"
+  kill $daemon; wait $daemon 2>/dev/null
+  echo exit >&8; exec 7>&- 8>&-; wait
+  python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt" || fail=1
+import json, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        return json.load(open(f"{out}/{name}"))
+    except Exception as e:
+        print(f"  {name}: no API document ({e})")
+        return None
+def line(name, word):
+    for l in open(f"{out}/{name}"):
+        if l.startswith(word + " "):
+            return json.loads(l[len(word) + 1:])
+    return None
+def innermost_python(site):
+    for f in site["frames"]:
+        if f.get("language") == "python":
+            return f["function"]
+    return None
+def device0(doc):
+    return next((d for d in (doc or {}).get("gpu_explained", []) if d["device"] == 0), None)
+ok_all = True
+# 5. The leak, named under its Python function.
+leak, done = load("sites.tensor.leak.json"), line("target.tleak.out", "done")
+want = done["python_sites"]["keep_cuda_tensors"] if done else None
+got, flagged = 0, False
+for s in (leak or {}).get("sites", []):
+    if s["kind"] == "tensor_gpu" and innermost_python(s) == "keep_cuda_tensors":
+        got += s["live_bytes"]
+        flagged = flagged or s["suspected_leak"]
+if leak:
+    print("  tensor:", json.dumps(leak.get("tensor")), "gpu_explained:", json.dumps(leak.get("gpu_explained")))
+ok = leak is not None and want is not None and got == want and leak["tensor"]["state"] == "on"
+ok_all &= ok
+print("== " + ("PASS" if ok else "FAIL") + f" tensor leak: {got} bytes in tensor_gpu under keep_cuda_tensors"
+      f" (kept {want}; flagged as a leak yet: {flagged})")
+# 6. Pool retention after del, before empty_cache.
+made, deleted, emptied = (load(f"sites.tensor.{n}.json") for n in ("made", "deleted", "emptied"))
+d_made, d_del, d_emp = device0(made), device0(deleted), device0(emptied)
+torch_made, torch_del = line("target.tretain.out", "made"), line("target.tretain.out", "deleted")
+for name, d in (("made", d_made), ("deleted", d_del), ("emptied", d_emp)):
+    print(f"  {name}: {json.dumps(d)}")
+print(f"  torch: made {json.dumps(torch_made)} deleted {json.dumps(torch_del)}")
+ok = bool(d_made and d_del and d_emp and torch_made and torch_del)
+if ok:
+    batch = torch_made["bytes"]
+    ok = (d_made["tensors_live_bytes"] - d_del["tensors_live_bytes"] == batch
+          and d_del["pool_totals"]
+          and d_del["pool_allocated_bytes"] == torch_del["allocated"]
+          and d_del["pool_reserved_bytes"] == torch_del["reserved"]
+          and d_del["cached_bytes"] >= batch
+          and d_emp["cuda_bytes"] <= d_del["cuda_bytes"] - batch)
+ok_all &= ok
+print("== " + ("PASS" if ok else "FAIL") + " pool retention: tensors_live falls by the batch at del, "
+      "cached_bytes holds it (totals = torch's) until empty_cache gives the CUDA bytes back")
+sys.exit(0 if ok_all else 1)
+PY
+}
+step tensor && tensor_case
 
 [ $fail = 0 ] && say "ALL PASS" || say "SOME FAILED"
 exit $fail
