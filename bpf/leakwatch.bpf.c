@@ -83,9 +83,11 @@ int lw_entry(struct pt_regs *ctx)
   case LW_FUNC_TENSOR_CPU_FREE:
     return tensor_free_enter(ctx, LW_KIND_TENSOR_CPU, a0);
   case LW_FUNC_TORCH_REPORT:
-    return torch_report_enter(ctx, true, cookie >> 16);
+    return torch_report_enter(ctx, true, true);
   case LW_FUNC_TORCH_REPORT_SHORT:
-    return torch_report_enter(ctx, false, cookie >> 16);
+    return torch_report_enter(ctx, false, true);
+  case LW_FUNC_TORCH_REPORT_TOTALS:
+    return torch_report_enter(ctx, true, false);
   case LW_FUNC_BFC_ALLOC:
     return tensor_alloc_enter(ctx, LW_FUNC_BFC_ALLOC, a2);
   case LW_FUNC_BFC_FREE:

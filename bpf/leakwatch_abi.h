@@ -85,7 +85,9 @@ enum lw_func {
   LW_FUNC_TORCH_REPORT_SHORT = 23, /* (ptr, int64 delta, Device): releases without the totals */
   LW_FUNC_BFC_ALLOC = 24,    /* BFCAllocator::AllocateRaw(this, alignment, num_bytes[, attr]) -> ptr */
   LW_FUNC_BFC_FREE = 25,     /* BFCAllocator::DeallocateRaw(this, ptr); entry only */
-  /* 26..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
+  LW_FUNC_TORCH_REPORT_TOTALS = 26, /* the same hook where the USDTs record the tensors:
+                                     * only the pool's totals are kept */
+  /* 27..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
    * decision cuda-memory). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,

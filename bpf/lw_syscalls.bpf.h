@@ -24,9 +24,14 @@
 
 static __always_inline bool inside_alloc_call(__u32 tid, __u64 user_sp)
 {
-  struct lw_ctx_val *c = ctx_get(LW_CTX_ALLOC);
+  struct lw_task_ctxs *tc = ctx_storage(false);
+  struct lw_ctx_val *c = ctx_slot(tc, LW_CTX_ALLOC);
   if (c && bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS && user_sp < c->sp &&
       alloc_frame_alive(c))
+    return true;
+  /* Inside a tensor allocator call (alloc_cpu's posix_memalign growing the
+   * heap): the bytes are the tensor's (decision tensor-tier). */
+  if (inside_tensor_alloc(tc, user_sp, bpf_ktime_get_ns()))
     return true;
   /* Inside a CUDA call: the driver maps pinned host memory and its own
    * state; those bytes are the CUDA record's, not the process's mmap. */

@@ -126,9 +126,10 @@ static __always_inline void torch_gpu_block(struct pt_regs *ctx, struct lw_targe
 }
 
 /* c10::reportMemoryUsageToProfiler. The Device is {int8 type, int8 index}
- * passed by value in one register. `cookie_arg` bit 0: the pool's USDTs
- * record the tensors, this probe only keeps the totals. */
-static __always_inline int torch_report_enter(struct pt_regs *ctx, bool totals, __u64 cookie_arg)
+ * passed by value in one register. `totals`: the arity with the pool's
+ * totals; `record`: false where the pool's USDTs record the tensors and
+ * this probe only keeps the totals. */
+static __always_inline int torch_report_enter(struct pt_regs *ctx, bool totals, bool record)
 {
   __u32 tgid;
   struct lw_target *t = tensor_target(&tgid);
@@ -148,7 +149,7 @@ static __always_inline int torch_report_enter(struct pt_regs *ctx, bool totals, 
       count(LW_CNT_CUDA_STATE_FAILED);
     t->seen |= LW_SEEN_TENSOR_GPU;
   }
-  if (cookie_arg & 1)
+  if (!record)
     return 0;
   torch_gpu_block(ctx, t, tgid, PT_REGS_PARM1(ctx), (__s64)PT_REGS_PARM2(ctx), device);
   return 0;

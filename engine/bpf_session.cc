@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <string_view>
 #include <thread>
 
 #include "core/platform/capabilities.h"
@@ -381,6 +382,33 @@ Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::strin
     links.emplace_back(link);
   }
   return links;
+}
+
+Result<Link> BpfSession::attach_usdt(pid_t pid, const std::string& path, const char* provider,
+                                     const char* name) {
+  bpf_program* prog = std::string_view(name) == "malloc" ? skel_->progs.lw_torch_usdt_malloc
+                                                         : skel_->progs.lw_torch_usdt_free;
+  bpf_link* link = bpf_program__attach_usdt(prog, pid, path.c_str(), provider, name, nullptr);
+  if (!link)
+    return errno_error(std::string("attaching USDT ") + provider + ":" + name + " at " + path);
+  return Link(link);
+}
+
+std::vector<BpfSession::PoolTotals> BpfSession::read_gpu_pools(pid_t tgid) const {
+  std::vector<PoolTotals> out;
+  const int fd = bpf_map__fd(skel_->maps.gpu_pools);
+  lw_pool_key key{}, next{};
+  const lw_pool_key* prev = nullptr;
+  // The map is small (4,096 entries, a few per process using a pool).
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    if (key.tgid != static_cast<uint32_t>(tgid)) continue;
+    lw_pool_val v{};
+    if (bpf_map_lookup_elem(fd, &key, &v) != 0) continue;
+    out.push_back({key.device, v.allocated, v.reserved});
+  }
+  return out;
 }
 
 Status BpfSession::acquire_shared_uprobes(const SharedKey& key, const std::string& path,

@@ -178,6 +178,20 @@ class BpfSession {
   // path of an fd the caller holds, so no symlink in the target's root can
   // redirect the kernel's lookup). With uprobe_multi (kernel >= 6.6) that is
   // one link; otherwise one link per offset.
+  // Attaches the tensor tier's program for the USDT provider:name
+  // ("pytorch", "malloc" or "free") in the file at `path`, for `pid` only.
+  // libbpf reads the probe's note (its sites and argument locations) and
+  // raises the probe's semaphore through the uprobe's ref_ctr_offset while
+  // the link lives (decision tensor-tier).
+  Result<Link> attach_usdt(pid_t pid, const std::string& path, const char* provider, const char* name);
+  // A framework pool's own totals, per device, as its allocator last
+  // reported them (the gpu_pools map; decision tensor-tier).
+  struct PoolTotals {
+    int device = -1;
+    uint64_t allocated = 0;
+    uint64_t reserved = 0;
+  };
+  std::vector<PoolTotals> read_gpu_pools(pid_t tgid) const;
   Result<std::vector<Link>> attach_uprobes(pid_t pid, const std::string& path,
                                            const std::vector<UprobeSpec>& specs, bool retprobe);
   bool uprobe_multi() const { return uprobe_multi_; }

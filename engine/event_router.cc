@@ -55,7 +55,7 @@ int EventRouter::sole_device(TracedProcess& p) {
 }
 
 void EventRouter::on_record(TracedProcess& p, Event& e) {
-  if (is_cuda_kind(e.kind) && (e.flags & LW_EVF_DEVICE_MASK) == 0) {
+  if (is_device_kind(e.kind) && (e.flags & LW_EVF_DEVICE_MASK) == 0) {
     const int sole = sole_device(p);
     if (sole >= 0) e.flags |= device_bits(sole);
   }

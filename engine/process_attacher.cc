@@ -32,15 +32,9 @@
 namespace lw {
 
 namespace {
-
-// Bounds on what is read from the target (hostile input): its environment
-// and its /etc/ld.so.preload.
-constexpr size_t kMaxEnvironBytes = 256 << 10;
 constexpr size_t kMaxPreloadFileBytes = 64 << 10;
+}  // namespace
 
-// Reads at most `limit` bytes of a file; "" when it cannot be read.
-// A /proc/PID/root/... path resolves inside that root (fd.h): a symlink in
-// a container cannot point this read at a host file.
 std::string read_bounded(const std::string& path, size_t limit) {
   Result<int> opened = open_untrusted_file(path);
   if (!opened) return "";
@@ -57,6 +51,8 @@ std::string read_bounded(const std::string& path, size_t limit) {
   return out;
 }
 
+namespace {
+
 
 
 // Roles of the probe objects that are neither the allocator's nor CUDA's:
@@ -65,7 +61,7 @@ constexpr char kRoleSyscalls[] = "syscalls";
 constexpr char kRoleLoader[] = "loader";
 
 bool is_heap_role(const std::string& role) {
-  return !is_cuda_role(role) && role != kRoleSyscalls && role != kRoleLoader;
+  return !is_cuda_role(role) && !is_tensor_role(role) && role != kRoleSyscalls && role != kRoleLoader;
 }
 
 // The libc system-call wrappers probed after their `syscall`
@@ -319,9 +315,11 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
   LW_LOG_DEBUG("attach stages pid %d: maps read %.3f ms, objects parsed %.3f ms (%zu objects)", pid_,
                (maps_read - scan_start) / 1e6, (monotonic_ns() - maps_read) / 1e6, scan.objects.size());
   if (cuda_) attach_cuda_objects(scan.objects, scan.entries, scan.exe);
+  // The tensor tier (optional, every mode; decision tensor-tier).
+  if (tensors_) attach_tensor_objects(scan);
   // ld.so's link-map hook: dlopen and the loading after an exec are seen
   // without any syscall tracepoint (rescans for new objects).
-  if (cuda_ || syscalls_ || place_probes) attach_loader_objects(scan.objects, scan.entries);
+  if (cuda_ || tensors_ || syscalls_ || place_probes) attach_loader_objects(scan.objects, scan.entries);
   if (!scan.exe) return no_executable(proc, exe.error, scan.open_denied);
 
   const PreloadList preload = read_preload(proc);
@@ -352,7 +350,8 @@ void ProcessAttacher::refresh_functions() {
   for (const AttachedObject& o : objects_) {
     // The mmap wrappers and ld.so's hook are reported by mmap_tracing and
     // the probe list, not as allocator functions.
-    if (o.role == kRoleSyscalls || o.role == kRoleLoader || o.probes.empty()) continue;
+    if (o.role == kRoleSyscalls || o.role == kRoleLoader || is_tensor_role(o.role) || o.probes.empty())
+      continue;
     info_.objects.push_back(o.path);
     for (const ProbeReport& r : o.probes)
       if (r.attached) info_.functions.push_back(r.symbols);
@@ -401,9 +400,10 @@ void ProcessAttacher::attach_cuda_objects(const std::vector<LoadedObject>& objec
   }
 }
 
-std::vector<Link> ProcessAttacher::take_links(bool heap, bool cuda) {
+std::vector<Link> ProcessAttacher::take_links(bool heap, bool cuda, bool tensor) {
   std::vector<Link> links;
   auto taken = [&](const AttachedObject& o) {
+    if (is_tensor_role(o.role)) return tensor;
     return is_cuda_role(o.role) ? cuda : is_heap_role(o.role) && heap;
   };
   for (AttachedObject& o : objects_)

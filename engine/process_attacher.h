@@ -51,6 +51,16 @@ struct AttachedObject {
 // shared link instead (decision shared-wrapper-links).
 inline constexpr size_t kSharedSyscallLinkThreshold = 16;
 
+// Bounds on what is read from the target (hostile input): its environment.
+inline constexpr size_t kMaxEnvironBytes = 256 << 10;
+// Reads at most `limit` bytes of a file; "" when it cannot be read.
+// A /proc/PID/root/... path resolves inside that root (fd.h): a symlink in
+// a container cannot point this read at a host file.
+std::string read_bounded(const std::string& path, size_t limit);
+// The tensor tier's probe objects (engine/tensor_attach.cc): they stay when
+// the heap probes go, and go with the tier's own governor.
+bool is_tensor_role(const std::string& role);
+
 // How a process's mmap-family calls can be seen (AllocatorInfo::mmap_tracing).
 enum class SyscallTracing { kPending, kWrappers, kTracepoints, kOff };
 
@@ -82,6 +92,14 @@ class ProcessAttacher {
   // Whether attach_new_objects() places the optional CUDA probes (on by
   // default; off while the kill switch holds the process).
   void set_cuda(bool on) { cuda_ = on; }
+  // Whether attach_new_objects() places the tensor tier's probes (on by
+  // default; off for a target with `tensors: false`, while its governor
+  // suspends them, and under the kill switch; decision tensor-tier).
+  void set_tensors(bool on) { tensors_ = on; }
+  // What the tensor tier found in the process: its state as far as the
+  // attacher knows ("on", "unsupported", "none"), sources, refusals and
+  // GPU allocator path (view/process_view.h TensorTierInfo).
+  const TensorTierInfo& tensor_info() const { return tensor_info_; }
   // Whether probes that only lend a hint to the unwinder are placed (off
   // when stacks come from call-frame information; ProbeSpec::hint_only).
   void set_hint_probes(bool on) { hint_probes_ = on; }
@@ -100,7 +118,7 @@ class ProcessAttacher {
   // Moves out the links of the allocator objects (`heap`) and/or of the
   // CUDA objects (`cuda`), forgetting those objects, so a later
   // attach_new_objects() attaches them again.
-  std::vector<Link> take_links(bool heap, bool cuda);
+  std::vector<Link> take_links(bool heap, bool cuda, bool tensor = false);
   // Whether the system-call wrappers go on the shared link once this many
   // processes have their own link on the same libc (tests: 0 = always).
   void set_shared_syscall_threshold(size_t n) { shared_threshold_ = n; }
@@ -114,6 +132,14 @@ class ProcessAttacher {
   void attach_cuda_objects(const std::vector<LoadedObject>& objects,
                            const std::vector<MapEntry>& entries, std::optional<size_t> exe);
   void refresh_functions();
+  // The tensor tier (engine/tensor_attach.cc): the framework libraries of
+  // one scan, their allocators planned and attached, optional like CUDA's.
+  struct ObjectScan;
+  void attach_tensor_objects(const ObjectScan& scan);
+  // Attaches the pytorch:malloc/free USDTs of libc10_cuda (mapped as `m`).
+  void attach_torch_usdts(const MapEntry& m, const ElfFile& elf);
+  bool tensor_object_known(const MapEntry& m, const char* role) const;
+  void refresh_tensor_info(const ObjectScan& scan);
   // Reads the maps, places the loader's and CUDA's probes, plans the
   // allocator's and places them (with `place_probes`).
   Status scan_and_attach(bool place_probes);
@@ -168,6 +194,9 @@ class ProcessAttacher {
   AllocatorInfo info_;
   bool hint_probes_ = true;
   bool cuda_ = true;
+  bool tensors_ = true;
+  TensorTierInfo tensor_info_;
+  std::vector<std::string> tensor_refusals_;  // "libc10.so: ...", accumulated per object
   bool syscalls_ = true;
   size_t shared_threshold_ = kSharedSyscallLinkThreshold;
   bool loader_attached_now_ = false;  // set by attach_loader_objects()

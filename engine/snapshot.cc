@@ -28,6 +28,28 @@ struct Ranked {
   uint64_t live_allocations;
 };
 
+// The tensor tier's state and GPU memory explained (decision tensor-tier).
+void fill_tensor(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& proc) {
+  if (proc.attacher) snap.tensor = proc.attacher->tensor_info();
+  snap.tensor.hits_per_second = proc.tensor_hits_per_second;
+  if (snap.tensor.state == "on" || snap.tensor.state == "unsupported") {
+    if (!proc.options.tensors) {
+      snap.tensor.state = "off";
+      snap.tensor.reason = "tensors: false for this target";
+    } else if (!proc.accounting) {
+      snap.tensor.state = "off";
+      snap.tensor.reason = "kill switch engaged";
+    } else if (proc.tensor_suspended) {
+      snap.tensor.state = "suspended";
+      snap.tensor.reason = "over governor.max_tensor_hits_per_second: tensor figures frozen";
+    }
+  }
+  std::vector<PoolReport> pools;
+  for (const BpfSession::PoolTotals& p : tracer.session().read_gpu_pools(proc.pid))
+    pools.push_back({p.device, p.allocated, p.reserved});
+  snap.gpu_explained = explain_gpu(snap.cuda_devices, pools);
+}
+
 // The process-wide figures: identity, totals, sampling, counters.
 void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& proc, bool read_kernel_live,
                   const Counters& kernel_counters, const TracerStats& tracer_stats) {
@@ -53,6 +75,7 @@ void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pr
   snap.kernel_counters = kernel_counters;
   snap.heap_counters = proc.heap.counters();
   snap.cuda_devices = proc.cuda_devices.totals();
+  fill_tensor(snap, tracer, proc);
   snap.tracer_stats = tracer_stats;
   snap.unrecorded = tracer.unrecorded(proc.pid);
   if (read_kernel_live) {

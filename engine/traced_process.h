@@ -73,6 +73,9 @@ struct AttachOptions {
   // allocations. false: exact until the map fills (losses counted).
   bool auto_sampling = true;
   bool cuda = true;          // CUDA runtime/driver probes, optional, in every mode (decision cuda-memory)
+  // The tensor tier: framework allocators (PyTorch, TensorFlow), optional,
+  // in every mode (decision tensor-tier); a target's `tensors: false` turns it off.
+  bool tensors = true;
   // Place the probes that only lend a hint to the unwinder (libstdc++'s
   // plain operator new) even when stacks come from call-frame information
   // (decision cfi-unwinding; benchmarks compare both).
@@ -113,6 +116,10 @@ struct TracedProcess {
   uint64_t maps_gen_seen = 0;  // lw_target.maps_gen last counted into lifecycle.events
   uint64_t lost_seen = 0;
   bool accounting = true;  // overhead: false while the kill switch holds it
+  // The tensor tier's probes were detached by its own governor budget
+  // (decision tensor-tier); its records stay, frozen, until it resumes.
+  bool tensor_suspended = false;
+  double tensor_hits_per_second = 0;  // at the last governor check (TensorTierInfo)
   // Unix seconds when the heap probes were detached (step-down, governor,
   // kill switch); 0 while they are attached or never were. The heap figures
   // are then frozen and stale (ProcessSnapshot::heap_stale_since).
@@ -149,6 +156,7 @@ inline uint32_t target_flags(const AttachOptions& o) {
   if (o.mmap) flags |= LW_TARGET_MMAP;
   if (o.follow_forks) flags |= LW_TARGET_FOLLOW_FORKS;
   if (o.cuda) flags |= LW_TARGET_CUDA;
+  if (o.tensors) flags |= LW_TARGET_TENSOR;
   return flags;
 }
 
@@ -157,6 +165,7 @@ inline uint32_t target_flags(const AttachOptions& o) {
 inline uint32_t current_flags(const TracedProcess& p) {
   uint32_t flags = target_flags(p.options);
   if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
+  if (p.tensor_suspended) flags &= ~static_cast<uint32_t>(LW_TARGET_TENSOR);
   if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
   if (p.syscall_sites && p.shared_sites) flags |= LW_TARGET_SHARED_SITES;
   return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;

@@ -84,6 +84,7 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     TracedProcess* p = process(pid);
     if (!p) continue;
     p->attacher->set_cuda(false);
+    p->attacher->set_tensors(false);
     for (Link& l : p->attacher->take_links()) links.push_back(std::move(l));
     sync_syscall_sites(*p);
   }
@@ -102,6 +103,7 @@ Status Tracer::set_accounting(pid_t pid, bool on) {
   if (on && p->options.cuda) {
     p->attacher->set_cuda(true);
   }
+  if (on && p->options.tensors && !p->tensor_suspended) p->attacher->set_tensors(true);
   // Back on: the wrapper probes the kill switch took are placed again too.
   if (on) {
     Status st = attach_objects(*p, p->options.heap);
@@ -115,6 +117,37 @@ std::optional<uint64_t> Tracer::probe_hits(pid_t pid) const {
   auto t = session_->get_target(pid);
   if (!t) return std::nullopt;
   return t->hits;
+}
+
+std::optional<uint64_t> Tracer::tensor_hits(pid_t pid) const {
+  auto t = session_->get_target(pid);
+  if (!t) return std::nullopt;
+  return t->tensor_hits;
+}
+
+void Tracer::note_tensor_rate(pid_t pid, double rate) {
+  if (TracedProcess* p = process(pid)) p->tensor_hits_per_second = rate;
+}
+
+Status Tracer::set_tensor_tracing(pid_t pid, bool on) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  if (!p->options.tensors || p->tensor_suspended == !on) return ok_status();
+  p->tensor_suspended = !on;
+  // Flags first: the probes may still fire while their links close.
+  if (Status st = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !st) return st;
+  p->attacher->set_tensors(on);
+  if (!on) {
+    destroy_links(p->attacher->take_links(false, false, true));
+    return ok_status();
+  }
+  // Frees were not seen while detached: the tier starts again from now.
+  if (Status st = session_->purge_live(pid, LW_KIND_TENSOR_CPU); !st) return st;
+  if (Status st = session_->purge_live(pid, LW_KIND_TENSOR_GPU); !st) return st;
+  p->heap.clear_kind(LW_KIND_TENSOR_CPU);
+  p->heap.clear_kind(LW_KIND_TENSOR_GPU);
+  budget_.recount_records();
+  return attach_objects(*p, p->options.heap);
 }
 // ---- end overhead ----
 
@@ -141,6 +174,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (n > 0) proc->exe.assign(exe, static_cast<size_t>(n));
   proc->attacher = std::make_unique<ProcessAttacher>(*session_, pid);
   proc->attacher->set_cuda(options.cuda);
+  proc->attacher->set_tensors(options.tensors);
   proc->attacher->set_hint_probes(!unwind_ || options.hint_probes);
   proc->options = options;
   // The lifecycle budget: a burst of twice the rate (a process's start-up
@@ -328,7 +362,8 @@ void Tracer::rescan_within_budget(TracedProcess& proc) {
   ++stats_.rescans;
   // Before the maps are read: a change from here on asks again.
   session_->take_rescan_request(proc.pid);
-  if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
+  if ((proc.options.heap || proc.options.mmap || proc.options.cuda || proc.options.tensors) &&
+      proc.accounting &&
       !attach_objects(proc, proc.options.heap))
     ++stats_.attach_errors;
   refresh_maps(proc);
@@ -398,7 +433,8 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.syscall_sites = false;
   if (!session_->set_target(proc.pid, current_flags(proc), 0, heap_mean(proc)))
     return;
-  if ((proc.options.heap || proc.options.mmap || proc.options.cuda) && proc.accounting &&
+  if ((proc.options.heap || proc.options.mmap || proc.options.cuda || proc.options.tensors) &&
+      proc.accounting &&
       !attach_objects(proc, proc.options.heap))
     ++stats_.attach_errors;
 }

@@ -97,6 +97,13 @@ class Tracer {
   std::vector<pid_t> take_budget_sheds() { return budget_.take_sheds(); }
   // Allocator probe hits of `pid` counted by the kernel side so far.
   std::optional<uint64_t> probe_hits(pid_t pid) const;
+  // The tensor tier's (decision tensor-tier): its hits so far, budgeted
+  // apart from the heap's, and its probes detached (false: the records stay,
+  // frozen) or attached again (true) by its own governor. `rate` is shown
+  // in TensorTierInfo::hits_per_second.
+  std::optional<uint64_t> tensor_hits(pid_t pid) const;
+  Status set_tensor_tracing(pid_t pid, bool on);
+  void note_tensor_rate(pid_t pid, double rate);
   // The host-wide raw syscall tracepoints (decision libc-syscall-wrappers) are
   // attached only while a process in mode full has no probeable mmap wrapper
   // (Go, stripped static, an interposed mmap) and `allowed` (false while the

@@ -35,6 +35,9 @@ struct TrackedProcess {
   // ---- overhead: escalation (mode auto only), governor ----
   EscalationState escalation;
   GovernorState governor;
+  // The tensor tier's own governor (governor.max_tensor_hits_per_second;
+  // decision tensor-tier).
+  GovernorState tensor_governor;
   // Heap probes wanted: mode full, or auto and escalated.
   bool full() const { return info.mode == TargetMode::kFull || escalation.full(); }
 };

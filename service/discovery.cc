@@ -23,6 +23,7 @@ TraceOptions trace_options(const TargetConfig& t, const Config& c) {
   o.heap = t.mode == TargetMode::kFull;
   o.mmap = true;
   o.follow_forks = t.follow_forks;
+  o.tensors = t.tensors;
   o.sample_mean_bytes = t.sampling_mean_bytes.value_or(c.sampling.enabled ? c.sampling.mean_bytes : 0);
   o.auto_sampling = t.automatic_sampling.value_or(c.sampling.automatic);
   o.max_rescans_per_second = c.limits.max_rescans_per_second;

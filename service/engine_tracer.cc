@@ -25,7 +25,14 @@ Status EngineTracer::attach(pid_t pid, const TraceOptions& options) {
   o.sample_mean_bytes = options.sample_mean_bytes;
   o.auto_sampling = options.auto_sampling;
   o.max_rescans_per_second = options.max_rescans_per_second;
+  o.tensors = options.tensors;
   return tracer_->attach(pid, o);
+}
+
+uint64_t EngineTracer::explained_bytes(pid_t pid) const {
+  const TracedProcess* proc = find(pid);
+  if (!proc) return 0;
+  return proc->heap.live_bytes(LW_KIND_TENSOR_CPU) + proc->heap.live_bytes(LW_KIND_CUDA_HOST);
 }
 
 std::optional<uint64_t> EngineTracer::start_ticks(pid_t pid) const {

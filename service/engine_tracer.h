@@ -36,6 +36,10 @@ class EngineTracer final : public TracerControl {
   void set_live_record_cap(uint64_t cap) override { tracer_->set_live_record_cap(cap); }
   std::vector<pid_t> take_budget_sheds() override { return tracer_->take_budget_sheds(); }
   std::optional<uint64_t> probe_hits(pid_t pid) const override { return tracer_->probe_hits(pid); }
+  std::optional<uint64_t> tensor_hits(pid_t pid) const override { return tracer_->tensor_hits(pid); }
+  Status set_tensor_tracing(pid_t pid, bool on) override { return tracer_->set_tensor_tracing(pid, on); }
+  void note_tensor_rate(pid_t pid, double rate) override { tracer_->note_tensor_rate(pid, rate); }
+  uint64_t explained_bytes(pid_t pid) const override;
   void set_raw_syscalls_allowed(bool allowed) override { tracer_->set_raw_syscalls_allowed(allowed); }
   void configure_symbols(const SymbolsConfig& config) override { tracer_->configure_symbols(config); }
   bool wait_for_symbols(std::chrono::milliseconds timeout) override { return tracer_->wait_for_symbols(timeout); }

@@ -123,6 +123,29 @@ void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
   }
 }
 
+void OverheadController::govern_tensors(pid_t pid, TrackedProcess& t, double now_s,
+                                        const GovernorParams& gp) {
+  std::optional<uint64_t> hits = tracer_.tensor_hits(pid);
+  if (!hits) return;
+  const GovernorAction action = t.tensor_governor.observe(now_s, *hits, gp);
+  tracer_.note_tensor_rate(pid, t.tensor_governor.rate());
+  if (action == GovernorAction::kNone) return;
+  const bool on = action == GovernorAction::kResume;
+  if (!on) {
+    ++state_.counters.governor_suspensions;
+    LW_LOG_WARN("governor: pid %d (%s) over %llu tensor-tier hits/s: tensor probes suspended for %.0f s",
+                pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
+                t.tensor_governor.backoff_s());
+  }
+  if (Status st = tracer_.set_tensor_tracing(pid, on); !st)
+    LW_LOG_WARN("pid %d (%s): %s tensor probes: %s", pid, t.info.identity.comm.c_str(),
+                on ? "attaching" : "detaching", st.error().message.c_str());
+  else if (on)
+    LW_LOG_INFO("pid %d (%s): tensor probes attached again (governor backoff over)", pid,
+                t.info.identity.comm.c_str());
+  state_.dirty = true;
+}
+
 void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
   const EscalationConfig& e = state_.config.escalation;
   EscalationAction action = t.escalation.tick(now_s, e);
@@ -136,7 +159,10 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
   }
   if (action != EscalationAction::kReadMemory) return;
   std::optional<StatmBytes> mem = read_memory_(pid);
-  if (!mem || t.escalation.sample(now_s, *mem, e) != EscalationAction::kEscalate) return;
+  // Growth the tensor tier and CUDA pinned memory explain is named already:
+  // only the rest calls for the heap tier (decision tensor-tier).
+  const uint64_t explained = tracer_.explained_bytes(pid);
+  if (!mem || t.escalation.sample(now_s, *mem, e, explained) != EscalationAction::kEscalate) return;
   ++state_.counters.escalations_up;
   LW_LOG_INFO("escalation: pid %d (%s) light -> full for %u s: VmData %llu, anonymous "
               "resident %llu bytes, grew >= %llu within %u s (rising for %.0f s at %.0f B/s)",
@@ -158,8 +184,11 @@ void OverheadController::tick(double now_s) {
   last_tick_s_ = now_s;
   if (state_.counters.kill_switch_engaged) return;
   const GovernorParams gp = governor_params();
+  GovernorParams tensor_gp = gp;
+  tensor_gp.max_hits_per_second = state_.config.governor.max_tensor_hits_per_second;
   for (auto& [pid, t] : state_.tracked) {
     govern(pid, t, now_s, gp);
+    govern_tensors(pid, t, now_s, tensor_gp);
     if (t.info.mode == TargetMode::kAuto) escalate(pid, t, now_s);
   }
 }

@@ -55,6 +55,8 @@ class OverheadController {
   // Attaches or detaches pid's heap probes to match what is wanted now.
   void sync_heap(pid_t pid, TrackedProcess& t, const char* why);
   void govern(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
+  // The tensor tier's own budget (decision tensor-tier).
+  void govern_tensors(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
   void escalate(pid_t pid, TrackedProcess& t, double now_s);
   GovernorParams governor_params() const;
 

@@ -38,6 +38,7 @@ struct TraceOptions {
   bool heap = false;          // malloc family and operator new: mode full
   bool mmap = true;           // anonymous mmap/munmap/mremap/brk
   bool follow_forks = false;  // report forked children as process events
+  bool tensors = true;        // the tensor tier (decision tensor-tier), in every mode
   uint64_t sample_mean_bytes = 0;  // byte sampling of the heap; 0 = every allocation
   bool auto_sampling = true;       // automatic sampling (decision auto-sampling)
   uint32_t max_rescans_per_second = 5;  // limits.max_rescans_per_second
@@ -88,6 +89,16 @@ class TracerControl {
   virtual std::vector<pid_t> take_budget_sheds() = 0;
   // The kernel's cumulative allocator probe hits of `pid`.
   virtual std::optional<uint64_t> probe_hits(pid_t pid) const = 0;
+  // The tensor tier (decision tensor-tier): its cumulative probe hits, its
+  // probes detached (false, figures frozen) or attached again (true) by its
+  // own governor, and the rate the governor saw (shown in the API).
+  virtual std::optional<uint64_t> tensor_hits(pid_t) const { return std::nullopt; }
+  virtual Status set_tensor_tracing(pid_t, bool) { return ok_status(); }
+  virtual void note_tensor_rate(pid_t, double) {}
+  // The live bytes of `pid` that its tensor tier and CUDA pinned memory
+  // explain (tensor_cpu + cuda_host): growth an `auto` process's escalation
+  // does not count (decision tensor-tier).
+  virtual uint64_t explained_bytes(pid_t) const { return 0; }
   // The host-wide raw syscall tracepoints may be attached (false while the
   // kill switch holds).
   virtual void set_raw_syscalls_allowed(bool allowed) = 0;

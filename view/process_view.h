@@ -19,6 +19,7 @@
 #include "core/accounting/heap_tracker.h"
 #include "core/analysis/leak_analysis.h"
 #include "core/formats/pprof.h"
+#include "core/analysis/gpu_explained.h"
 #include "core/analysis/rss_breakdown.h"
 #include "core/symbols/symbol_counters.h"
 #include "core/symbols/symbolizer.h"
@@ -218,23 +219,6 @@ struct TensorTierInfo {
   std::string gpu_allocator;
   // Tensor-tier probe hits per second at the last governor check.
   double hits_per_second = 0;
-};
-
-// GPU memory explained (decision tensor-tier), per device, the GPU side of
-// "RSS explained": what a framework pool holds in tensors, what it keeps
-// cached, and what CUDA memory lies outside any pool.
-struct GpuExplained {
-  int device = -1;                    // -1: unknown
-  uint64_t tensors_live_bytes = 0;    // kind tensor_gpu live on this device (the tier's records)
-  // The pool's own totals, where its allocator reports them (PyTorch's
-  // reportMemoryUsageToProfiler); false: the three figures below that
-  // need them are 0 and not shown.
-  bool pool_totals = false;
-  uint64_t pool_allocated_bytes = 0;  // the allocator's own figure of bytes in tensors
-  uint64_t pool_reserved_bytes = 0;   // bytes it reserved from the driver
-  uint64_t cached_bytes = 0;          // reserved - allocated: the pool's cache
-  uint64_t cuda_bytes = 0;            // CUDA kinds (cuda_device + cuda_managed) live on the device
-  uint64_t outside_pool_bytes = 0;    // cuda_bytes - reserved (0 when below)
 };
 
 // A point-in-time view of one traced process: its sites merged by stable

@@ -25,7 +25,7 @@ int max_visible_cuda_devices(std::string_view environ, int device_nodes) {
 }
 
 void CudaDeviceLedger::apply(const Event& e) {
-  if (!is_cuda_kind(e.kind)) return;
+  if (!is_device_kind(e.kind)) return;
   const auto key = std::make_pair(e.kind, e.addr);
   if (e.type == EventType::kAlloc) {
     records_[key] = Record{event_device(e), e.size, e.alloc_ns};
@@ -39,7 +39,7 @@ void CudaDeviceLedger::apply(const Event& e) {
 void CudaDeviceLedger::resync(const std::vector<KernelRecord>& records) {
   std::map<std::pair<uint32_t, uint64_t>, Record> next;
   for (const KernelRecord& r : records) {
-    if (!is_cuda_kind(r.kind)) continue;
+    if (!is_device_kind(r.kind)) continue;
     const auto key = std::make_pair(r.kind, r.addr);
     auto it = records_.find(key);
     next[key] = Record{it == records_.end() ? -1 : it->second.device, r.size, r.alloc_ns};

@@ -28,6 +28,12 @@ inline bool is_cuda_kind(uint32_t kind) {
   return kind == LW_KIND_CUDA_DEVICE || kind == LW_KIND_CUDA_HOST || kind == LW_KIND_CUDA_MANAGED;
 }
 
+// The kinds whose records belong to a device: CUDA's, and a framework
+// pool's GPU tensors (decision tensor-tier). The ledger keeps these.
+inline bool is_device_kind(uint32_t kind) {
+  return is_cuda_kind(kind) || kind == LW_KIND_TENSOR_GPU;
+}
+
 // The most CUDA devices a process can see, or -1 when that is not known.
 // `environ` is /proc/PID/environ (NUL-separated, untrusted): a
 // CUDA_VISIBLE_DEVICES there limits the process to its comma-separated

@@ -8,7 +8,9 @@ namespace lw {
 
 ProcessAnalyzer::ProcessAnalyzer(const AnalysisParams& params)
     : per_kind_{ProcessAnalysis(params), ProcessAnalysis(params), ProcessAnalysis(params),
-                ProcessAnalysis(params), ProcessAnalysis(params)} {}
+                ProcessAnalysis(params), ProcessAnalysis(params), ProcessAnalysis(params),
+                ProcessAnalysis(params)} {}
+static_assert(LW_KIND_MAX == 7, "one ProcessAnalysis per kind above");
 
 uint64_t ProcessAnalyzer::key(uint64_t stack_hash, uint32_t kind) {
   // Stack hashes are well mixed already; the kind goes in by rotation so the

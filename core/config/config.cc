@@ -361,6 +361,10 @@ void parse_governor(ErrorSink& errors, const YAML::Node& node, const std::string
                   [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 0, UINT64_MAX, g.max_hits_per_second);
                   }},
+                 {"max_tensor_hits_per_second",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, UINT64_MAX, g.max_tensor_hits_per_second);
+                  }},
                  {"backoff_initial_seconds",
                   [&](const Node& x, const Path& q) {
                     read_seconds(errors, x, q, 1, 86400, g.backoff_initial_seconds);

@@ -77,6 +77,9 @@ struct TargetConfig {
   // Automatic sampling for this target (docs/config.md, "Automatic
   // sampling"); unset: `sampling.automatic` decides.
   std::optional<bool> automatic_sampling;
+  // The tensor tier (decision tensor-tier): the frameworks' own allocators
+  // probed in every mode for a process that maps them.
+  bool tensors = true;
 };
 
 struct ExcludeConfig {
@@ -134,6 +137,9 @@ struct EscalationConfig {
 // detached and re-attached later with exponential backoff.
 struct GovernorConfig {
   uint64_t max_hits_per_second = 50000;  // 0 = no budget
+  // The tensor tier's own budget (decision tensor-tier), apart from the
+  // heap's: a PyTorch serving loop makes a few thousand a second.
+  uint64_t max_tensor_hits_per_second = 20000;  // 0 = no budget
   uint32_t backoff_initial_seconds = 60;
   uint32_t backoff_max_seconds = 3600;
 };

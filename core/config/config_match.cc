@@ -55,7 +55,7 @@ const TargetConfig* match_target(const Config& config, const ProcessFacts& proce
 bool config_equal_target(const TargetConfig& a, const TargetConfig& b) {
   const MatchConfig& x = a.match;
   const MatchConfig& y = b.match;
-  return a.name == b.name && a.mode == b.mode && a.follow_forks == b.follow_forks &&
+  return a.name == b.name && a.mode == b.mode && a.follow_forks == b.follow_forks && a.tensors == b.tensors &&
          a.sampling_mean_bytes == b.sampling_mean_bytes && a.automatic_sampling == b.automatic_sampling &&
          x.pids == y.pids && same_regex(x.comm, y.comm) && x.exe == y.exe && x.cgroup == y.cgroup &&
          same_regex(x.k8s_namespace, y.k8s_namespace) && same_regex(x.k8s_pod, y.k8s_pod);

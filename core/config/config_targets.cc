@@ -250,6 +250,9 @@ void parse_targets(ErrorSink& errors, const YAML::Node& node, const std::string&
          {"follow_forks", [&](const YAML::Node& v, const std::string& p) {
             read_bool(errors, v, p, t.follow_forks);
           }},
+         {"tensors", [&](const YAML::Node& v, const std::string& p) {
+            read_bool(errors, v, p, t.tensors);
+          }},
          {"sampling_mean_bytes", [&](const YAML::Node& v, const std::string& p) {
             uint64_t n = UINT64_MAX;
             read_uint(errors, v, p, 0, LW_SAMPLE_MAX_MEAN, n);

@@ -19,9 +19,10 @@ EscalationAction EscalationState::tick(double now_s, const EscalationConfig& c) 
 }
 
 EscalationAction EscalationState::sample(double now_s, const StatmBytes& mem,
-                                         const EscalationConfig& c) {
-  growth_.add(now_s, mem.data, c.growth_window_seconds);
-  growth_resident_.add(now_s, mem.anon_resident, c.growth_window_seconds);
+                                         const EscalationConfig& c, uint64_t explained_bytes) {
+  auto unexplained = [&](uint64_t v) { return v > explained_bytes ? v - explained_bytes : 0; };
+  growth_.add(now_s, unexplained(mem.data), c.growth_window_seconds);
+  growth_resident_.add(now_s, unexplained(mem.anon_resident), c.growth_window_seconds);
   const bool data = growth_.growing(c.growth_bytes);
   const bool resident = growth_resident_.growing(c.growth_bytes);
   if (!full_ && now_s >= cooldown_until_s_ && (data || resident)) {

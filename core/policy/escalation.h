@@ -39,7 +39,11 @@ class EscalationState {
   // light, out of its cooldown, and either figure grew by growth_bytes
   // within growth_window_seconds and is at its high now. On kEscalate,
   // growth_span_s() says how long that rise had lasted.
-  EscalationAction sample(double now_s, const StatmBytes& mem, const EscalationConfig& c);
+  // `explained_bytes`: live bytes the tiers below the heap name already
+  // (the tensor tier, CUDA pinned memory; decision tensor-tier), taken from
+  // both figures: their growth does not escalate.
+  EscalationAction sample(double now_s, const StatmBytes& mem, const EscalationConfig& c,
+                          uint64_t explained_bytes = 0);
 
   // Escalated: the heap probes are wanted until full_until_s().
   bool full() const { return full_; }

@@ -592,6 +592,22 @@ std::optional<ElfSymbol> ElfFile::find_exported_function(std::string_view name) 
   return ElfSymbol{it->first, it->second.vaddr, it->second.size};
 }
 
+std::vector<std::string> ElfFile::exported_functions_with_prefix(
+    const std::vector<std::string>& prefixes, size_t max) const {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : impl_->functions) {
+    if (c.rank != 0) continue;
+    for (const std::string& p : prefixes)
+      if (name.compare(0, p.size(), p) == 0) {
+        out.push_back(name);
+        break;
+      }
+    if (out.size() >= max) break;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::optional<ElfSymbol> ElfFile::find_function(std::string_view name) const {
   auto it = impl_->functions.find(name);
   if (it == impl_->functions.end()) return std::nullopt;

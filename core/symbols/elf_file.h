@@ -130,6 +130,11 @@ class ElfFile {
   // what the dynamic linker can bind another object's reference to.
   std::optional<ElfSymbol> find_exported_function(std::string_view name) const;
 
+  // The names of the functions this object exports (as find_exported_function
+  // sees them) that start with one of `prefixes`, at most `max` of them.
+  std::vector<std::string> exported_functions_with_prefix(const std::vector<std::string>& prefixes,
+                                                          size_t max = 64) const;
+
   // A defined data object (STT_OBJECT), only for the few names the daemon
   // needs (kIndexedDataObjects in elf_file.cc: glibc's `__curbrk`).
   std::optional<ElfSymbol> find_data_object(std::string_view name) const;
