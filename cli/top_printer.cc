@@ -191,7 +191,44 @@ bool write_lines(const std::vector<std::string>& lines, size_t width) {
   return write_out(text);
 }
 
-// Who, how much, the allocator, RSS explained, CPython and the filter.
+// The tensor tier (decision tensor-tier), when a framework library is mapped,
+// and GPU memory explained, one line per device (docs/cli.md, "tensors:").
+void tensor_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
+  const TensorTierInfo& t = s.tensor;
+  if (t.state != "none") {
+    std::string sources;
+    for (const std::string& source : t.sources) sources += (sources.empty() ? "" : ",") + source;
+    std::vector<std::string> items = {"[" + t.state + "]"};
+    if (!sources.empty()) items.push_back(sources);
+    if (!t.gpu_allocator.empty()) items.push_back("GPU allocator " + t.gpu_allocator);
+    if (t.state == "on" || t.state == "suspended") {
+      char hits[48];
+      snprintf(hits, sizeof(hits), "%.0f hits/s", t.hits_per_second);
+      items.push_back(hits);
+    }
+    for (size_t i = 1; i + 1 < items.size(); ++i) items[i] += ",";
+    if (!t.reason.empty()) items.back() += ":";
+    std::vector<std::string> seg = {"tensors:"};
+    seg.insert(seg.end(), items.begin(), items.end());
+    for (std::string& w : words(t.reason)) seg.push_back(std::move(w));
+    add_lines(out, pack(seg, width, " ", 2));
+  }
+  for (const GpuExplained& g : s.gpu_explained) {
+    const std::string gpu = g.device < 0 ? "GPU (device unknown):" : "GPU " + std::to_string(g.device) + ":";
+    if (g.pool_totals)
+      add_lines(out, pack({gpu, "tensors " + human_bytes(g.tensors_live_bytes) + ",",
+                           "pool cache " + human_bytes(g.cached_bytes) + ",",
+                           "outside pool " + human_bytes(g.outside_pool_bytes)},
+                          width, " ", 2));
+    else if (g.tensors_live_bytes > 0 || t.state != "none")  // a CUDA-only process: its kinds say it all
+      add_lines(out, pack({gpu, "tensors " + human_bytes(g.tensors_live_bytes) + ",",
+                           "CUDA " + human_bytes(g.cuda_bytes) + ";", "the pool reports no totals"},
+                          width, " ", 2));
+  }
+}
+
+// Who, how much, the allocator, RSS explained, the tensor tier, CPython and
+// the filter.
 void summary_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
   const std::string who = "leakwatch top: pid " + std::to_string(s.pid) + " (" + s.comm + ")" +
                           (s.final ? " [exited]" : "");
@@ -218,6 +255,7 @@ void summary_lines(const ProcessSnapshot& s, size_t width, std::vector<std::stri
                          "file " + human_bytes(r.file_rss)},
                         width, " ", 2));
   }
+  tensor_lines(s, width, out);
   if (s.python.present) {  // the process's CPython (docs/cli.md, `python`)
     std::vector<std::string> py = {"python:", s.python.version, "[" + s.python.support + "]",
                                    s.python.frames ? "frames read" : ""};

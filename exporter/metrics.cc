@@ -147,43 +147,6 @@ std::string site_label(const SiteSnapshot& s) {
   return s.frames.empty() ? "unknown" : frame_display_name(s.frames.front());
 }
 
-}  // namespace
-
-const char* counter_family_help(std::string_view family) {
-  // Every family a kernel counter may be exported in (bpf/lw_counters.h).
-  static constexpr std::pair<std::string_view, const char*> kFamilies[] = {
-      {"leakwatch_events_seen_total", "Events the kernel side tried to emit (seen = delivered + dropped)."},
-      {"leakwatch_events_delivered_total", "Events written to the ring buffer."},
-      {"leakwatch_events_dropped_total", "Events lost before reaching the daemon, by reason."},
-      {LW_FAM_FAILURES, "Kernel-side failures by reason (per-CPU counters summed); see docs/metrics.md."},
-      {LW_FAM_TRUNCATED,
-       "Stacks that ended before the outermost frame, by reason (no_cfi, depth, table_pending, ...)."},
-      {"leakwatch_cuda_nested_calls_total",
-       "CUDA driver allocations made inside a runtime call, counted once (at the runtime)."},
-      {"leakwatch_cuda_context_released_total", "CUDA records released implicitly by cuCtxDestroy."},
-      {"leakwatch_unmatched_frees_total",
-       "Frees of addresses not in the live map (allocated before attach, or lost)."},
-      {"leakwatch_missed_frees_total",
-       "Allocations returned at a still-live address: the old record's free was missed."},
-      {"leakwatch_nested_calls_total", "Allocator calls inside another accounted call, not counted twice."},
-      {"leakwatch_sampling_skipped_allocations_total",
-       "Allocations not recorded because byte sampling skipped them."},
-      {"leakwatch_unsampled_frees_total",
-       "Frees in sampled processes of blocks not in the live map (unsampled blocks)."},
-      {"leakwatch_python_native_thread_allocations_total",
-       "Allocations in CPython processes made on threads without a Python thread state (native frames only)."},
-      {"leakwatch_stack_walks_reused_total",
-       "Native stacks taken from an earlier walk from the same start whose stack reads all still hold."},
-      {"leakwatch_stack_window_fills_total",
-       "Blocks of user memory copied for the stack walks' reads; each serves every read inside it."},
-  };
-  for (const auto& [name, help] : kFamilies)
-    if (name == family) return help;
-  return nullptr;
-}
-
-namespace {
-
 // One scrape: what the families are built from, and the families so far.
 struct Scrape {
   const DaemonSnapshot& snap;
@@ -533,7 +496,8 @@ enum ProcessRow : size_t {
   kLiveBytes, kLiveAllocations, kAllocatedBytes, kAllocations, kFreedBytes, kFrees, kLeakRate, kSuspectedLeak,
   kSiteLiveBytes, kSiteLiveAllocations, kSiteLeakRate, kSiteSuspectedLeak, kSiteLiveBytesByAge,
   kSamplingMean, kStaleSince, kStaleSinceOldName, kUnrecorded, kUnrecordedBytes, kCoverage, kStartTime,
-  kMode, kTracingSuspended, kCudaDeviceLiveBytes, kAllocatorInfo, kRssBytes, kProcessRowCount
+  kMode, kTracingSuspended, kCudaDeviceLiveBytes, kAllocatorInfo, kRssBytes, kTensorTierInfo, kGpuTensorBytes,
+  kGpuPoolCachedBytes, kGpuPoolReservedBytes, kGpuOutsidePoolBytes, kProcessRowCount
 };
 const FamilyDef kProcessFamilies[] = {
     {"leakwatch_process_live_bytes", kGauge, "Bytes live now, by kind.", nullptr},
@@ -596,10 +560,51 @@ const FamilyDef kProcessFamilies[] = {
      "Resident bytes by part (docs/analysis.md, RSS explained): the anonymous parts live_heap, retained, "
      "tracked_mmap, stacks, untracked add up to anonymous RSS; file is file-backed RSS.",
      nullptr},
+    // The tensor tier and GPU memory explained (decision tensor-tier).
+    {"leakwatch_process_tensor_tier_info", kGauge,
+     "1 per process: the tensor tier's state (on, off, suspended, unsupported, none), the framework "
+     "allocators probed (sources) and the GPU allocator path the process uses.",
+     nullptr},
+    {"leakwatch_process_gpu_tensor_bytes", kGauge,
+     "GPU tensors live in a framework pool (kind tensor_gpu), by device.", nullptr},
+    {"leakwatch_process_gpu_pool_cached_bytes", kGauge,
+     "GPU memory a framework pool keeps cached (reserved - allocated, from its own totals), by device.",
+     nullptr},
+    {"leakwatch_process_gpu_pool_reserved_bytes", kGauge,
+     "GPU memory a framework pool reserved from the driver (its own total), by device.", nullptr},
+    {"leakwatch_process_gpu_outside_pool_bytes", kGauge,
+     "Live CUDA bytes (cuda_device, cuda_managed) outside the framework pool's reservation, by device.",
+     nullptr},
 };
 static_assert(std::size(kProcessFamilies) == kProcessRowCount);
 
 using ProcessRows = std::array<MetricFamily*, kProcessRowCount>;
+
+std::string device_label(int device) { return device < 0 ? "unknown" : std::to_string(device); }
+
+// The tensor tier's state, and GPU memory explained per device: what needs
+// the pool's own totals only where its allocator reports them.
+void add_tensor_series(Families& fam, const ProcessRows& rows, const Labels& base, const ProcessSnapshot& ps) {
+  std::string sources;
+  for (const std::string& source : ps.tensor.sources) sources += (sources.empty() ? "" : ",") + source;
+  fam.add(*rows[kTensorTierInfo],
+          with(base, {{"state", ps.tensor.state},
+                      {"sources", sanitize_label_value(sources)},
+                      {"gpu_allocator", sanitize_label_value(ps.tensor.gpu_allocator)}}),
+          1);
+  for (const GpuExplained& g : ps.gpu_explained) {
+    const Labels l = with(base, {{"device", device_label(g.device)}});
+    fam.add(*rows[kGpuTensorBytes], l, static_cast<double>(g.tensors_live_bytes));
+    if (!g.pool_totals) continue;
+    fam.add(*rows[kGpuPoolCachedBytes], l, static_cast<double>(g.cached_bytes));
+    fam.add(*rows[kGpuPoolReservedBytes], l, static_cast<double>(g.pool_reserved_bytes));
+    fam.add(*rows[kGpuOutsidePoolBytes], l, static_cast<double>(g.outside_pool_bytes));
+  }
+}
+
+// heap and mmap: exported from the start; the other kinds (CUDA, tensors)
+// once the process made or lost an allocation of them.
+bool kind_always_exported(uint32_t kind) { return kind == LW_KIND_HEAP || kind == LW_KIND_MMAP; }
 
 // The per-process series of one process, site rows aside.
 void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& e) {
@@ -620,11 +625,11 @@ void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& 
   fam.add(*rows[kMode], with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
   fam.add(*rows[kMode], with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
   fam.add(*rows[kTracingSuspended], base, e.process.tracing_suspended ? 1 : 0);
-  // By kind: the host kinds always (so an alert's increase() sees the
-  // first loss), a CUDA kind once it made or lost an allocation.
+  // By kind: heap and mmap always (so an alert's increase() sees the
+  // first loss), a CUDA or tensor kind once it made or lost an allocation.
   for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {
     const UnrecordedCounts& u = ps.unrecorded.kinds[kind];
-    if (is_cuda_kind(kind) && ps.kinds[kind].allocations == 0 && !u.any()) continue;
+    if (!kind_always_exported(kind) && ps.kinds[kind].allocations == 0 && !u.any()) continue;
     const char* k = kind_name(kind);
     fam.add(*rows[kUnrecorded], with(base, {{"kind", k}, {"reason", "map_full"}}),
             static_cast<double>(u.map_full));
@@ -652,11 +657,11 @@ void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& 
     fam.add(*rows[kLeakRate], l, ps.kind_verdicts[kind].rate_bytes_per_s);
     fam.add(*rows[kSuspectedLeak], l, ps.kind_verdicts[kind].suspected_leak ? 1 : 0);
   }
-  for (const CudaDeviceTotal& t : ps.cuda_devices)
-    fam.add(*rows[kCudaDeviceLiveBytes],
-            with(base, {{"kind", kind_name(t.kind)},
-                        {"device", t.device < 0 ? "unknown" : std::to_string(t.device)}}),
-            static_cast<double>(t.live_bytes));
+  for (const CudaDeviceTotal& t : ps.cuda_devices)  // tensor_gpu's: leakwatch_process_gpu_tensor_bytes
+    if (is_cuda_kind(t.kind))
+      fam.add(*rows[kCudaDeviceLiveBytes], with(base, {{"kind", kind_name(t.kind)}, {"device", device_label(t.device)}}),
+              static_cast<double>(t.live_bytes));
+  add_tensor_series(fam, rows, base, ps);
 }
 
 // Sites: the snapshot holds the top sites by live bytes and by leak rate;

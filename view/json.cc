@@ -130,6 +130,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["unwind"] = to_json(snap.tracer_stats.unwind);
   out["python"] = to_json(snap.python);
   out["rss"] = rss_to_json(snap.rss);
+  out["tensor"] = to_json(snap.tensor);                         // decision tensor-tier
+  out["gpu_explained"] = gpu_explained_json(snap.gpu_explained);  // GPU memory explained
   return out;
 }
 

@@ -23,6 +23,12 @@ nlohmann::json to_json(const LifecycleStats& l);
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 // The RSS breakdown (docs/api.md, "rss"); null when not read.
 nlohmann::json rss_to_json(const RssBreakdown& b);
+// The tensor tier (docs/api.md, "tensor"; decision tensor-tier): always an
+// object, state "none" where no framework library is mapped.
+nlohmann::json to_json(const TensorTierInfo& t);
+// GPU memory explained (docs/api.md, "gpu_explained"), one object per
+// device; the figures that need the pool's totals are null without them.
+nlohmann::json gpu_explained_json(const std::vector<GpuExplained>& devices);
 // Allocations not recorded, by reason, and the coverage
 // (decision unrecorded-per-kind).
 nlohmann::json unrecorded_json(const ProcessSnapshot& snap);

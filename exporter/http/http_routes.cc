@@ -156,6 +156,8 @@ std::string processes_json(const DaemonSnapshot& snap) {
     p["allocator"] = to_json(e.snapshot.allocator);
     p["python"] = to_json(e.snapshot.python);
     p["rss"] = rss_to_json(e.snapshot.rss);  // RSS explained (docs/api.md)
+    p["tensor"] = to_json(e.snapshot.tensor);  // the tensor tier (decision tensor-tier)
+    p["gpu_explained"] = gpu_explained_json(e.snapshot.gpu_explained);
     procs.push_back(std::move(p));
   }
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});
