@@ -158,8 +158,10 @@ TensorLibraryPlan plan_tensor_library(TensorLibrary lib, const std::vector<std::
   for (const std::string& m : exports)
     if (std::string d = demangle(m); d != m) ex.emplace_back(m, std::move(d));
   if (lib == TensorLibrary::kC10) {
-    add_pair(plan, match(ex, "c10::alloc_cpu", &kCpuAlloc, 1, plan),
-             match(ex, "c10::free_cpu", &kCpuFree, 1, plan));
+    // In this order, so the refusals read in it.
+    std::vector<TensorProbe> allocs = match(ex, "c10::alloc_cpu", &kCpuAlloc, 1, plan);
+    std::vector<TensorProbe> frees = match(ex, "c10::free_cpu", &kCpuFree, 1, plan);
+    add_pair(plan, std::move(allocs), std::move(frees));
     if (with_hook) add_hook(plan, ex, hook_totals_only);
   } else if (lib == TensorLibrary::kTensorFlow) {
     std::vector<TensorProbe> allocs = match(ex, "tsl::BFCAllocator::AllocateRaw", kBfcAllocs, 4, plan);
