@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # PyTorch CPU inference loop (Debian python3-torch), iterations per second,
-# bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 2).
+# bare vs leakwatch `light` vs leakwatch `full` (issue 6, benchmark 2), and
+# `light --no-tensors`: `light` carries the tensor tier (c10 alloc_cpu /
+# free_cpu; decision tensor-tier), so light minus light-no-tensors is the
+# tier's own cost and light against bare what the default costs (issue 31).
 #
 #   bench/torch_run.sh [--reps N] [--seconds S] [--threads N] [--model conv|mlp] [--no-full] [--memleak PATH]
 #                      [--no-noop] [BUILD_DIR]   (as root)
@@ -60,10 +63,10 @@ make_scratch lw-torch-bench
 start_target() { start_coproc_target 120 "$python" "$here/torch_infer.py" --threads "$threads" --model "$model"; }
 
 : >"$tmp/its"; : >"$tmp/cpu"
-rows=(bare light full)
+rows=(bare light light-no-tensors full)
 missing=()
 if ((!want_full)); then
-  rows=(bare light)
+  rows=(bare light light-no-tensors)
   missing+=("full: not run (--no-full: bare and light only)")
 fi
 noop_bin=$build/bench/lw_bench_noop
@@ -90,6 +93,8 @@ start_tracer() {
   case $row in
     light|full)
       launch_tracer tracer "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode "$row" ;;
+    light-no-tensors)
+      launch_tracer tracer "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode light --no-tensors ;;
     noop-malloc-free)
       launch_tracer tracer "$noop_bin" -p "$target_pid" ;;
     bcc-memleak)

@@ -57,6 +57,7 @@ struct TopOptions {
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
   bool no_auto_sampling = false;   // --no-auto-sampling (decision auto-sampling)
   bool light = false;              // --mode light: no heap probes
+  bool no_tensors = false;         // --no-tensors: no tensor tier (decision tensor-tier)
   LiveFilter filter;               // --older, --min-size, --max-size
   double analysis_window_s = 0;    // 0: the default analysis
   std::optional<LogLevel> log_level;
@@ -96,6 +97,9 @@ void top_usage(FILE* out) {
           "                              outgrow their share of the live map: lose\n"
           "                              allocations instead (counted as map_full)\n"
           "      --no-python-frames      native frames only in CPython processes\n"
+          "      --no-tensors            no tensor tier: PyTorch's and TensorFlow's own\n"
+          "                              allocators are not probed (kinds tensor_cpu,\n"
+          "                              tensor_gpu; on by default in both modes)\n"
           "      --rss-interval SECONDS  read /proc/PID/smaps for the rss: line at most this\n"
           "                              often (1..3600, default 15; 0: off)\n"
           "      --analysis-window SECONDS\n"
@@ -159,6 +163,7 @@ enum LongOnly {
   kOptUnwind,
   kOptConfig,
   kOptNoPythonFrames,
+  kOptNoTensors,
   kOptRssInterval,
 };
 
@@ -216,6 +221,9 @@ int parse_trace_option(int c, TopOptions& o, bool& have_pid, bool& have_command)
       return kTaken;
     case kOptNoPythonFrames:  // decision python-frames
       o.bpf.python_frames = false;
+      return kTaken;
+    case kOptNoTensors:  // decision tensor-tier
+      o.no_tensors = true;
       return kTaken;
     case kOptStall:
       if (!parse_u64(optarg, n) || n > 600000)
@@ -324,6 +332,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"unwind", required_argument, nullptr, kOptUnwind},
       {"config", required_argument, nullptr, kOptConfig},
       {"no-python-frames", no_argument, nullptr, kOptNoPythonFrames},
+      {"no-tensors", no_argument, nullptr, kOptNoTensors},
       {"rss-interval", required_argument, nullptr, kOptRssInterval},
       {nullptr, 0, nullptr, 0},
   };
@@ -444,6 +453,7 @@ int start_and_attach(TopOptions& opt, const BenchSwitches& bench, Tracer& tracer
   attach_opts.sample_mean_bytes = opt.sample_mean_bytes;
   attach_opts.auto_sampling = !opt.no_auto_sampling;
   attach_opts.heap = !opt.light;
+  attach_opts.tensors = !opt.no_tensors;
   // Benchmarks only (bench/README.md, "operator new"): also place the probes
   // that only lend a hint to the unwinder, to measure what dropping them saves.
   attach_opts.hint_probes = bench.hint_probes;

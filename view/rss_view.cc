@@ -9,8 +9,11 @@ namespace lw {
 
 TrackedBytes rss_tracked_bytes(const ProcessSnapshot& snap) {
   TrackedBytes t;
-  t.live_heap_requested = snap.kinds[LW_KIND_HEAP].live_bytes;
-  t.live_heap_allocations = snap.kinds[LW_KIND_HEAP].live_allocations;
+  // A CPU tensor's data is a malloc block (alloc_cpu's posix_memalign),
+  // counted as tensor_cpu instead of heap (decision tensor-tier).
+  t.live_heap_requested = snap.kinds[LW_KIND_HEAP].live_bytes + snap.kinds[LW_KIND_TENSOR_CPU].live_bytes;
+  t.live_heap_allocations =
+      snap.kinds[LW_KIND_HEAP].live_allocations + snap.kinds[LW_KIND_TENSOR_CPU].live_allocations;
   t.glibc = snap.allocator.family == "glibc";
   t.live_mmap = snap.kinds[LW_KIND_MMAP].live_bytes;
   return t;

@@ -329,7 +329,10 @@ uint64_t HeapTracker::live_allocations_total() const {
 
 uint64_t HeapTracker::live_bytes_total() const {
   uint64_t total = 0;
-  for (uint64_t b : live_bytes_) total += b;
+  // tensor_gpu lies inside its pool's cuda_device memory: counted once, as
+  // that (decision tensor-tier, "Counted once").
+  for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
+    if (k != LW_KIND_TENSOR_GPU) total += live_bytes_[k];
   return total;
 }
 

@@ -159,6 +159,8 @@ class HeapTracker {
 
   const std::vector<SiteStats>& sites() const { return sites_; }
   uint64_t live_bytes(uint32_t kind) const { return live_bytes_[kind]; }
+  // Every kind but tensor_gpu, whose tensors lie inside the pool's
+  // cuda_device memory (decision tensor-tier).
   uint64_t live_bytes_total() const;
   // Estimated when sampling (sum of counted_allocations()).
   uint64_t live_allocations_total() const;
