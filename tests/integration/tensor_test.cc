@@ -31,6 +31,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/accounting/heap_tracker.h"
+#include "core/analysis/analyzer.h"
 #include "daemon_harness.h"
 #include "harness.h"
 
@@ -267,6 +269,28 @@ TEST_F(LeakwatchTensor, CpuTensorsCountedOnceWithTheHeapTierOn) {
   EXPECT_EQ(counter_of(snap, "tensor_free_unknown"), 0) << context;
 }
 
+// Turned off (top --no-tensors; the config's per-target `tensors: false`):
+// state "off", no tensor kinds, and the heap tier counts the tensors'
+// posix_memalign calls instead, under the same sites.
+TEST_F(LeakwatchTensor, TurnedOffTheHeapTierCountsTheTensorsInstead) {
+  TraceSession session({.target = kTarget,
+                        .target_args = {"pt113_cpu", "cpu"},
+                        .leakwatch_args = {"--mode", "full", "--no-tensors"}});
+  const Json &snap = session.snapshot();
+  const Json &truth = session.truth();
+  const std::string context = context_of(snap, session.diagnostics());
+  ASSERT_TRUE(snap.contains("tensor")) << context;
+  EXPECT_EQ(snap.at("tensor").at("state"), "off") << context;
+  EXPECT_TRUE(snap.at("tensor").at("sources").empty()) << context;
+  EXPECT_EQ(live_of_kind(snap, "tensor_cpu"), 0) << context;
+  const auto live = live_by_site(snap);
+  for (const char *fn : {"keep_cpu_tensors", "make_cpu_tensors_on_worker", "churn_cpu_tensors"}) {
+    auto it = live.find({fn, "heap"});
+    EXPECT_EQ(it == live.end() ? 0 : it->second, truth.at("sites").at(fn).get<int64_t>()) << fn << context;
+  }
+  EXPECT_EQ(snap.at("live_bytes").get<int64_t>(), truth.at("total_live").get<int64_t>()) << context;
+}
+
 // ---- PyTorch CUDA caching allocator: USDTs and the profiler hook ----
 
 TEST_F(LeakwatchTensor, PyTorch2UsdtsRecordTensorsTheCurrentArityHookThePool) { check_pool_variant("pt2", true); }
@@ -373,6 +397,34 @@ TEST_F(LeakwatchTensor, DaemonDefaultConfigApiShowsTensorsAndGpuExplained) {
     EXPECT_TRUE(found) << kind << " = " << bytes;
   }
   target.write_line("exit");
+}
+
+// The per-target switch: `tensors: false` turns the tier off for that
+// target only ("off", no tensor kinds); the other target keeps it.
+TEST_F(LeakwatchTensor, DaemonTensorsFalseTurnsTheTierOffForItsTargetOnly) {
+  Process off_target({target_path(kTarget), "pt113_cpu", "cpu"});
+  Process on_target({target_path(kTarget), "pt113_cpu", "cpu"});
+  const pid_t off_pid = read_ready(off_target), on_pid = read_ready(on_target);
+  DaemonProcess daemon({.config_body = "targets:\n"
+                                       "  - name: off\n"
+                                       "    match: {pids: [" + std::to_string(off_pid) + "]}\n"
+                                       "    tensors: false\n"
+                                       "  - name: on\n"
+                                       "    match: {pids: [" + std::to_string(on_pid) + "]}\n"});
+  daemon.wait_notify("READY=1", 20000ms);
+  daemon.wait_for_process(off_pid, 10000ms);
+  daemon.wait_for_process(on_pid, 10000ms);
+  go_and_read_truth(off_target);
+  const Json on_truth = go_and_read_truth(on_target);
+  const double done_at = unix_now();
+  const Json off = daemon.sites_at_or_after(off_pid, done_at + 0.5, 20000ms);
+  const Json on = daemon.sites_at_or_after(on_pid, done_at + 0.5, 20000ms);
+  EXPECT_EQ(off.at("tensor").at("state"), "off") << context_of(off, daemon.diagnostics());
+  EXPECT_EQ(live_of_kind(off, "tensor_cpu"), 0) << context_of(off, "");
+  EXPECT_EQ(on.at("tensor").at("state"), "on") << context_of(on, daemon.diagnostics());
+  EXPECT_EQ(live_of_kind(on, "tensor_cpu"), fact(on_truth, "tensor_cpu_bytes")) << context_of(on, "");
+  off_target.write_line("exit");
+  on_target.write_line("exit");
 }
 
 // ---- Debian's PyTorch 1.13 (python3-torch), CPU ----
@@ -487,3 +539,44 @@ TEST(LeakwatchTensorTorch, CpuTensorsExactUnderTheirPythonFunctions) {
 
 }  // namespace
 }  // namespace lw::itest
+
+namespace lw {
+namespace {
+
+// The leak analysis treats the tensor kinds as it treats the heap (pure, no
+// root: fed with events as the kernel sends them). Over 10 simulated
+// minutes, a site that keeps a 64 KiB CPU tensor every 10 s is a leak; a
+// site whose GPU tensors are freed a second after they are made, however
+// many, is not, and neither is the process's tensor_gpu.
+TEST(TensorLeakAnalysis, KeptTensorsAreALeakChurnIsNot) {
+  HeapTracker heap;
+  ProcessAnalyzer analyzer;
+  const uint64_t s = 1000000000ull;
+  const uint64_t base = 1000 * s;
+  uint64_t leak_addr = 0x7f0000000000ull, churn_addr = 0x7e0000000000ull;
+  const uint16_t dev0 = 1 << LW_EVF_DEVICE_SHIFT;
+  for (int i = 0; i <= 60; ++i) {
+    const uint64_t now = base + static_cast<uint64_t>(i) * 10 * s;
+    heap.apply(Event{EventType::kAlloc, 0, 1, 1, LW_KIND_TENSOR_CPU, now, leak_addr, 64 << 10, now, 21});
+    leak_addr += 64 << 10;
+    for (int j = 0; j < 50; ++j) {
+      heap.apply(Event{EventType::kAlloc, dev0, 1, 1, LW_KIND_TENSOR_GPU, now, churn_addr, 1 << 20, now, 22});
+      heap.apply(Event{EventType::kFree, dev0, 1, 1, LW_KIND_TENSOR_GPU, now + s, churn_addr, 1 << 20, now, 0});
+      churn_addr += 1 << 20;
+    }
+    analyzer.sample(heap, static_cast<double>(now) / 1e9, now + 2 * s);
+  }
+  const SiteAnalysis *leak = analyzer.site(21, LW_KIND_TENSOR_CPU);
+  ASSERT_NE(leak, nullptr);
+  EXPECT_TRUE(leak->verdict.suspected_leak) << "rate " << leak->verdict.rate_bytes_per_s;
+  EXPECT_TRUE(analyzer.process_verdict(LW_KIND_TENSOR_CPU).suspected_leak);
+  const SiteAnalysis *churn = analyzer.site(22, LW_KIND_TENSOR_GPU);
+  if (churn) {
+    EXPECT_FALSE(churn->verdict.suspected_leak) << "rate " << churn->verdict.rate_bytes_per_s;
+  }
+  EXPECT_FALSE(analyzer.process_verdict(LW_KIND_TENSOR_GPU).suspected_leak);
+  EXPECT_FALSE(analyzer.process_verdict(LW_KIND_HEAP).suspected_leak);
+}
+
+}  // namespace
+}  // namespace lw
