@@ -383,19 +383,30 @@ TEST_F(LeakwatchTensor, DaemonDefaultConfigApiShowsTensorsAndGpuExplained) {
   expect_sites_exact(sites, truth, context);
   expect_pool_explained(sites, truth, context);
 
-  // The per-kind process metric carries the tier's kinds.
+  // The metrics: the tier's kinds per process, its state, and GPU memory
+  // explained per device (docs/metrics.md).
   const std::string metrics = daemon.get("/metrics").body;
   const std::string p = "pid=\"" + std::to_string(pid) + "\"";
-  for (const auto &[kind, bytes] : {std::pair<std::string, int64_t>{"tensor_cpu", fact(truth, "tensor_cpu_bytes")},
-                                    {"tensor_gpu", fact(truth, "tensor_gpu_bytes")}}) {
-    bool found = false;
+  // The value of the first sample of `name` for this process with `label`, or "".
+  auto sample = [&](const std::string &name, const std::string &label) {
     std::istringstream in(metrics);
     for (std::string line; std::getline(in, line);)
-      if (line.rfind("leakwatch_process_live_bytes{", 0) == 0 && line.find(p) != std::string::npos &&
-          line.find("kind=\"" + kind + "\"") != std::string::npos)
-        found = line.substr(line.rfind(' ') + 1) == std::to_string(bytes);
-    EXPECT_TRUE(found) << kind << " = " << bytes;
-  }
+      if (line.rfind(name + "{", 0) == 0 && line.find(p) != std::string::npos && line.find(label) != std::string::npos)
+        return line.substr(line.rfind(' ') + 1);
+    return std::string();
+  };
+  EXPECT_EQ(sample("leakwatch_process_live_bytes", "kind=\"tensor_cpu\""),
+            std::to_string(fact(truth, "tensor_cpu_bytes")));
+  EXPECT_EQ(sample("leakwatch_process_live_bytes", "kind=\"tensor_gpu\""),
+            std::to_string(fact(truth, "tensor_gpu_bytes")));
+  EXPECT_EQ(sample("leakwatch_process_tensor_tier_info", "state=\"on\""), "1");
+  const std::string dev0 = "device=\"0\"";
+  EXPECT_EQ(sample("leakwatch_process_gpu_tensor_bytes", dev0), std::to_string(fact(truth, "tensor_gpu_bytes")));
+  EXPECT_EQ(sample("leakwatch_process_gpu_pool_reserved_bytes", dev0),
+            std::to_string(fact(truth, "pool_reserved_bytes")));
+  EXPECT_EQ(sample("leakwatch_process_gpu_pool_cached_bytes", dev0),
+            std::to_string(fact(truth, "pool_reserved_bytes") - fact(truth, "pool_allocated_bytes")));
+  EXPECT_EQ(sample("leakwatch_process_gpu_outside_pool_bytes", dev0), std::to_string(fact(truth, "outside_pool_bytes")));
   target.write_line("exit");
 }
 
