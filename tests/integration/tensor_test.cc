@@ -438,6 +438,34 @@ TEST_F(LeakwatchTensor, DaemonTensorsFalseTurnsTheTierOffForItsTargetOnly) {
   on_target.write_line("exit");
 }
 
+// The tier's own governor budget (governor.max_tensor_hits_per_second),
+// apart from the heap's: a process making tensors without end goes over
+// 1,000 hits/s and has the tier suspended ("suspended"), the process still
+// traced; the heap budget (max_hits_per_second) is not what suspends it.
+TEST_F(LeakwatchTensor, DaemonTierOverItsOwnBudgetIsSuspended) {
+  Process target({target_path(kTarget), "pt113_cpu", "spin"});
+  const pid_t pid = read_ready(target);
+  DaemonProcess daemon({.config_body = "governor: {max_tensor_hits_per_second: 1000, max_hits_per_second: 0}\n"
+                                       "targets:\n"
+                                       "  - name: spin\n"
+                                       "    match: {pids: [" + std::to_string(pid) + "]}\n"});
+  daemon.wait_notify("READY=1", 20000ms);
+  daemon.wait_for_process(pid, 10000ms);
+  target.write_line("go");
+  Json sites;
+  const bool suspended = wait_until(20000ms, [&] {
+    sites = daemon.get_json("/api/v1/processes/" + std::to_string(pid) + "/sites");
+    return sites.contains("tensor") && sites.at("tensor").at("state") == "suspended";
+  }, 200ms);
+  target.write_line("stop");
+  EXPECT_TRUE(suspended) << sites.value("tensor", Json()).dump() << daemon.diagnostics();
+  EXPECT_NE(sites.at("tensor").at("reason").get<std::string>().find("max_tensor_hits_per_second"), std::string::npos)
+      << sites.at("tensor").dump();
+  EXPECT_EQ(kill(pid, 0), 0);
+  EXPECT_EQ(daemon.get("/api/v1/processes/" + std::to_string(pid) + "/sites").status, 200);
+  target.write_line("exit");
+}
+
 // ---- Debian's PyTorch 1.13 (python3-torch), CPU ----
 
 double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }

@@ -25,6 +25,8 @@
 //   bfc   the BFC stand-in (tsl::BFCAllocator::AllocateRaw / DeallocateRaw):
 //           keep_bfc_tensors           10 x 128 KiB kept (tensor_gpu, device unknown)
 //           churn_bfc_tensors          500 made and freed
+//   spin  spin_cpu_tensors: 4 KiB tensors made and freed without end, until a
+//         line arrives on stdin (the tier's governor budget); then "done"
 //   bad   keep_cpu_tensors_bad: 4 x 64 KiB through the c10::alloc_cpu(size_t, int)
 //         of the c10_bad variant (fact bad_kept_bytes; no tensor_cpu site)
 //
@@ -38,6 +40,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <malloc.h>
+#include <poll.h>
 #include <pthread.h>
 
 #include <cstdint>
@@ -145,6 +148,19 @@ LW_SITE void make_cpu_tensors_on_worker(void) {
 LW_SITE void free_worker_cpu_tensors(void) {
   for (int i = 1; i < kCpuWorker; ++i) free_cpu(worker_made[i]);
   barrier();
+}
+
+LW_SITE unsigned long long spin_cpu_tensors(void) {
+  struct pollfd in = {0, POLLIN, 0};
+  unsigned long long made = 0;
+  for (;;) {
+    void *p = alloc_cpu(4096);
+    touch(p);
+    free_cpu(p);
+    if ((++made & 1023) == 0 && poll(&in, 1, 0) > 0) break;
+  }
+  barrier();
+  return made;
 }
 
 LW_SITE unsigned long long keep_cpu_tensors_bad(void) {
@@ -272,7 +288,7 @@ void usdt_fact_line(const char *prefix) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    static const char usage[] = "usage: tensor_leaker VARIANT cpu|gpu|bfc|bad|none...\n";
+    static const char usage[] = "usage: tensor_leaker VARIANT cpu|gpu|bfc|spin|bad|none...\n";
     lw_write_all(2, usage, sizeof usage - 1);
     return 2;
   }
@@ -283,7 +299,7 @@ int main(int argc, char **argv) {
   void *tf = open_if_present(dir, "libtensorflow_framework.so.2");
   const bool cpu = has_item(argc, argv, "cpu"), gpu = has_item(argc, argv, "gpu"),
              bfc_item = has_item(argc, argv, "bfc"), bad = has_item(argc, argv, "bad");
-  if (cpu) {
+  if (cpu || has_item(argc, argv, "spin")) {
     alloc_cpu = must<void *(*)(size_t)>(c10, LW_C10_ALLOC_CPU);
     free_cpu = must<void (*)(void *)>(c10, LW_C10_FREE_CPU);
   }
@@ -332,6 +348,11 @@ int main(int argc, char **argv) {
     lw_truth_kind_site("free_worker_cpu_tensors", "tensor_cpu", 0);
     lw_truth_fact("tensor_cpu_bytes", static_cast<long long>(kept_bytes + kCpuWorkerTensor));
     total += kept_bytes + kCpuWorkerTensor;
+  }
+  if (has_item(argc, argv, "spin")) {
+    lw_truth_fact("spun", static_cast<long long>(spin_cpu_tensors()));
+    char line[64];
+    lw_read_line(line, sizeof line);  // what ended the spin
   }
   if (bad) lw_truth_fact("bad_kept_bytes", static_cast<long long>(keep_cpu_tensors_bad()));
   if (gpu) {
