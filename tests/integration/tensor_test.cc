@@ -327,6 +327,33 @@ TEST_F(LeakwatchTensor, BfcTensorsUnderTheirSiteAsTensorGpu) {
   EXPECT_EQ(unknown->at("tensors_live_bytes").get<int64_t>(), fact(truth, "bfc_bytes")) << context;
 }
 
+// The GPU allocator path each process uses, from its environment and its
+// libraries: the settings that give one CUDA call per tensor (traced as
+// cuda_device) are named apart from the pools.
+TEST_F(LeakwatchTensor, GpuAllocatorPathFromEnvironmentAndLibraries) {
+  struct Case {
+    const char *variant;
+    std::string env;
+    const char *path;
+  };
+  const Case cases[] = {
+      {"pt2", "", "pytorch_caching"},
+      {"pt2", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,backend:cudaMallocAsync", "pytorch_cuda_malloc_async"},
+      {"pt2", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", "pytorch_uncached"},
+      {"tf", "", "tensorflow_bfc"},
+      {"tf", "TF_GPU_ALLOCATOR=cuda_malloc_async", "tensorflow_cuda_malloc_async"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.variant) + " " + c.env);
+    TraceOptions options{.target = kTarget, .target_args = {c.variant, "none"}, .leakwatch_args = {"--mode", "light"}};
+    if (!c.env.empty()) options.target_env = {c.env};
+    TraceSession session(options);
+    const Json &tensor = session.snapshot().at("tensor");
+    EXPECT_EQ(tensor.at("gpu_allocator"), c.path) << tensor.dump();
+    EXPECT_EQ(tensor.at("state"), "on") << tensor.dump();
+  }
+}
+
 // ---- bad input ----
 
 // A known name with a signature no PyTorch has: refused with a reason,
