@@ -105,9 +105,16 @@ int BPF_KRETPROBE(lw_alloc_return, __u64 ret)
   __u64 func = bpf_get_attach_cookie(ctx);
   if (func >= LW_FUNC_CUDA_FIRST && func <= LW_FUNC_CUDA_LAST)
     return cuda_return(ctx, (__u32)func, ret);
-  if (func == LW_FUNC_TENSOR_CPU_ALLOC || func == LW_FUNC_BFC_ALLOC)
-    return tensor_alloc_return(ctx, (__u32)func, ret);
   return alloc_return(ctx, ret);
+}
+
+/* The tensor tier's returns (alloc_cpu, BFC AllocateRaw): a program of
+ * their own, so that each stays well under the verifier's bound in
+ * frame-pointer mode (each inlines a stack capture). */
+SEC("uretprobe")
+int BPF_KRETPROBE(lw_tensor_return, __u64 ret)
+{
+  return tensor_alloc_return(ctx, (__u32)bpf_get_attach_cookie(ctx), ret);
 }
 
 /* PyTorch's CUDA caching allocator USDTs (decision tensor-tier):

@@ -231,6 +231,8 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
                                           static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
     bpf_program__set_expected_attach_type(sk->progs.lw_alloc_return,
                                           static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
+    bpf_program__set_expected_attach_type(sk->progs.lw_tensor_return,
+                                          static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
   }
   if (!options.trace_syscalls) {
     bpf_program__set_autoload(sk->progs.lw_sys_enter, false);
@@ -363,8 +365,10 @@ Result<Link> BpfSession::attach_multi(bpf_program* prog, pid_t pid, const std::s
 
 Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::string& path,
                                                      const std::vector<UprobeSpec>& specs,
-                                                     bool retprobe) {
-  bpf_program* prog = retprobe ? skel_->progs.lw_alloc_return : skel_->progs.lw_entry;
+                                                     bool retprobe, bool tensor) {
+  bpf_program* prog = !retprobe ? skel_->progs.lw_entry
+                      : tensor  ? skel_->progs.lw_tensor_return
+                                : skel_->progs.lw_alloc_return;
   std::vector<Link> links;
   if (specs.empty()) return links;
   if (uprobe_multi_) {

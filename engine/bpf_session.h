@@ -192,8 +192,11 @@ class BpfSession {
     uint64_t reserved = 0;
   };
   std::vector<PoolTotals> read_gpu_pools(pid_t tgid) const;
+  // `tensor`: the return probes go to the tensor tier's return program
+  // (lw_tensor_return) instead of the allocator's.
   Result<std::vector<Link>> attach_uprobes(pid_t pid, const std::string& path,
-                                           const std::vector<UprobeSpec>& specs, bool retprobe);
+                                           const std::vector<UprobeSpec>& specs, bool retprobe,
+                                           bool tensor = false);
   bool uprobe_multi() const { return uprobe_multi_; }
 
   // The probes of one object (dev, inode) in one role (the system-call

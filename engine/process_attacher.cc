@@ -691,7 +691,8 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
   // left half probed (say, entries without their returns).
   Result<std::vector<Link>> entry_links = session_.attach_uprobes(pid_, fd_path, entries, false);
   Result<std::vector<Link>> return_links =
-      entry_links ? session_.attach_uprobes(pid_, fd_path, returns, true) : entry_links.error();
+      entry_links ? session_.attach_uprobes(pid_, fd_path, returns, true, is_tensor_role(obj.role))
+                  : entry_links.error();
   if (!entry_links || !return_links) {
     const Error& e = entry_links ? return_links.error() : entry_links.error();
     if (keep_on_failure) {
