@@ -81,6 +81,71 @@ static __always_inline int tensor_alloc_return(struct pt_regs *ctx, __u32 func, 
   return 0;
 }
 
+/* One load from the context at a constant offset, in assembly: clang
+ * otherwise folds several into one moved ctx pointer, which the verifier
+ * refuses ("dereference of modified ctx ptr"). */
+#define LW_CTX_LOAD(ctx, field)                                                  \
+  ({                                                                             \
+    __u64 v_;                                                                    \
+    asm volatile("%[v] = *(u64 *)(%[c] + %[o])"                                  \
+                 : [v] "=r"(v_)                                                  \
+                 : [c] "r"(ctx), [o] "i"(__builtin_offsetof(struct pt_regs, field))); \
+    v_;                                                                          \
+  })
+
+/* Every register loaded at its fixed offset, then chosen by value. */
+static __always_inline __u64 saved_reg(struct pt_regs *ctx, __u64 which)
+{
+  __u64 r[6] = {LW_CTX_LOAD(ctx, bx),  LW_CTX_LOAD(ctx, bp),  LW_CTX_LOAD(ctx, r12),
+                LW_CTX_LOAD(ctx, r13), LW_CTX_LOAD(ctx, r14), LW_CTX_LOAD(ctx, r15)};
+  __u64 v = r[5];
+  if (which == 0)
+    v = r[0];
+  else if (which == 1)
+    v = r[1];
+  else if (which == 2)
+    v = r[2];
+  else if (which == 3)
+    v = r[3];
+  else if (which == 4)
+    v = r[4];
+  asm volatile("" : "+r"(v));
+  return v;
+}
+
+/* alloc_cpu's one probe, after its posix_memalign call: a 0-byte call never
+ * gets here, a tensor costs one trap. With the heap tier on, the block was
+ * just recorded as heap by posix_memalign's own probes: it becomes the
+ * tensor's (counted once). */
+static __always_inline int tensor_cpu_postcall(struct pt_regs *ctx, __u64 arg)
+{
+  __u32 tgid;
+  struct lw_target *t = tensor_target(&tgid);
+  if (!t)
+    return 0;
+  if ((__u32)ctx->ax != 0) {
+    count(LW_CNT_ALLOC_FAILED);
+    return 0;
+  }
+  __u64 ptr = 0;
+  if (bpf_probe_read_user(&ptr, sizeof(ptr), (void *)(PT_REGS_SP(ctx) + (arg & 0xffff))) || !ptr) {
+    count(LW_CNT_ALLOC_FAILED);
+    return 0;
+  }
+  __u64 size = saved_reg(ctx, (arg >> 16) & 0xf);
+  if (t->flags & LW_TARGET_HEAP) {
+    __u64 hsize, hns;
+    if (live_remove(tgid, LW_KIND_HEAP, ptr, &hsize, &hns) == 0) {
+      emit(t, LW_EV_FREE, tgid, LW_KIND_HEAP, ptr, hsize, hns, 0, 0);
+      count(LW_CNT_TENSOR_NESTED_SKIPPED);
+    }
+  }
+  struct lw_regs regs = lw_probe_regs(ctx);
+  __u64 stack = capture_stack(ctx, t, LW_KIND_TENSOR_CPU, &regs, false, 0);
+  record_alloc(ctx, t, tgid, LW_KIND_TENSOR_CPU, ptr, size, bpf_ktime_get_ns(), stack);
+  return 0;
+}
+
 /* free_cpu / DeallocateRaw. The libc free that free_cpu tail-calls finds
  * no heap record (its block was never recorded as heap): the context left
  * here tells free_enter() not to count it as unknown. */

@@ -316,7 +316,12 @@ Status ProcessAttacher::scan_and_attach(bool place_probes) {
                (maps_read - scan_start) / 1e6, (monotonic_ns() - maps_read) / 1e6, scan.objects.size());
   if (cuda_) attach_cuda_objects(scan.objects, scan.entries, scan.exe);
   // The tensor tier (optional, every mode; decision tensor-tier).
-  if (tensors_) attach_tensor_objects(scan);
+  // Off (config, governor, kill switch): nothing attached, but what is
+  // mapped is still said (the tracer shows "off" or "suspended").
+  if (tensors_)
+    attach_tensor_objects(scan);
+  else
+    refresh_tensor_info(scan);
   // ld.so's link-map hook: dlopen and the loading after an exec are seen
   // without any syscall tracepoint (rescans for new objects).
   if (cuda_ || tensors_ || syscalls_ || place_probes) attach_loader_objects(scan.objects, scan.entries);
@@ -656,7 +661,10 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     for (const std::string& alias : planned->aliases) report.symbols += "," + alias;
     report.retprobe = spec.needs_return;
     uint64_t probe_vaddr = planned->symbol.vaddr;
-    if (spec.needs_return) {
+    if (spec.at_offset) {
+      probe_vaddr += spec.at_offset;
+      report.placement = spec.placement;
+    } else if (spec.needs_return) {
       // Both probes move together: the return probe hijacks [sp] where it hits.
       ProbePlacement pl = place_return_probe(elf, planned->symbol);
       probe_vaddr = pl.vaddr;
@@ -680,7 +688,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
       }
     } else {
       report.file_offset = *off;
-      entries.push_back({*off, spec.func});
+      entries.push_back({*off, spec.func, spec.cookie_arg});
       if (spec.needs_return) returns.push_back({*off, spec.func});
     }
     obj.probes.push_back(std::move(report));

@@ -139,6 +139,7 @@ class ProcessAttacher {
   // Attaches the pytorch:malloc/free USDTs of libc10_cuda (mapped as `m`).
   void attach_torch_usdts(const MapEntry& m, const ElfFile& elf);
   bool tensor_object_known(const MapEntry& m, const char* role) const;
+  bool torch_usdts_attached(const MapEntry& m) const;
   void refresh_tensor_info(const ObjectScan& scan);
   // Reads the maps, places the loader's and CUDA's probes, plans the
   // allocator's and places them (with `place_probes`).

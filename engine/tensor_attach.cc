@@ -11,6 +11,7 @@
 
 #include "core/platform/fd.h"
 #include "core/platform/log.h"
+#include "core/probes/tensor_placement.h"
 #include "core/probes/tensor_probes.h"
 #include "core/proc/procfs.h"
 #include "engine/process_attacher.h"
@@ -28,6 +29,23 @@ constexpr char kRoleTensorUsdt[] = "tensor:usdt";
 // .note.stapsdt is small (one note per probe site); a larger one is not read.
 constexpr uint64_t kMaxNoteBytes = 1 << 20;
 
+// alloc_cpu with one probe after its posix_memalign call where the call is
+// recognised (decision tensor-tier, "One trap per tensor"); else its entry
+// and return, the placement saying why.
+void one_trap_alloc(const ElfFile& elf, ProbeSpec& spec, const ElfSymbol& sym) {
+  std::string why;
+  std::optional<PostCallSite> site = find_memalign_post_call(elf, sym, &why);
+  if (!site) {
+    spec.placement = "entry and return (" + why + ")";
+    return;
+  }
+  spec.func = LW_FUNC_TENSOR_CPU_POSTCALL;
+  spec.needs_return = false;
+  spec.at_offset = site->vaddr - sym.vaddr;
+  spec.cookie_arg = site->cookie_arg();
+  spec.placement = "after its posix_memalign call: one trap a tensor, none for 0 bytes";
+}
+
 bool has_torch_usdts(const ElfFile& elf) {
   Result<ElfSectionData> notes = elf.read_section(".note.stapsdt", kMaxNoteBytes);
   if (!notes) return false;
@@ -39,6 +57,14 @@ bool has_torch_usdts(const ElfFile& elf) {
 }  // namespace
 
 bool is_tensor_role(const std::string& role) { return role.rfind(kRoleTensor, 0) == 0; }
+
+bool ProcessAttacher::torch_usdts_attached(const MapEntry& m) const {
+  const uint64_t dev = makedev(m.dev_major, m.dev_minor);
+  return std::any_of(objects_.begin(), objects_.end(), [&](const AttachedObject& o) {
+    return o.inode == m.inode && o.dev == dev && o.role == kRoleTensorUsdt && !o.probes.empty() &&
+           o.probes[0].attached;
+  });
+}
 
 bool ProcessAttacher::tensor_object_known(const MapEntry& m, const char* role) const {
   const uint64_t dev = makedev(m.dev_major, m.dev_minor);
@@ -83,7 +109,7 @@ void ProcessAttacher::attach_torch_usdts(const MapEntry& m, const ElfFile& elf) 
       if (r.attached) r.error = "its pair failed to attach";
       r.attached = false;
     }
-    tensor_refusals_.push_back(m.path + ": USDTs not attached: " +
+    tensor_refusals_.push_back(m.path + ": USDTs not attached (the memory-report hook records the tensors instead): " +
                                (obj.probes[0].error.empty() ? obj.probes[1].error : obj.probes[0].error));
   }
   objects_.push_back(std::move(obj));
@@ -95,9 +121,12 @@ void ProcessAttacher::attach_tensor_objects(const ObjectScan& scan) {
   std::optional<size_t> c10_cuda;
   for (size_t i = 0; i < scan.objects.size(); ++i)
     if (scan.objects[i].elf && tensor_library(scan.objects[i].path) == TensorLibrary::kC10Cuda) c10_cuda = i;
-  const bool usdts = c10_cuda && has_torch_usdts(*scan.objects[*c10_cuda].elf);
+  bool usdts = c10_cuda && has_torch_usdts(*scan.objects[*c10_cuda].elf);
   if (c10_cuda && usdts && !tensor_object_known(scan.entries[*c10_cuda], kRoleTensorUsdt))
     attach_torch_usdts(scan.entries[*c10_cuda], *scan.objects[*c10_cuda].elf);
+  // USDTs that would not attach (a perf-event uprobe refused where the
+  // daemon's uprobe_multi links are not): the hook records the tensors.
+  if (usdts) usdts = torch_usdts_attached(scan.entries[*c10_cuda]);
   for (size_t i = 0; i < scan.objects.size(); ++i) {
     const ElfFile* elf = scan.objects[i].elf.get();
     const TensorLibrary lib = elf ? tensor_library(scan.objects[i].path) : TensorLibrary::kNone;
@@ -122,6 +151,7 @@ void ProcessAttacher::attach_tensor_objects(const ObjectScan& scan) {
         pp.role = role;
         pp.spec = ProbeSpec{p.mangled, p.func, p.needs_return, false, false};
         pp.symbol = *sym;
+        if (p.func == LW_FUNC_TENSOR_CPU_ALLOC) one_trap_alloc(*elf, pp.spec, pp.symbol);
         planned.push_back(std::move(pp));
       }
       if (planned.empty()) continue;
