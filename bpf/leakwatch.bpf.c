@@ -80,8 +80,6 @@ int lw_entry(struct pt_regs *ctx)
     return loader_changed();
   case LW_FUNC_TENSOR_CPU_ALLOC:
     return tensor_alloc_enter(ctx, LW_FUNC_TENSOR_CPU_ALLOC, a0);
-  case LW_FUNC_TENSOR_CPU_POSTCALL:
-    return tensor_cpu_postcall(ctx, cookie >> 16);
   case LW_FUNC_TENSOR_CPU_FREE:
     return tensor_free_enter(ctx, LW_KIND_TENSOR_CPU, a0);
   case LW_FUNC_TORCH_REPORT:

@@ -87,12 +87,7 @@ enum lw_func {
   LW_FUNC_BFC_FREE = 25,     /* BFCAllocator::DeallocateRaw(this, ptr); entry only */
   LW_FUNC_TORCH_REPORT_TOTALS = 26, /* the same hook where the USDTs record the tensors:
                                      * only the pool's totals are kept */
-  /* c10::alloc_cpu probed once, right after its posix_memalign call
-   * (core/probes/tensor_placement.h): %eax the result, the block at
-   * %rsp + (cookie arg bits 0..15), the size in the callee-saved register
-   * of bits 16..19 (rbx, rbp, r12, r13, r14, r15). */
-  LW_FUNC_TENSOR_CPU_POSTCALL = 27,
-  /* 28..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
+  /* 27..31: free. 32..63: CUDA (see bpf/lw_cuda.bpf.h and
    * decision cuda-memory). The name says how the arguments
    * are decoded; several exported symbols share one value. */
   LW_FUNC_CUDA_FIRST = 32,

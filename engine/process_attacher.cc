@@ -661,10 +661,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     for (const std::string& alias : planned->aliases) report.symbols += "," + alias;
     report.retprobe = spec.needs_return;
     uint64_t probe_vaddr = planned->symbol.vaddr;
-    if (spec.at_offset) {
-      probe_vaddr += spec.at_offset;
-      report.placement = spec.placement;
-    } else if (spec.needs_return) {
+    if (spec.needs_return) {
       // Both probes move together: the return probe hijacks [sp] where it hits.
       ProbePlacement pl = place_return_probe(elf, planned->symbol);
       probe_vaddr = pl.vaddr;
@@ -688,7 +685,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
       }
     } else {
       report.file_offset = *off;
-      entries.push_back({*off, spec.func, spec.cookie_arg});
+      entries.push_back({*off, spec.func});
       if (spec.needs_return) returns.push_back({*off, spec.func});
     }
     obj.probes.push_back(std::move(report));

@@ -11,7 +11,6 @@
 
 #include "core/platform/fd.h"
 #include "core/platform/log.h"
-#include "core/probes/tensor_placement.h"
 #include "core/probes/tensor_probes.h"
 #include "core/proc/procfs.h"
 #include "engine/process_attacher.h"
@@ -28,23 +27,6 @@ constexpr char kRoleTensorUsdt[] = "tensor:usdt";
 
 // .note.stapsdt is small (one note per probe site); a larger one is not read.
 constexpr uint64_t kMaxNoteBytes = 1 << 20;
-
-// alloc_cpu with one probe after its posix_memalign call where the call is
-// recognised (decision tensor-tier, "One trap per tensor"); else its entry
-// and return, the placement saying why.
-void one_trap_alloc(const ElfFile& elf, ProbeSpec& spec, const ElfSymbol& sym) {
-  std::string why;
-  std::optional<PostCallSite> site = find_memalign_post_call(elf, sym, &why);
-  if (!site) {
-    spec.placement = "entry and return (" + why + ")";
-    return;
-  }
-  spec.func = LW_FUNC_TENSOR_CPU_POSTCALL;
-  spec.needs_return = false;
-  spec.at_offset = site->vaddr - sym.vaddr;
-  spec.cookie_arg = site->cookie_arg();
-  spec.placement = "after its posix_memalign call: one trap a tensor, none for 0 bytes";
-}
 
 bool has_torch_usdts(const ElfFile& elf) {
   Result<ElfSectionData> notes = elf.read_section(".note.stapsdt", kMaxNoteBytes);
@@ -151,7 +133,6 @@ void ProcessAttacher::attach_tensor_objects(const ObjectScan& scan) {
         pp.role = role;
         pp.spec = ProbeSpec{p.mangled, p.func, p.needs_return, false, false};
         pp.symbol = *sym;
-        if (p.func == LW_FUNC_TENSOR_CPU_ALLOC) one_trap_alloc(*elf, pp.spec, pp.symbol);
         planned.push_back(std::move(pp));
       }
       if (planned.empty()) continue;

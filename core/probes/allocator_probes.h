@@ -52,12 +52,6 @@ struct ProbeSpec {
   // (decision cfi-unwinding); its body still counts as the allocator's own
   // frames.
   bool hint_only = false;
-  // Probed inside the function, this many bytes past its start, instead of
-  // at its entry (the tensor tier's post-call probe;
-  // core/probes/tensor_placement.h), with this attach-cookie argument.
-  uint64_t at_offset = 0;
-  int64_t cookie_arg = 0;
-  std::string placement;  // the placement's reason, when at_offset is set
 };
 
 struct ProbeRole {
