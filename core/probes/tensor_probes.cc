@@ -82,7 +82,9 @@ std::vector<TensorProbe> match(const std::vector<std::pair<std::string, std::str
     plan.refusals.push_back(".dynsym lacks " + std::string(name));
     return found;
   }
-  for (const auto& [mangled, demangled] : candidates) {
+  for (const auto& candidate : candidates) {
+    const std::string& mangled = candidate.first;
+    const std::string& demangled = candidate.second;
     const Signature* sig = std::find_if(sigs, sigs + nsigs, [&](const Signature& s) {
       return demangled == s.demangled;
     });
