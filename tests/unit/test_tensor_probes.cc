@@ -191,7 +191,7 @@ TEST(TensorProbes, ConfigDefaultsOnAndABudgetApart) {
   TargetConfig t;
   EXPECT_TRUE(t.tensors);
   GovernorConfig g;
-  EXPECT_EQ(g.max_tensor_hits_per_second, 20000u);
+  EXPECT_EQ(g.max_tensor_hits_per_second, 50000u);
 }
 
 }  // namespace
