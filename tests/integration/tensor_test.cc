@@ -400,13 +400,28 @@ TEST_F(LeakwatchTensor, DaemonDefaultConfigApiShowsTensorsAndGpuExplained) {
                                        "    match: {pids: [" + std::to_string(pid) + "]}\n"});
   daemon.wait_notify("READY=1", 20000ms);
   daemon.wait_for_process(pid, 10000ms);
+  // The stand-ins have no frame pointers: their stacks need the unwind
+  // tables, built off the event path; start the work once they are in.
+  daemon.wait_for_status(
+      [](const Json &s) {
+        const Json &u = s.at("unwind");
+        return u.at("objects").at("pending").get<int64_t>() == 0 && u.value("queue_depth", 0) == 0;
+      },
+      60000ms, "unwind tables built");
   const Json truth = go_and_read_truth(target);
   const Json sites = daemon.sites_at_or_after(pid, unix_now() + 0.5, 20000ms);
   const std::string context = context_of(sites, daemon.diagnostics());
   ASSERT_TRUE(sites.contains("tensor")) << context;
   EXPECT_EQ(sites.at("tensor").at("state"), "on") << context;
-  for (const char *source : {"pytorch_cpu", "pytorch_cuda_usdt", "pytorch_cuda_hook"})
+  for (const char *source : {"pytorch_cpu", "pytorch_cuda_hook"})
     EXPECT_TRUE(has_source(sites, source)) << source << context;
+  // The sandboxed daemon cannot attach perf-event uprobes (libbpf 1.1's
+  // USDTs need CAP_SYS_ADMIN on this kernel): the hook then records the
+  // tensors, and the reason says so (decision tensor-tier).
+  if (!has_source(sites, "pytorch_cuda_usdt")) {
+    EXPECT_NE(sites.at("tensor").at("reason").get<std::string>().find("USDTs not attached"), std::string::npos)
+        << context;
+  }
   expect_sites_exact(sites, truth, context);
   expect_pool_explained(sites, truth, context);
 
