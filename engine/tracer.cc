@@ -146,6 +146,7 @@ Status Tracer::set_tensor_tracing(pid_t pid, bool on) {
   if (Status st = session_->purge_live(pid, LW_KIND_TENSOR_GPU); !st) return st;
   p->heap.clear_kind(LW_KIND_TENSOR_CPU);
   p->heap.clear_kind(LW_KIND_TENSOR_GPU);
+  p->cuda_devices.clear_kind(LW_KIND_TENSOR_GPU);
   budget_.recount_records();
   return attach_objects(*p, p->options.heap);
 }

@@ -63,6 +63,11 @@ class CudaDeviceLedger {
   // new to us gets device -1) and drops the others.
   void resync(const std::vector<KernelRecord>& records);
   void clear() { records_.clear(); }
+  // Drops one kind's records (the tensor tier re-baselined after its
+  // governor resumed it; decision tensor-tier).
+  void clear_kind(uint32_t kind) {
+    std::erase_if(records_, [kind](const auto& r) { return r.first.first == kind; });
+  }
   // Sorted by (device, kind); only pairs with live bytes.
   std::vector<CudaDeviceTotal> totals() const;
   size_t size() const { return records_.size(); }
