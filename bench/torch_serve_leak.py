@@ -22,22 +22,11 @@ import sys
 import time
 
 import torch
-from torch import nn
+
+from torch_infer import build_conv  # the same conv net as bench/torch_run.sh
 
 KEEP_ELEMENTS = 16384  # float32: 64 KiB per kept tensor
 kept = []
-
-
-def build_conv() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        nn.Linear(32, 128), nn.ReLU(),
-        nn.Linear(128, 10),
-    ).eval()
 
 
 def remember_batch(out: torch.Tensor, owed_bytes: float) -> None:

@@ -44,9 +44,13 @@ void fill_tensor(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pro
       snap.tensor.reason = "over governor.max_tensor_hits_per_second: tensor figures frozen";
     }
   }
+  // Only the PyTorch hook writes pool totals: no map walk per publish for
+  // the processes without it.
   std::vector<PoolReport> pools;
-  for (const BpfSession::PoolTotals& p : tracer.session().read_gpu_pools(proc.pid))
-    pools.push_back({p.device, p.allocated, p.reserved});
+  const auto& src = snap.tensor.sources;
+  if (std::find(src.begin(), src.end(), std::string("pytorch_cuda_hook")) != src.end())
+    for (const BpfSession::PoolTotals& p : tracer.session().read_gpu_pools(proc.pid))
+      pools.push_back({p.device, p.allocated, p.reserved});
   snap.gpu_explained = explain_gpu(snap.cuda_devices, pools);
 }
 
