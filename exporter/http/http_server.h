@@ -67,7 +67,12 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{30000};
   size_t max_response_bytes = 16u << 20;  // responses held at once, all connections
   std::chrono::milliseconds reload_interval{1000};
-  int listen_backlog = 128;
+  // The kernel's queue of completed handshakes (clamped to
+  // net.core.somaxconn). A full queue drops SYNs, and a dropped SYN is
+  // retried only after a second: with 128, a flood of a few thousand
+  // connects made a real client wait that second. The kernel holds these,
+  // not the daemon (no descriptor until accepted).
+  int listen_backlog = 4096;
 };
 
 class HttpServer {
