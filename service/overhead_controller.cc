@@ -131,6 +131,9 @@ void OverheadController::govern_tensors(pid_t pid, TrackedProcess& t, double now
   tracer_.note_tensor_rate(pid, t.tensor_governor.rate());
   if (action == GovernorAction::kNone) return;
   const bool on = action == GovernorAction::kResume;
+  // The tier's records leave (or re-enter) the bytes escalation subtracts:
+  // not growth (decision tensor-tier).
+  t.escalation.rebase();
   if (!on) {
     ++state_.counters.governor_suspensions;
     LW_LOG_WARN("governor: pid %d (%s) over %llu tensor-tier hits/s: tensor probes suspended for %.0f s",

@@ -9,8 +9,7 @@ EscalationAction EscalationState::tick(double now_s, const EscalationConfig& c) 
   if (full_ && now_s >= full_until_s_) {
     full_ = false;
     cooldown_until_s_ = now_s + c.cooldown_seconds;
-    growth_.clear();
-    growth_resident_.clear();
+    rebase();
     return EscalationAction::kStepDown;
   }
   if (now_s - last_check_s_ < c.check_interval_seconds) return EscalationAction::kNone;
@@ -23,8 +22,12 @@ EscalationAction EscalationState::sample(double now_s, const StatmBytes& mem,
   auto unexplained = [&](uint64_t v) { return v > explained_bytes ? v - explained_bytes : 0; };
   growth_.add(now_s, unexplained(mem.data), c.growth_window_seconds);
   growth_resident_.add(now_s, unexplained(mem.anon_resident), c.growth_window_seconds);
-  const bool data = growth_.growing(c.growth_bytes);
-  const bool resident = growth_resident_.growing(c.growth_bytes);
+  explained_.add(now_s, explained_bytes, c.growth_window_seconds);
+  // Growth the tiers below mostly explain does not call for the heap tier:
+  // what they leave unexplained must be at least what they named.
+  const uint64_t named = explained_.rise_bytes();
+  const bool data = growth_.growing(c.growth_bytes) && growth_.rise_bytes() >= named;
+  const bool resident = growth_resident_.growing(c.growth_bytes) && growth_resident_.rise_bytes() >= named;
   if (!full_ && now_s >= cooldown_until_s_ && (data || resident)) {
     const GrowthWatch& w =
         data && (!resident || growth_.rise_span_s() >= growth_resident_.rise_span_s())
@@ -37,6 +40,12 @@ EscalationAction EscalationState::sample(double now_s, const StatmBytes& mem,
     return EscalationAction::kEscalate;
   }
   return EscalationAction::kNone;
+}
+
+void EscalationState::rebase() {
+  growth_.clear();
+  growth_resident_.clear();
+  explained_.clear();
 }
 
 }  // namespace lw

@@ -41,9 +41,17 @@ class EscalationState {
   // growth_span_s() says how long that rise had lasted.
   // `explained_bytes`: live bytes the tiers below the heap name already
   // (the tensor tier, CUDA pinned memory; decision tensor-tier), taken from
-  // both figures: their growth does not escalate.
+  // both figures: their growth does not escalate. Nor does growth they
+  // mostly explain: while the explained bytes rose too, the rest must have
+  // risen at least as much (the allocator's overhead around kept tensors,
+  // a third of their bytes measured on the serving loop, is not a leak the
+  // heap tier would name).
   EscalationAction sample(double now_s, const StatmBytes& mem, const EscalationConfig& c,
                           uint64_t explained_bytes = 0);
+  // The explained bytes changed basis (the tier below was suspended,
+  // resumed or cleared): the growth history is forgotten, as at a
+  // step-down, so a tier's records leaving the sum do not read as growth.
+  void rebase();
 
   // Escalated: the heap probes are wanted until full_until_s().
   bool full() const { return full_; }
@@ -67,6 +75,7 @@ class EscalationState {
   double growth_rate_ = 0;       // and bytes/s
   GrowthWatch growth_;           // VmData
   GrowthWatch growth_resident_;  // anonymous resident
+  GrowthWatch explained_;        // explained_bytes
 };
 
 }  // namespace lw

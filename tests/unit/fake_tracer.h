@@ -34,6 +34,9 @@ class FakeTracer : public TracerControl {
     bool all_probes = true;   // false once the kill switch closed every probe
     bool exited = false;
     uint64_t hits = 0;
+    uint64_t tensor_hits = 0;
+    bool tensors = true;      // the tensor tier's probes attached
+    uint64_t explained = 0;   // tensor_cpu + cuda_host live bytes
     HeapTracker heap_tracker;
   };
 
@@ -92,6 +95,23 @@ class FakeTracer : public TracerControl {
     auto it = procs.find(pid);
     if (it == procs.end()) return std::nullopt;
     return it->second.hits;
+  }
+  std::optional<uint64_t> tensor_hits(pid_t pid) const override {
+    auto it = procs.find(pid);
+    if (it == procs.end()) return std::nullopt;
+    return it->second.tensor_hits;
+  }
+  // What the engine does: a suspended tier's records are dropped.
+  Status set_tensor_tracing(pid_t pid, bool on) override {
+    auto it = procs.find(pid);
+    if (it == procs.end()) return Error{ESRCH, "not attached"};
+    it->second.tensors = on;
+    if (!on) it->second.explained = 0;
+    return ok_status();
+  }
+  uint64_t explained_bytes(pid_t pid) const override {
+    auto it = procs.find(pid);
+    return it == procs.end() ? 0 : it->second.explained;
   }
   void set_raw_syscalls_allowed(bool allowed) override { raw_syscalls_allowed = allowed; }
   void configure_symbols(const SymbolsConfig& config) override { symbols = config; }

@@ -294,6 +294,38 @@ TEST(DaemonOverhead, EscalationUpAndDownThroughTheController) {
   EXPECT_EQ(p.tracer.heap_calls[2], std::make_pair(pid, true));
 }
 
+// Decision tensor-tier: a tensor leak the tier names keeps the process
+// light, and the tier suspended by its governor (its records leave the
+// explained bytes at once) is not read as growth.
+TEST(DaemonOverhead, TensorGrowthStaysLightAndATierSuspensionIsNotGrowth) {
+  Parts p(std::string(kSleepAuto) + "governor: {max_tensor_hits_per_second: 1000}\n");
+  Child sleeper;
+  const pid_t pid = p.track(sleeper);
+  FakeTracer::Proc& proc = p.tracer.procs.at(pid);
+  const TrackedProcess& t = p.state.tracked.at(pid);
+  uint64_t kept = 0;
+  double now = 0;
+  for (; now <= 200; now += 10, kept += 2 * kMiB) {
+    proc.explained = kept;
+    p.memory[pid] = {100 * kMiB + kept + kept / 4, 10 * kMiB + kept + kept / 4};
+    p.overhead.tick(now);
+  }
+  EXPECT_FALSE(t.full());
+  EXPECT_EQ(p.state.counters.escalations_up, 0u);
+  // Over the tier's budget: suspended, its 40 MiB leave the explained bytes.
+  proc.tensor_hits = 1000000;
+  p.overhead.tick(now);
+  ASSERT_FALSE(proc.tensors);
+  for (double end = now + 30; now <= end; now += 10) p.overhead.tick(now);
+  EXPECT_FALSE(t.full());
+  // Growth after the suspension is the heap tier's again (before the 60 s
+  // backoff is over: the resume rebases too).
+  p.memory[pid].data += 5 * kMiB;  // kSleepAuto: growth_bytes 4 MiB
+  p.overhead.tick(now);
+  EXPECT_TRUE(t.full());
+  EXPECT_EQ(p.state.counters.escalations_up, 1u);
+}
+
 TEST(DaemonOverhead, FullModeIsNeverReadOrSteppedDown) {
   Parts p(kSleepFull);
   Child sleeper;
