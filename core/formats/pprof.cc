@@ -143,11 +143,14 @@ struct MappingOut {
   uint64_t build_id = 0;  // string index
   bool synthetic = false;
   uint64_t max_offset = 0;  // synthetic only: the largest file offset seen
-  // The has_* flags promise pprof that every location in the mapping is
-  // symbolized, so it does not try to re-symbolize from local binaries.
-  // They hold only if some location exists and none lacked the part.
+  // has_functions tells pprof that symbolization was done: it then neither
+  // re-symbolizes from local binaries nor POSTs the unnamed addresses to
+  // /debug/pprof/symbol (which the daemon does not serve: a failed POST
+  // fails the whole fetch, as it did on every Python process). The daemon
+  // tried every frame it serves, so a mapping with any location has it;
+  // frames it could not name stay addresses. has_filenames and
+  // has_line_numbers hold only if no location lacked the part.
   bool any_location = false;
-  bool all_functions = true;
   bool all_filenames = true;
   bool all_line_numbers = true;
 };
@@ -325,7 +328,6 @@ class Encoder {
     if (added.mapping_id != 0) {
       MappingOut& m = mappings_[added.mapping_id - 1];
       m.any_location = true;
-      m.all_functions &= added.function_id != 0;
       m.all_filenames &= !frame.file.empty();
       m.all_line_numbers &= frame.line > 0;
       if (m.build_id == 0 && !frame.build_id.empty()) m.build_id = strings_.index(frame.build_id);
@@ -423,7 +425,7 @@ class Encoder {
       put_uint(message_, field::kMappingFileOffset, m.file_offset);
       put_uint(message_, field::kMappingFilename, m.filename);
       put_uint(message_, field::kMappingBuildId, m.build_id);
-      put_uint(message_, field::kMappingHasFunctions, m.any_location && m.all_functions);
+      put_uint(message_, field::kMappingHasFunctions, m.any_location);
       put_uint(message_, field::kMappingHasFilenames, m.any_location && m.all_filenames);
       put_uint(message_, field::kMappingHasLineNumbers, m.any_location && m.all_line_numbers);
       put_bytes(out, field::kProfileMapping, message_);
