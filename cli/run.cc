@@ -45,6 +45,7 @@ void run_usage(FILE* out) {
           "                              process on the host in auto mode (built-in default)\n"
           "      --log-level LEVEL       debug|info|warn|error; overrides the config's\n"
           "                              log_level (debug also shows libbpf's messages)\n"
+          "      --log.format FORMAT     text|logfmt|json; overrides the config's log_format\n"
           "      --web.config.file FILE  TLS and basic auth (exporter-toolkit format);\n"
           "                              overrides web_config_file, \"\" turns them off\n"
           "      --pods-dir DIR          kubelet pod log directory (default /var/log/pods)\n"
@@ -75,13 +76,14 @@ struct RunFlags {
 // Parses `run`'s options into `flags`. Returns the exit code when the
 // command ends here (help, usage error), else -1.
 int parse_run_flags(int argc, char** argv, RunFlags& flags) {
-  enum { kOptWebConfig = 256, kOptLogLevel, kOptPodsDir };
+  enum { kOptWebConfig = 256, kOptLogLevel, kOptPodsDir, kOptLogFormat };
   static const struct option kLong[] = {
       {"config", required_argument, nullptr, 'c'},
       {"help", no_argument, nullptr, 'h'},
       // Prometheus exporters' flag (kingpin): usually written with '='.
       {"web.config.file", required_argument, nullptr, kOptWebConfig},
       {"log-level", required_argument, nullptr, kOptLogLevel},
+      {"log.format", required_argument, nullptr, kOptLogFormat},
       {"pods-dir", required_argument, nullptr, kOptPodsDir},
       {nullptr, 0, nullptr, 0},
   };
@@ -108,6 +110,18 @@ int parse_run_flags(int argc, char** argv, RunFlags& flags) {
       case kOptPodsDir:
         options.pods.root = optarg;
         break;
+      case kOptLogFormat: {
+        LogFormat format = LogFormat::kText;
+        if (!parse_log_format(optarg, &format)) {
+          fprintf(stderr, "leakwatch run: --log.format must be text, logfmt or json (got '%s')\n", optarg);
+          run_usage(stderr);
+          return exit_code::kUsage;
+        }
+        options.log_format_override = format;
+        // The config's errors are logged in it too.
+        set_log_format(format);
+        break;
+      }
       case 'h':
         run_usage(stdout);
         return exit_code::kOk;
@@ -291,6 +305,7 @@ int run_daemon(int argc, char** argv) {
   std::optional<Config> cfg = load_daemon_config(options);
   if (!cfg) return exit_code::kError;
   set_log_level(options.log_level_override.value_or(cfg->log_level));
+  set_log_format(options.log_format_override.value_or(cfg->log_format));
   if (!raise_fd_limit()) LW_LOG_WARN("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
   // Before any thread starts, so every thread inherits it.
   const bool sandbox = cfg->sandbox;

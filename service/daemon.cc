@@ -57,6 +57,7 @@ void Daemon::reload() {
   state_.config = std::move(r->next);
   tracer_->configure_symbols(state_.config.symbols);  // a new symbol thread only if `symbols` changed
   set_log_level(options_.log_level_override.value_or(state_.config.log_level));
+  set_log_format(options_.log_format_override.value_or(state_.config.log_format));
   overhead_.apply_memory_budget(baseline_rss_);
   if (state_.config.kill_switch != state_.counters.kill_switch_engaged)
     set_kill_switch(state_.config.kill_switch, "config reload");
@@ -91,6 +92,7 @@ Config default_daemon_config() {
 
 Status Daemon::run(const std::function<void()>& on_ready) {
   set_log_level(options_.log_level_override.value_or(state_.config.log_level));
+  set_log_format(options_.log_format_override.value_or(state_.config.log_format));
   if (state_.config.kill_switch) set_kill_switch(true, "config");
   oom_.load();
   discovery_.reconcile();

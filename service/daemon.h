@@ -45,6 +45,7 @@ using Clock = std::chrono::steady_clock;
 struct DaemonOptions {
   std::string config_path;
   std::optional<LogLevel> log_level_override;
+  std::optional<LogFormat> log_format_override;  // --log.format
   PodDirectoryOptions pods;
   // The live map's size as the engine created it (Daemon::create); left
   // empty, the constructor derives it from the config and this host.

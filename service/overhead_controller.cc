@@ -62,12 +62,17 @@ void OverheadController::apply_memory_budget(uint64_t baseline_rss) {
               static_cast<unsigned long long>(budget), static_cast<unsigned long long>(baseline_rss),
               static_cast<unsigned long long>(cap),
               static_cast<unsigned long long>(kBytesPerLiveRecord));
+  // A warning only for a size the operator chose: the automatic size is
+  // meant to outgrow the record budget on a big host (the budget, not the
+  // map, is then the bound; decision live-map-sizing), and a default must
+  // not warn at every start and reload.
   if (!live_map_fits(state_.live_map.entries, cap))
-    LW_LOG_WARN("limits.live_map_entries (%u) holds more records than limits.max_daemon_memory_bytes "
-                "(%llu) lets the daemon keep (%llu): when tracked allocations reach that, the "
-                "process with the most is suspended (leakwatch_memory_budget_suspensions_total)",
-                state_.live_map.entries, static_cast<unsigned long long>(budget),
-                static_cast<unsigned long long>(cap));
+    log_at(state_.live_map.automatic ? LogLevel::kInfo : LogLevel::kWarn,
+           "limits.live_map_entries (%u%s) holds more records than limits.max_daemon_memory_bytes "
+           "(%llu) lets the daemon keep (%llu): when tracked allocations reach that, the "
+           "process with the most is suspended (leakwatch_memory_budget_suspensions_total)",
+           state_.live_map.entries, state_.live_map.automatic ? ", sized automatically" : "",
+           static_cast<unsigned long long>(budget), static_cast<unsigned long long>(cap));
 }
 
 void OverheadController::handle_budget_sheds(double now_s) {

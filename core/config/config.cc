@@ -463,6 +463,12 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
       {{"listen", [&](const Node& v, const Path& p) { parse_listen(errors, v, p, c); }},
        {"log_level",
         [&](const Node& v, const Path& p) { read_log_level(errors, v, p, c.log_level); }},
+       {"log_format",
+        [&](const Node& v, const Path& p) {
+          read_enum<LogFormat>(errors, v, p,
+                               {{"text", LogFormat::kText}, {"logfmt", LogFormat::kLogfmt}, {"json", LogFormat::kJson}},
+                               c.log_format);
+        }},
        {"targets", [&](const Node& v, const Path& p) { config_sections::parse_targets(errors, v, p, c.targets); },
         true},
        {"exclude", [&](const Node& v, const Path& p) { config_sections::parse_exclude(errors, v, p, c.exclude); },

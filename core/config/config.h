@@ -181,6 +181,7 @@ struct Config {
   std::string listen_host = "127.0.0.1";  // IPv6 without brackets
   uint16_t listen_port = 9478;
   LogLevel log_level = LogLevel::kInfo;
+  LogFormat log_format = LogFormat::kText;  // text | logfmt | json (core/platform/log.h)
   std::vector<TargetConfig> targets;  // in file order: the first match wins
   std::vector<ExcludeConfig> exclude;
   LimitsConfig limits;

@@ -31,18 +31,24 @@ std::optional<unsigned long long> effective_set() {
 }  // namespace
 
 std::string capability_name(int cap) {
-  switch (cap) {
-    case CAP_DAC_OVERRIDE: return "CAP_DAC_OVERRIDE";
-    case CAP_DAC_READ_SEARCH: return "CAP_DAC_READ_SEARCH";
-    case CAP_KILL: return "CAP_KILL";
-    case CAP_SYS_PTRACE: return "CAP_SYS_PTRACE";
-    case CAP_SYS_ADMIN: return "CAP_SYS_ADMIN";
-    case CAP_SYS_RESOURCE: return "CAP_SYS_RESOURCE";
-    case CAP_PERFMON: return "CAP_PERFMON";
-    case CAP_BPF: return "CAP_BPF";
-    case CAP_CHECKPOINT_RESTORE: return "CAP_CHECKPOINT_RESTORE";
-    default: return "capability " + std::to_string(cap);
-  }
+  // capabilities(7), by number: every capability the kernel has today
+  // (CAP_LAST_CAP is 40), so a log line never mixes names and numbers.
+  static constexpr const char* kNames[] = {
+      "CAP_CHOWN",          "CAP_DAC_OVERRIDE",   "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
+      "CAP_FSETID",         "CAP_KILL",           "CAP_SETGID",          "CAP_SETUID",
+      "CAP_SETPCAP",        "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
+      "CAP_NET_ADMIN",      "CAP_NET_RAW",        "CAP_IPC_LOCK",        "CAP_IPC_OWNER",
+      "CAP_SYS_MODULE",     "CAP_SYS_RAWIO",      "CAP_SYS_CHROOT",      "CAP_SYS_PTRACE",
+      "CAP_SYS_PACCT",      "CAP_SYS_ADMIN",      "CAP_SYS_BOOT",        "CAP_SYS_NICE",
+      "CAP_SYS_RESOURCE",   "CAP_SYS_TIME",       "CAP_SYS_TTY_CONFIG",  "CAP_MKNOD",
+      "CAP_LEASE",          "CAP_AUDIT_WRITE",    "CAP_AUDIT_CONTROL",   "CAP_SETFCAP",
+      "CAP_MAC_OVERRIDE",   "CAP_MAC_ADMIN",      "CAP_SYSLOG",          "CAP_WAKE_ALARM",
+      "CAP_BLOCK_SUSPEND",  "CAP_AUDIT_READ",     "CAP_PERFMON",         "CAP_BPF",
+      "CAP_CHECKPOINT_RESTORE",
+  };
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == CAP_CHECKPOINT_RESTORE + 1);
+  if (cap >= 0 && static_cast<size_t>(cap) < sizeof(kNames) / sizeof(kNames[0])) return kNames[cap];
+  return "CAP_" + std::to_string(cap);  // newer than this build: its number, still a capability
 }
 
 bool has_capability(int cap) {

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // Logging to stderr for the daemon and the CLI. Levels from the config and
-// --log-level. Under journald (JOURNAL_STREAM set) lines carry no timestamp:
-// the journal adds its own.
+// --log-level; formats from --log.format (as Prometheus exporter-toolkit
+// names them): `text` (the default: `TIME level: message`), `logfmt`
+// (`ts=TIME level=warn msg="message"`) and `json` (one object a line:
+// {"ts":..., "level":..., "msg":...}). Under journald (JOURNAL_STREAM set)
+// every line starts with its syslog priority (`<4>` for warn), which the
+// journal takes as the entry's priority (`journalctl -p warning`), and
+// `text` lines carry no timestamp: the journal adds its own.
 //
 // Every line is one line: control characters in the message (a process
 // name set with prctl(PR_SET_NAME) may hold a newline, CR or an escape
@@ -18,9 +23,17 @@
 namespace lw {
 
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
+enum class LogFormat { kText, kLogfmt, kJson };
 
 void set_log_level(LogLevel level);
 LogLevel log_level();
+void set_log_format(LogFormat format);
+LogFormat log_format();
+// "text", "logfmt" or "json"; false for anything else.
+bool parse_log_format(std::string_view name, LogFormat* out);
+// Whether lines carry a syslog priority prefix (under journald by default).
+// For tests.
+void set_log_priority_prefix_for_testing(bool on);
 
 void log_at(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 #define LW_LOG_DEBUG(...) ::lw::log_at(::lw::LogLevel::kDebug, __VA_ARGS__)
@@ -38,6 +51,12 @@ void log_once(const std::string& key, const std::string& message);
 // becomes "\\", so an escaped byte can never be confused with text that
 // spells the escape. Valid printable UTF-8 is kept as it is.
 std::string escape_log_text(std::string_view text);
+// The same for a logfmt quoted value: `"` becomes `\"` too.
+std::string escape_logfmt_text(std::string_view text);
+// `text` as a JSON string's contents: `"` and `\` escaped, controls (C0,
+// DEL, C1) as \u00NN, bytes that are not valid UTF-8 as the text `\xNN`
+// (a literal backslash, so the string stays valid JSON and says which byte).
+std::string escape_json_text(std::string_view text);
 
 // Where log lines go (stderr by default). For tests; not thread-safe
 // against concurrent logging.

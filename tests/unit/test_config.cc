@@ -267,6 +267,19 @@ TEST(Config, SuggestionsOnlyForPlausibleTypos) {
   EXPECT_EQ(e[0].suggestion, "ringbuf_bytes");
 }
 
+TEST(Config, LogFormatTakesExporterToolkitNames) {
+  std::vector<ConfigError> errors;
+  Result<Config> r = parse_config("log_format: json\n", "f.yaml", &errors);
+  ASSERT_TRUE(r.ok()) << all_errors(errors);
+  EXPECT_EQ(r->log_format, LogFormat::kJson);
+  Result<Config> d = parse_config("", "f.yaml", &errors);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->log_format, LogFormat::kText);
+  std::vector<ConfigError> e = parse_bad("log_format: JSON\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].suggestion, "json");
+}
+
 TEST(Config, FormatError) {
   EXPECT_EQ(format_error({"a.yaml", 3, 7, "bad thing", "good"}),
             "a.yaml:3:7: bad thing (did you mean 'good'?)");

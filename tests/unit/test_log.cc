@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/platform/log.h"
 
 namespace lw {
@@ -79,6 +81,73 @@ TEST(Log, LongMessagesStayOneLine) {
   std::string out = capture.text();
   EXPECT_EQ(count_lines(out), 1u);
   EXPECT_EQ(out.back(), '\n');
+}
+
+// Restores the process-wide format and prefix after a test.
+struct FormatGuard {
+  ~FormatGuard() {
+    set_log_format(LogFormat::kText);
+    set_log_priority_prefix_for_testing(getenv("JOURNAL_STREAM") != nullptr);
+  }
+};
+
+TEST(Log, FormatsParseByExporterToolkitNames) {
+  LogFormat f = LogFormat::kText;
+  EXPECT_TRUE(parse_log_format("logfmt", &f));
+  EXPECT_EQ(f, LogFormat::kLogfmt);
+  EXPECT_TRUE(parse_log_format("json", &f));
+  EXPECT_EQ(f, LogFormat::kJson);
+  EXPECT_TRUE(parse_log_format("text", &f));
+  EXPECT_EQ(f, LogFormat::kText);
+  EXPECT_FALSE(parse_log_format("JSON", &f));
+  EXPECT_FALSE(parse_log_format("", &f));
+}
+
+TEST(Log, LogfmtQuotesTheMessageAndEscapesItsQuotes) {
+  FormatGuard guard;
+  set_log_priority_prefix_for_testing(false);
+  set_log_format(LogFormat::kLogfmt);
+  LogCapture capture;
+  LW_LOG_WARN("pid %d (%s) over budget", 42, "a\"b\nc");
+  const std::string out = capture.text();
+  EXPECT_EQ(count_lines(out), 1u);
+  EXPECT_EQ(out.rfind("ts=", 0), 0u) << out;
+  EXPECT_NE(out.find(" level=warn msg=\"pid 42 (a\\\"b\\x0ac) over budget\"\n"), std::string::npos) << out;
+}
+
+TEST(Log, JsonLinesParseAndKeepTheMessage) {
+  FormatGuard guard;
+  set_log_priority_prefix_for_testing(false);
+  set_log_format(LogFormat::kJson);
+  LogCapture capture;
+  LW_LOG_ERROR("%s", "q\"uote \\ back\nslash \xc2\x9b bad\x9b end");
+  std::string big(3000, '\x01');  // cut to 2,047 bytes, each escaped to 6
+  LW_LOG_INFO("%s", big.c_str());
+  const std::string out = capture.text();
+  ASSERT_EQ(count_lines(out), 2u) << out;
+  const std::string first = out.substr(0, out.find('\n'));
+  nlohmann::json j = nlohmann::json::parse(first);
+  EXPECT_EQ(j["level"], "error");
+  EXPECT_EQ(j["msg"], "q\"uote \\ back\nslash \xc2\x9b bad\\x9b end");
+  EXPECT_TRUE(j["ts"].is_string());
+  nlohmann::json j2 = nlohmann::json::parse(out.substr(first.size() + 1));
+  EXPECT_EQ(j2["msg"].get<std::string>().size(), 2047u);
+}
+
+// Under journald, `journalctl -p warning` filters on the priority the line
+// starts with.
+TEST(Log, ThePriorityPrefixIsSyslogs) {
+  FormatGuard guard;
+  set_log_priority_prefix_for_testing(true);
+  LogCapture capture;
+  LW_LOG_WARN("w");
+  LW_LOG_ERROR("e");
+  LW_LOG_INFO("i");
+  const std::string out = capture.text();
+  EXPECT_NE(out.find("<4>"), std::string::npos) << out;
+  EXPECT_NE(out.find("<3>"), std::string::npos) << out;
+  EXPECT_NE(out.find("<6>"), std::string::npos) << out;
+  EXPECT_EQ(out.rfind("<4>", 0), 0u) << out;
 }
 
 }  // namespace
