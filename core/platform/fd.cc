@@ -51,17 +51,20 @@ Result<std::string> read_regular_file(const std::string& path, size_t max_bytes)
 
 namespace {
 
-Result<int> keep_if_regular(int fd) {
+// `path_fd` (O_PATH: opening it had no effect on what it names) reopened
+// for reading if it is a regular file, and closed. A FIFO, a device or a
+// socket is never opened (an open of a device has side effects, and of a
+// FIFO wakes its writer; issue 32, docs/testing.md). The reopen goes through
+// the descriptor, so it is the inode fstat saw, whatever the path names
+// meanwhile.
+Result<int> reopen_if_regular(int path_fd) {
+  Fd owned(path_fd);
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    Error e = errno_error("fstat");
-    close(fd);
-    return e;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return Error{EINVAL, "not a regular file"};
-  }
+  if (fstat(path_fd, &st) != 0) return errno_error("fstat");
+  if (!S_ISREG(st.st_mode)) return Error{EINVAL, "not a regular file"};
+  const std::string self = "/proc/self/fd/" + std::to_string(path_fd);
+  int fd = open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return errno_error("reopen");
   return fd;
 }
 
@@ -75,7 +78,7 @@ Result<int> openat2_in_root(const std::string& root_dir, const std::string& path
   Fd root(open(root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return errno_error("open root " + root_dir);
   struct open_how how {};
-  how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra;
+  how.flags = (extra & O_PATH) ? (O_PATH | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra);
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   long fd;
   do {
@@ -91,9 +94,9 @@ Result<int> openat2_in_root(const std::string& root_dir, const std::string& path
 }  // namespace
 
 Result<int> open_in_root(const std::string& root_dir, const std::string& path) {
-  Result<int> fd = openat2_in_root(root_dir, path, 0);
+  Result<int> fd = openat2_in_root(root_dir, path, O_PATH);
   if (!fd) return fd.error();
-  return keep_if_regular(*fd);
+  return reopen_if_regular(*fd);
 }
 
 Result<int> open_dir_in_root(const std::string& root_dir, const std::string& path) {
@@ -110,9 +113,9 @@ Result<int> open_untrusted_file(const std::string& path) {
       return open_in_root(path.substr(0, i + kRoot.size() - 1), path.substr(i + kRoot.size() - 1));
     }
   }
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
   if (fd < 0) return errno_error("open " + path);
-  return keep_if_regular(fd);
+  return reopen_if_regular(fd);
 }
 
 namespace {

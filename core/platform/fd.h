@@ -53,15 +53,17 @@ Result<std::string> read_regular_file(const std::string& path, size_t max_bytes)
 // would see it, for reading. Every symlink, absolute ones included, and every
 // ".." resolves inside that root (openat2 with RESOLVE_IN_ROOT and
 // RESOLVE_NO_MAGICLINKS), so a container cannot point the daemon at a host
-// file; the file is opened O_NONBLOCK, so a FIFO in its place cannot hang the
-// caller, and refused unless it is a regular file. Kernels without openat2
+// file; the path is opened O_PATH and only a regular file is reopened for
+// reading (through the descriptor), so a FIFO, a device or a socket in its
+// place is never opened: no hang, no side effect. Kernels without openat2
 // (< 5.6) get ENOSYS: there is no safe fallback. Returns an owned fd.
 Result<int> open_in_root(const std::string& root_dir, const std::string& path);
 // The same for a directory (a listing, e.g. with fdopendir).
 Result<int> open_dir_in_root(const std::string& root_dir, const std::string& path);
 
 // Opens a file that a target process controls, for reading, regular files
-// only, O_NONBLOCK. "/proc/PID/root/REST" goes through open_in_root
+// only (O_PATH, fstat, then reopened: nothing else is ever opened).
+// "/proc/PID/root/REST" goes through open_in_root
 // ("/proc/PID/root", REST); any other path (/proc/PID/map_files/... magic
 // links name the exact mapped inode) is opened as is. Returns an owned fd.
 Result<int> open_untrusted_file(const std::string& path);

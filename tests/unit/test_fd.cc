@@ -107,6 +107,31 @@ TEST_F(OpenInRoot, FifoInPlaceOfLibcIsRefusedWithoutBlocking) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
 }
 
+// Issue 32: a path a traced process names (.gnu_debuglink, a mapping) is
+// never opened unless it is a regular file, so a FIFO's writer is not woken
+// (nor a device opened): the writer below stays blocked in its open.
+TEST_F(OpenInRoot, AFifoIsNeverOpenedSoItsWriterStaysBlocked) {
+  const std::string fifo = root_ + "/lib/debug.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0666), 0);
+  for (const bool in_root : {false, true}) {
+    pid_t writer = fork();
+    ASSERT_GE(writer, 0);
+    if (writer == 0) {
+      int fd = open(fifo.c_str(), O_WRONLY);  // blocks until a reader opens it
+      _exit(fd >= 0 ? 0 : 1);
+    }
+    usleep(100 * 1000);  // the writer is in its open
+    Result<int> fd = in_root ? open_in_root(root_, "/lib/debug.fifo") : open_untrusted_file(fifo);
+    ASSERT_FALSE(fd.ok());
+    EXPECT_EQ(fd.error().code, EINVAL);
+    usleep(200 * 1000);
+    int status = 0;
+    EXPECT_EQ(waitpid(writer, &status, WNOHANG), 0) << "the FIFO was opened for reading (in_root " << in_root << ")";
+    kill(writer, SIGKILL);
+    waitpid(writer, &status, 0);
+  }
+}
+
 TEST_F(OpenInRoot, ProcPidRootPathsGoThroughTheRoot) {
   // /proc/self/root is "/" here, so an absolute link stays valid: what
   // matters is that the path is split at /root/ and resolved there.
