@@ -210,9 +210,15 @@ void add_kernel_counters(Scrape& s) {
 void fill_oom_kills(Scrape& s, MetricFamily& f) {
   std::map<std::pair<std::string, std::string>, uint64_t> oom_kills = s.snap.counters.oom_kills;
   for (const std::string& target : s.snap.targets)
-    for (KillReason r : kAllKillReasons) oom_kills.try_emplace({target, kill_reason_name(r)}, 0);
+    for (KillReason r : kMemoryKillReasons) oom_kills.try_emplace({target, kill_reason_name(r)}, 0);
   for (const auto& [key, n] : oom_kills)
     s.fam.add(f, {{"target", key.first}, {"reason", key.second}}, static_cast<double>(n));
+}
+
+void fill_sigkills(Scrape& s, MetricFamily& f) {
+  std::map<std::string, uint64_t> sigkills = s.snap.counters.sigkills;
+  for (const std::string& target : s.snap.targets) sigkills.try_emplace(target, 0);
+  for (const auto& [target, n] : sigkills) s.fam.add(f, {{"target", target}}, static_cast<double>(n));
 }
 
 void fill_gpu_oom_suppressed(Scrape& s, MetricFamily& f) {
@@ -382,9 +388,13 @@ const FamilyDef kDaemonFamilies[] = {
      "Processes that exited while their probes were being attached: dropped at once.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.exited_while_attaching); }},
     {"leakwatch_oom_kills_total", kCounter,
-     "Traced processes killed for memory (an OOM kill, or a SIGKILL from user "
-     "space), by target and reason; each has a report in /api/v1/oom_kills.",
+     "Traced processes killed for memory (an OOM kill, or a SIGKILL from a known "
+     "user-space OOM killer), by target and reason; each has a report in /api/v1/oom_kills.",
      fill_oom_kills},
+    {"leakwatch_sigkills_total", kCounter,
+     "Traced processes killed by any other SIGKILL from user space (not for memory), "
+     "by target; each has a report in /api/v1/oom_kills, reason sigkill.",
+     fill_sigkills},
     {"leakwatch_gpu_oom_suppressed_total", kCounter,
      "GPU OOMs (CUDA allocations failed out of memory) not reported because "
      "their process and device had a report in the last minute; each is "

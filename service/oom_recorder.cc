@@ -81,6 +81,33 @@ std::string top_frame_name(const SiteSnapshot& s) {
   return s.frames.empty() ? std::string("?") : frame_display_name(s.frames.front());
 }
 
+// The report's log line: a GPU OOM, a kill for memory, or another SIGKILL.
+void log_report(const ProcessKill& kill, const OomReport& r) {
+  if (kill.gpu_oom) {
+    LW_LOG_WARN("GPU OOM: pid %d (%s), target %s, %s() on device %d, %" PRIu64 " bytes asked; %s; report %s",
+                kill.pid, r.process.identity.comm.c_str(), r.process.target.c_str(),
+                cuda_alloc_function_name(kill.gpu_func), kill.gpu_device, kill.gpu_requested,
+                r.snapshot.sites.empty() ? "no site recorded"
+                                         : ("top site " + top_frame_name(r.snapshot.sites.front())).c_str(),
+                r.file.empty() ? "(no file)" : r.file.c_str());
+    return;
+  }
+  std::string why = kill.sigkill ? "SIGKILL from pid " + std::to_string(kill.sender_pid) + " (" + kill.sender_comm + ")"
+                    : kill.memcg ? "memory cgroup OOM, limit " + std::to_string(kill.limit_bytes >> 20) + " MiB"
+                                 : std::string("global OOM");
+  std::string top = "no site recorded";
+  if (!r.snapshot.sites.empty()) {
+    const SiteSnapshot& s = r.snapshot.sites.front();
+    top = "top site " + top_frame_name(s) + " (" + kind_name(s.kind) + ", " +
+          std::to_string(s.live_bytes >> 10) + " KiB live)";
+  }
+  // Not "OOM kill" for an operator's kill -9 (issue 35): it pages no one.
+  const char* what = for_memory(r.reason) ? "OOM kill" : "SIGKILL, not for memory (not a known OOM killer)";
+  LW_LOG_WARN("%s: pid %d (%s), target %s, %s; RSS %" PRIu64 " MiB, %s%s; report %s", what, kill.pid,
+              r.process.identity.comm.c_str(), r.process.target.c_str(), why.c_str(), r.rss_bytes >> 20,
+              top.c_str(), r.light ? " [light mode]" : "", r.file.empty() ? "(no file)" : r.file.c_str());
+}
+
 }  // namespace
 
 std::string oom_report_file_name(double timestamp, pid_t pid) {
@@ -107,7 +134,8 @@ void OomRecorder::load() {
     StoredOomReport r;
     r.timestamp = j["timestamp"].get<double>();
     r.json = j.dump();
-    if (j.value("reason", "") != "gpu_oom")  // a GPU OOM kills nothing
+    const std::string reason = j.value("reason", "");
+    if (reason != "gpu_oom" && reason != "sigkill")  // nothing killed, or not for memory
       state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
     reports->push_back(std::move(r));
   }
@@ -191,10 +219,11 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
   const uint64_t now_ns = monotonic_ns();
   const double age_s = now_ns > kill.event_ns ? static_cast<double>(now_ns - kill.event_ns) / 1e9 : 0;
   r.timestamp = unix_now() - age_s;
-  r.reason = kill.gpu_oom   ? KillReason::kGpuOom
-             : kill.sigkill ? KillReason::kSigkill
-             : kill.memcg   ? KillReason::kMemcgOom
-                            : KillReason::kGlobalOom;
+  r.reason = kill.gpu_oom                                  ? KillReason::kGpuOom
+             : kill.sigkill && is_oom_sender(kill.sender_comm) ? KillReason::kOomSender
+             : kill.sigkill                                   ? KillReason::kSigkill
+             : kill.memcg                                     ? KillReason::kMemcgOom
+                                                              : KillReason::kGlobalOom;
   if (kill.gpu_oom) {
     r.gpu.device = kill.gpu_device;
     r.gpu.kind = kill.gpu_kind < LW_KIND_MAX ? kill.gpu_kind : static_cast<uint32_t>(LW_KIND_CUDA_DEVICE);
@@ -262,31 +291,14 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
     reports->push_back(old);
   }
   state_.oom_reports = std::move(reports);
-  ++state_.counters.oom_kills[{r.process.target, kill_reason_name(r.reason)}];
-  if (!kill.gpu_oom)  // the process was not killed
+  if (for_memory(r.reason))
+    ++state_.counters.oom_kills[{r.process.target, kill_reason_name(r.reason)}];
+  else
+    ++state_.counters.sigkills[r.process.target];
+  if (!kill.gpu_oom && for_memory(r.reason))  // not killed, or not for memory
     state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
 
-  if (kill.gpu_oom) {
-    LW_LOG_WARN("GPU OOM: pid %d (%s), target %s, %s() on device %d, %" PRIu64 " bytes asked; %s; report %s",
-                kill.pid, r.process.identity.comm.c_str(), r.process.target.c_str(),
-                cuda_alloc_function_name(kill.gpu_func), kill.gpu_device, kill.gpu_requested,
-                r.snapshot.sites.empty() ? "no site recorded"
-                                         : ("top site " + top_frame_name(r.snapshot.sites.front())).c_str(),
-                r.file.empty() ? "(no file)" : r.file.c_str());
-    return;
-  }
-  std::string why = kill.sigkill ? "SIGKILL from pid " + std::to_string(kill.sender_pid) + " (" + kill.sender_comm + ")"
-                    : kill.memcg ? "memory cgroup OOM, limit " + std::to_string(kill.limit_bytes >> 20) + " MiB"
-                                 : std::string("global OOM");
-  std::string top = "no site recorded";
-  if (!r.snapshot.sites.empty()) {
-    const SiteSnapshot& s = r.snapshot.sites.front();
-    top = "top site " + top_frame_name(s) + " (" + kind_name(s.kind) + ", " +
-          std::to_string(s.live_bytes >> 10) + " KiB live)";
-  }
-  LW_LOG_WARN("OOM kill: pid %d (%s), target %s, %s; RSS %" PRIu64 " MiB, %s%s; report %s", kill.pid,
-              r.process.identity.comm.c_str(), r.process.target.c_str(), why.c_str(), r.rss_bytes >> 20,
-              top.c_str(), r.light ? " [light mode]" : "", r.file.empty() ? "(no file)" : r.file.c_str());
+  log_report(kill, r);
 }
 
 bool OomRecorder::gpu_suppressed(const ProcessKill& kill, const TrackedProcess& t) {

@@ -81,6 +81,8 @@ struct DaemonCounters {
   // (target, reason), the last kill's time (unix seconds; reports read back
   // from oom.report_dir count for it, 0: none), and report files not written.
   std::map<std::pair<std::string, std::string>, uint64_t> oom_kills;
+  // Other SIGKILLs from user space (reason sigkill: not for memory), by target.
+  std::map<std::string, uint64_t> sigkills;
   double oom_last_kill_timestamp = 0;
   uint64_t oom_report_write_failures = 0;
   // GPU OOMs not reported (rate limit: one report per process and device

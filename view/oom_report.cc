@@ -9,6 +9,7 @@ const char* kill_reason_name(KillReason r) {
   switch (r) {
     case KillReason::kGlobalOom: return "global";
     case KillReason::kMemcgOom: return "memory_cgroup";
+    case KillReason::kOomSender: return "oom_sender";
     case KillReason::kSigkill: return "sigkill";
     case KillReason::kGpuOom: return "gpu_oom";
   }
@@ -49,12 +50,13 @@ nlohmann::json to_json(const OomReport& r) {
                   {"mode", r.light ? "light" : "full"},
                   {"configured_mode", mode_name(r.process.mode)}};
   json memcg = nullptr;
-  if (r.reason != KillReason::kSigkill && r.reason != KillReason::kGpuOom)
+  const bool from_user = r.reason == KillReason::kSigkill || r.reason == KillReason::kOomSender;
+  if (!from_user && r.reason != KillReason::kGpuOom)
     memcg = {{"limit_bytes", r.limit_bytes ? json(r.limit_bytes) : json(nullptr)},
              {"usage_bytes", r.memcg_usage_bytes},
              {"limit_hit", r.reason == KillReason::kMemcgOom}};
   json killed_by = nullptr;
-  if (r.reason == KillReason::kSigkill) killed_by = {{"pid", r.sender_pid}, {"comm", r.sender_comm}};
+  if (from_user) killed_by = {{"pid", r.sender_pid}, {"comm", r.sender_comm}};
   json verdicts = json::object();
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
     const KindTotals& t = r.snapshot.kinds[k];
@@ -75,6 +77,7 @@ nlohmann::json to_json(const OomReport& r) {
   json snap = to_json(r.snapshot);
   json out = {{"timestamp", r.timestamp},
               {"reason", kill_reason_name(r.reason)},
+              {"for_memory", for_memory(r.reason)},
               {"process", std::move(process)},
               {"memory_cgroup", std::move(memcg)},
               {"killed_by", std::move(killed_by)},

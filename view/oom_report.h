@@ -27,12 +27,17 @@ struct MemorySample {
 };
 
 // Why a process was killed (the `reason` label and field).
+// kOomSender: a SIGKILL from a known user-space OOM killer (is_oom_sender);
+// kSigkill: any other SIGKILL from user space, not for memory.
 // kGpuOom: a CUDA allocation failed out of memory; the process was not
 // killed and lives on.
-enum class KillReason { kGlobalOom, kMemcgOom, kSigkill, kGpuOom };
-const char* kill_reason_name(KillReason r);  // "global" | "memory_cgroup" | "sigkill" | "gpu_oom"
-inline constexpr KillReason kAllKillReasons[] = {KillReason::kGlobalOom, KillReason::kMemcgOom,
-                                                 KillReason::kSigkill, KillReason::kGpuOom};
+enum class KillReason { kGlobalOom, kMemcgOom, kOomSender, kSigkill, kGpuOom };
+// "global" | "memory_cgroup" | "oom_sender" | "sigkill" | "gpu_oom"
+const char* kill_reason_name(KillReason r);
+// Every reason but kSigkill: the `reason`s of leakwatch_oom_kills_total.
+inline constexpr KillReason kMemoryKillReasons[] = {KillReason::kGlobalOom, KillReason::kMemcgOom,
+                                                    KillReason::kOomSender, KillReason::kGpuOom};
+inline bool for_memory(KillReason r) { return r != KillReason::kSigkill; }
 
 // A GPU OOM (reason gpu_oom): the failing CUDA call.
 struct GpuOomInfo {
@@ -56,8 +61,8 @@ struct OomReport {
   uint64_t limit_bytes = 0;         // memory cgroup limit hit; global: the tightest above (0: none)
   uint64_t memcg_usage_bytes = 0;
   uint64_t rss_bytes = 0;           // at the kill
-  pid_t sender_pid = 0;             // sigkill
-  std::string sender_comm;          // sigkill
+  pid_t sender_pid = 0;             // oom_sender, sigkill
+  std::string sender_comm;          // oom_sender, sigkill
   bool light = false;               // heap probes were not attached: mmap/brk sites and statm only
   ProcessSnapshot snapshot;         // sites: the same schema as /api/v1/processes/PID/sites
   std::vector<MemorySample> history;  // oldest first

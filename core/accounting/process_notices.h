@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace lw {
 
@@ -43,5 +44,18 @@ struct KillNotice {
   uint32_t gpu_func = 0;        // enum lw_func of the failing call
   bool gpu_driver = false;      // driver API (else runtime)
 };
+
+// Whether a user-space SIGKILL's sender is a known OOM killer, by its comm:
+// such a kill is for memory (reason oom_sender, alert
+// LeakwatchProcessOOMKilled); any other SIGKILL (an operator's kill -9,
+// timeout -s KILL, a runtime's grace-period kill) is not (reason sigkill,
+// leakwatch_sigkills_total). A process may name itself anything, so this
+// is a label, not a proof (docs/metrics.md).
+inline bool is_oom_sender(std::string_view sender_comm) {
+  constexpr std::string_view kOomSenders[] = {"systemd-oomd", "earlyoom", "oomd", "nohang", "kubelet"};
+  for (std::string_view known : kOomSenders)
+    if (sender_comm == known) return true;
+  return false;
+}
 
 }  // namespace lw

@@ -229,8 +229,12 @@ TEST_F(LeakwatchOom, MemoryCgroupKillInLightModeIsReportedAsLight) {
   EXPECT_TRUE(report.contains("note"));
 }
 
-// A SIGKILL from user space (as systemd-oomd or a kubelet eviction sends):
-// reported as such, with the sender's pid and comm.
+// A SIGKILL from user space: reported with the sender's pid and comm, and
+// classified (issue 35). From a known OOM killer (a sender named earlyoom)
+// it is a kill for memory, reason oom_sender, in leakwatch_oom_kills_total
+// (what LeakwatchProcessOOMKilled alerts on). An operator's `kill -9` and
+// `timeout -s KILL` are not: reason sigkill, for_memory false, counted in
+// leakwatch_sigkills_total and in no leakwatch_oom_kills_total series.
 TEST_F(LeakwatchOom, SigkillFromUserSpaceNamesTheSender) {
   TempDir bin, reports;
   const std::string idle = private_target_copy(bin.path(), "oom_leaker");
@@ -242,11 +246,11 @@ TEST_F(LeakwatchOom, SigkillFromUserSpaceNamesTheSender) {
   target.write_line("go");
   ASSERT_EQ(target.read_line(10s).value_or("(none)"), "idle");
 
-  // The sender: a child of ours with its own comm.
+  // The sender: a child of ours with the comm of a known OOM killer.
   const pid_t sender = fork();
   ASSERT_GE(sender, 0);
   if (sender == 0) {
-    prctl(PR_SET_NAME, "fake-oomd");
+    prctl(PR_SET_NAME, "earlyoom");
     _exit(kill(pid, SIGKILL) == 0 ? 0 : 1);
   }
   int st = 0;
@@ -257,11 +261,50 @@ TEST_F(LeakwatchOom, SigkillFromUserSpaceNamesTheSender) {
   std::optional<Json> report;
   ASSERT_TRUE(wait_until(5000ms, [&] { return (report = find_report(daemon, pid)).has_value(); }, 10ms))
       << daemon.diagnostics();
-  EXPECT_EQ(report->at("reason"), "sigkill");
-  EXPECT_EQ(report->at("killed_by").at("comm"), "fake-oomd");
+  EXPECT_EQ(report->at("reason"), "oom_sender");
+  EXPECT_TRUE(report->at("for_memory").get<bool>());
+  EXPECT_EQ(report->at("killed_by").at("comm"), "earlyoom");
   EXPECT_EQ(report->at("killed_by").at("pid").get<pid_t>(), sender);
   EXPECT_TRUE(report->at("memory_cgroup").is_null());
-  EXPECT_EQ(metric(daemon.get("/metrics").body, "leakwatch_oom_kills_total{target=\"oomtest\",reason=\"sigkill\"}"), 1);
+  const std::string oom_sender = "leakwatch_oom_kills_total{target=\"oomtest\",reason=\"oom_sender\"}";
+  const std::string sigkills = "leakwatch_sigkills_total{target=\"oomtest\"}";
+  EXPECT_EQ(metric(daemon.get("/metrics").body, oom_sender), 1);
+  EXPECT_EQ(metric(daemon.get("/metrics").body, sigkills), 0);
+
+  // An operator's kill -9, with the real kill(1).
+  Process operated({idle, "idle"});
+  const pid_t operated_pid = read_ready(operated);
+  daemon.wait_for_process(operated_pid, kApiTimeout);
+  const pid_t kill_cmd = fork();
+  ASSERT_GE(kill_cmd, 0);
+  if (kill_cmd == 0) {
+    execl("/usr/bin/kill", "kill", "-9", std::to_string(operated_pid).c_str(), static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  ASSERT_EQ(waitpid(kill_cmd, &st, 0), kill_cmd);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "/usr/bin/kill (procps) missing?";
+  ASSERT_TRUE(operated.wait_exit(10s));
+  ASSERT_TRUE(wait_until(5000ms, [&] { return (report = find_report(daemon, operated_pid)).has_value(); }, 10ms))
+      << daemon.diagnostics();
+  EXPECT_EQ(report->at("reason"), "sigkill");
+  EXPECT_FALSE(report->at("for_memory").get<bool>());
+  EXPECT_EQ(report->at("killed_by").at("comm"), "kill");
+  EXPECT_EQ(report->at("killed_by").at("pid").get<pid_t>(), kill_cmd);
+
+  // timeout -s KILL: the target runs as timeout's child and is killed by it.
+  Process timed({"/usr/bin/timeout", "-s", "KILL", "5", idle, "idle"});
+  const pid_t timed_pid = read_ready(timed);
+  daemon.wait_for_process(timed_pid, kApiTimeout);
+  ASSERT_TRUE(wait_until(15000ms, [&] { return (report = find_report(daemon, timed_pid)).has_value(); }, 50ms))
+      << daemon.diagnostics();
+  EXPECT_EQ(report->at("reason"), "sigkill");
+  EXPECT_EQ(report->at("killed_by").at("comm"), "timeout");
+  timed.wait_exit(10s);
+
+  const std::string metrics = daemon.get("/metrics").body;
+  EXPECT_EQ(metric(metrics, sigkills), 2) << metrics;
+  EXPECT_EQ(metric(metrics, oom_sender), 1) << metrics;
+  EXPECT_EQ(metrics.find("leakwatch_oom_kills_total{target=\"oomtest\",reason=\"sigkill\"}"), std::string::npos);
 
   // A signal that is not SIGKILL is no report.
   Process other({idle, "idle"});
@@ -307,8 +350,8 @@ TEST_F(LeakwatchOom, StormOfHundredKillsInTenSeconds) {
   EXPECT_TRUE(all) << reported << " reports of " << kKills;
   EXPECT_TRUE(daemon.running()) << daemon.diagnostics();
   EXPECT_LT(max_latency, 1.0);
-  EXPECT_EQ(metric(daemon.get("/metrics").body, "leakwatch_oom_kills_total{target=\"oomtest\",reason=\"sigkill\"}"),
-            kKills);
+  // Sent by this test, not by an OOM killer: counted apart.
+  EXPECT_EQ(metric(daemon.get("/metrics").body, "leakwatch_sigkills_total{target=\"oomtest\"}"), kKills);
   size_t files = 0;
   for (const auto &e : std::filesystem::directory_iterator(reports.path()))
     files += e.path().extension() == ".json";

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "core/accounting/process_notices.h"
 #include "core/platform/clock.h"
 #include "exporter/http/http_routes.h"
 #include "exporter/metrics.h"
@@ -86,7 +87,7 @@ TEST(OomRecorder, AKillIsOneReportInTheApiTheDirectoryAndTheCounter) {
   p.publisher.publish();
   MetricsOptions opts;
   std::string text = render_metrics(*p.publisher.latest(), opts);
-  for (const char* reason : {"global", "memory_cgroup", "sigkill"})
+  for (const char* reason : {"global", "memory_cgroup", "oom_sender"})
     EXPECT_NE(text.find(std::string("leakwatch_oom_kills_total{target=\"sleepers\",reason=\"") + reason + "\"} 0"),
               std::string::npos)
         << reason << "\n" << text;
@@ -251,13 +252,75 @@ TEST(OomRecorder, ReportsAreReadBackNewestFirstAndBounded) {
   p.oom.handle_kills();
   ASSERT_EQ(p.state.oom_reports->size(), 2u);
   nlohmann::json r = nlohmann::json::parse(p.state.oom_reports->front().json);
-  EXPECT_EQ(r.at("reason"), "sigkill");
+  EXPECT_EQ(r.at("reason"), "oom_sender");
+  EXPECT_TRUE(r.at("for_memory").get<bool>());
   EXPECT_EQ(r.at("killed_by").at("comm"), "systemd-oomd");
   EXPECT_EQ(p.state.oom_reports->at(1).timestamp, 3000);
   size_t reports = 0;
   for (const auto& e : fs::directory_iterator(dir)) reports += e.path().filename().string().starts_with("oom-");
   EXPECT_EQ(reports, 2u);
   fs::remove_all(dir);
+}
+
+// Issue 35: an operator's kill -9 is not a kill for memory. It keeps its
+// report (reason sigkill, for_memory false, the sender named) but is
+// counted in leakwatch_sigkills_total, not leakwatch_oom_kills_total, and
+// does not move the last OOM kill's time; a known OOM sender does all three.
+TEST(OomRecorder, AnOperatorsSigkillIsCountedApartFromOomKills) {
+  const std::string dir = temp_dir();
+  OomParts p(dir, 10);
+  p.oom.load();
+  p.publisher.publish();
+  MetricsOptions opts;
+  std::string text = render_metrics(*p.publisher.latest(), opts);
+  EXPECT_NE(text.find("leakwatch_sigkills_total{target=\"sleepers\"} 0"), std::string::npos) << text;
+  EXPECT_EQ(text.find("reason=\"sigkill\""), std::string::npos) << text;
+
+  SleepChild operator_victim, oomd_victim;
+  p.discovery.consider(operator_victim.pid, 0);
+  p.discovery.consider(oomd_victim.pid, 0);
+  ProcessKill k;
+  k.pid = operator_victim.pid;
+  k.sigkill = true;
+  k.sender_pid = 4242;
+  k.sender_comm = "bash";
+  k.event_ns = monotonic_ns();
+  p.tracer.kills.push_back(k);
+  p.oom.handle_kills();
+  ASSERT_EQ(p.state.oom_reports->size(), 1u);
+  nlohmann::json r = nlohmann::json::parse(p.state.oom_reports->front().json);
+  EXPECT_EQ(r.at("reason"), "sigkill");
+  EXPECT_FALSE(r.at("for_memory").get<bool>());
+  EXPECT_EQ(r.at("killed_by").at("pid"), 4242);
+  EXPECT_EQ(r.at("killed_by").at("comm"), "bash");
+  EXPECT_EQ(p.state.counters.oom_last_kill_timestamp, 0);
+  p.publisher.publish();
+  text = render_metrics(*p.publisher.latest(), opts);
+  EXPECT_NE(text.find("leakwatch_sigkills_total{target=\"sleepers\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("leakwatch_oom_kills_total{target=\"sleepers\",reason=\"oom_sender\"} 0"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("reason=\"sigkill\""), std::string::npos) << text;
+
+  k.pid = oomd_victim.pid;
+  k.sender_comm = "earlyoom";
+  p.tracer.kills.push_back(k);
+  p.oom.handle_kills();
+  r = nlohmann::json::parse(p.state.oom_reports->front().json);
+  EXPECT_EQ(r.at("reason"), "oom_sender");
+  EXPECT_GT(p.state.counters.oom_last_kill_timestamp, 0);
+  p.publisher.publish();
+  text = render_metrics(*p.publisher.latest(), opts);
+  EXPECT_NE(text.find("leakwatch_oom_kills_total{target=\"sleepers\",reason=\"oom_sender\"} 1"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("leakwatch_sigkills_total{target=\"sleepers\"} 1"), std::string::npos) << text;
+  fs::remove_all(dir);
+}
+
+TEST(OomSenders, OnlyKnownOomKillersCountAsKillsForMemory) {
+  for (const char* comm : {"systemd-oomd", "earlyoom", "oomd", "nohang", "kubelet"})
+    EXPECT_TRUE(is_oom_sender(comm)) << comm;
+  for (const char* comm : {"bash", "kill", "timeout", "containerd-shim", "runc", "systemd", "", "oom", "kubelet2"})
+    EXPECT_FALSE(is_oom_sender(comm)) << comm;
 }
 
 TEST(OomRecorder, FileNamesSortByTime) {
