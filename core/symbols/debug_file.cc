@@ -139,8 +139,14 @@ std::optional<DebugFile> find_debug_file(const DebugFileQuery& query,
                                          DebugLookupStats* stats) {
   const std::vector<DebugCandidate> candidates =
       debug_file_candidates(query.object_path, query.build_id, query.debuglink, options.debug_dirs);
-  for (const std::string& root : roots_of(query.target_root)) {
+  const std::vector<std::string> roots = roots_of(query.target_root);
+  for (const std::string& root : roots) {
     for (const DebugCandidate& c : candidates) {
+      // A debug link names a path in the target's mount namespace: in
+      // another root than the daemon's it is never looked up in the
+      // daemon's own (issue 32, item 4). Build-id directories are: a host's
+      // debug package serves a container's object of the same build-id.
+      if (root.empty() && roots.size() > 1 && c.source == DebugSource::kDebugLink) continue;
       // A debug link is always CRC-checked: the file next to the object
       // may be the object itself (a link naming its own file), whose
       // build-id matches but which adds nothing.
@@ -175,8 +181,10 @@ std::optional<DebugFile> find_alt_file(const std::string& link_path, const std::
       candidates.push_back({dir_of(debug_file_path) + "/" + link_path, DebugSource::kDebugLink});
     }
   }
-  for (const std::string& root : roots_of(target_root)) {
+  const std::vector<std::string> roots = roots_of(target_root);
+  for (const std::string& root : roots) {
     for (const DebugCandidate& c : candidates) {
+      if (root.empty() && roots.size() > 1 && c.source == DebugSource::kDebugLink) continue;  // as above
       if (auto f = try_candidate(root, c, link_build_id, false, 0, options, stats)) return f;
     }
   }

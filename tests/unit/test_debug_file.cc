@@ -246,6 +246,33 @@ TEST(DebugFile, SearchedInTheTargetsRootWithoutEscaping) {
   EXPECT_EQ(f->path, in_root);
 }
 
+// Issue 32, item 4: a debug link is a path in the target's mount namespace.
+// For a process in another root, the file it names on the host (here the
+// right debug file, CRC and all) is not the daemon's to open.
+TEST(DebugFile, ADebugLinkOfAnotherRootIsNotLookedUpOnTheHost) {
+  auto stripped = open_elf(kStripped);
+  ASSERT_TRUE(stripped);
+  TempDir host, root;
+  const std::string object = host.path() + "/bin/symbols_leaker";
+  copy_to(kStripped, object);
+  copy_to(kDebug, host.path() + "/bin/.debug/symbols_leaker.debug");
+  DebugSearchOptions options;
+  options.debug_dirs = {};
+  DebugFileQuery q;
+  q.object_path = object;
+  q.build_id = stripped->build_id();
+  q.debuglink = stripped->debug_links().debuglink;
+  q.debuglink_crc = stripped->debug_links().debuglink_crc;
+  ASSERT_TRUE(find_debug_file(q, options, nullptr).has_value());  // the daemon's own root
+  q.target_root = root.path();
+  EXPECT_FALSE(find_debug_file(q, options, nullptr).has_value());
+  // In the target's root it is found.
+  copy_to(kDebug, root.path() + host.path() + "/bin/.debug/symbols_leaker.debug");
+  std::optional<DebugFile> f = find_debug_file(q, options, nullptr);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->path, root.path() + host.path() + "/bin/.debug/symbols_leaker.debug");
+}
+
 TEST(DebugFile, DebuginfodCacheLayout) {
   auto stripped = open_elf(kStripped);
   ASSERT_TRUE(stripped);
