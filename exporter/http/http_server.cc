@@ -123,6 +123,8 @@ class HttpServer::Impl {
   Io read_available(Conn& c, uint32_t* want);
   Io write_pending(Conn& c, uint32_t* want);
   void dispatch(Conn& c, HttpRequest request);
+  // The web config's rate limit, then schedule_route; after authentication.
+  void route_if_allowed(Conn& c, const WebState& web, std::shared_ptr<HttpRequest> request);
   void schedule_route(Conn& c, std::shared_ptr<HttpRequest> request);
   void respond(Conn& c, HttpResponse response, bool close = false);
   void want(Conn& c, uint32_t events);
@@ -653,22 +655,19 @@ void HttpServer::Impl::dispatch(Conn& c, HttpRequest request) {
   // are busy (docs/api.md).
   if (request.path == "/healthz") return respond(c, healthz_response(source_().get()));
   const std::shared_ptr<WebState> web = current_;
-  if (web->limiter && !web->limiter->allow(Clock::now())) {
-    count_refused("rate_limited");
-    HttpResponse r = json_error(429, "rate limit exceeded (web config rate_limit)");
-    const uint64_t wait_s = (web->limiter->config().interval_ms + 999) / 1000;
-    r.headers.emplace_back("Retry-After", std::to_string(std::max<uint64_t>(1, wait_s)));
-    return respond(c, std::move(r));
-  }
   auto shared = std::make_shared<HttpRequest>(std::move(request));
-  if (!web->auth) return schedule_route(c, std::move(shared));
+  // The rate limit applies after authentication (issue 32): requests
+  // without valid credentials are answered 401 and never take the
+  // authenticated scraper's tokens. Failed password checks have their own
+  // bound, the authentication queue (max_queued_auth) and bcrypt's cost.
+  if (!web->auth) return route_if_allowed(c, *web, std::move(shared));
   std::optional<std::string_view> header = shared->header("authorization");
   std::optional<BasicAuth::Credentials> creds = BasicAuth::parse(header.value_or(""));
   if (!creds) {
     count_refused("unauthorized");
     return respond(c, json_error(401, "authentication required"));
   }
-  if (web->auth->cached(*creds)) return schedule_route(c, std::move(shared));
+  if (web->auth->cached(*creds)) return route_if_allowed(c, *web, std::move(shared));
   // bcrypt runs on the authentication thread, never here or on a worker.
   auto credentials = std::make_shared<BasicAuth::Credentials>(std::move(*creds));
   const uint64_t id = c.id;
@@ -688,6 +687,17 @@ void HttpServer::Impl::dispatch(Conn& c, HttpRequest request) {
     return respond(c, std::move(r));
   }
   c.phase = Phase::kWait;
+}
+
+void HttpServer::Impl::route_if_allowed(Conn& c, const WebState& web, std::shared_ptr<HttpRequest> request) {
+  if (web.limiter && !web.limiter->allow(Clock::now())) {
+    count_refused("rate_limited");
+    HttpResponse r = json_error(429, "rate limit exceeded (web config rate_limit)");
+    const uint64_t wait_s = (web.limiter->config().interval_ms + 999) / 1000;
+    r.headers.emplace_back("Retry-After", std::to_string(std::max<uint64_t>(1, wait_s)));
+    return respond(c, std::move(r));
+  }
+  schedule_route(c, std::move(request));
 }
 
 void HttpServer::Impl::schedule_route(Conn& c, std::shared_ptr<HttpRequest> request) {
@@ -763,7 +773,7 @@ void HttpServer::Impl::handle_completions() {
         }
         break;
       case Completion::Kind::kAuthorized:
-        schedule_route(c, std::move(done.request));
+        route_if_allowed(c, *current_, std::move(done.request));
         break;
       case Completion::Kind::kUnauthorized:
         count_refused("unauthorized");

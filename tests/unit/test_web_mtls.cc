@@ -282,6 +282,22 @@ TEST_F(WebMtls, RateLimit) {
   EXPECT_FALSE(parse_web_config("rate_limit: {interval: 10, burst: 1}\n", path("x.yml"), &errors).ok());
 }
 
+// Issue 32: requests without valid credentials do not use up the rate
+// limit's tokens; the authenticated scraper still gets through.
+TEST_F(WebMtls, RateLimitAppliesAfterAuthentication) {
+  start(tls("basic_auth_users:\n  alice: " + bcrypt("one") + "\nrate_limit: {interval: 1h, burst: 2}\n"));
+  TlsClient scraper;
+  scraper.authorization = basic("alice", "one");
+  TlsClient wrong;
+  wrong.authorization = basic("alice", "nope");
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(tls_get(port_, "/metrics").status, 401);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tls_get(port_, "/metrics", wrong).status, 401);
+  EXPECT_EQ(tls_get(port_, "/metrics", scraper).status, 200);
+  EXPECT_EQ(tls_get(port_, "/metrics", scraper).status, 200);
+  // The limit itself still holds for the authenticated.
+  EXPECT_EQ(tls_get(port_, "/metrics", scraper).status, 429);
+}
+
 TEST_F(WebMtls, ReReadOnChange) {
   start(tls("basic_auth_users:\n  alice: " + bcrypt("one") + "\n"));
   TlsClient one;
