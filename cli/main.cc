@@ -29,8 +29,36 @@ void usage(FILE* out) {
           "  -V, --version        print the version\n"
           "  -h, --help           this text\n"
           "\n"
-          "Run `leakwatch COMMAND --help` for a command's options. Exit codes: 0 ok,\n"
-          "1 error, 2 usage, 3 no such process, 4 permission denied, 5 kernel unsupported.\n");
+          "Run `leakwatch COMMAND --help` (or `leakwatch help COMMAND`) for a command's\n"
+          "options. Exit codes: 0 ok, 1 error, 2 usage, 3 no such process, 4 permission\n"
+          "denied, 5 kernel unsupported.\n");
+}
+
+// A command's entry point, or null for an unknown command.
+using CommandMain = int (*)(int, char**);
+CommandMain command_main(const std::string& cmd) {
+  if (cmd == "top") return lw::run_top;
+  if (cmd == "run") return lw::run_daemon;
+  if (cmd == "check-config") return lw::run_check_config;
+  if (cmd == "snapshot") return lw::run_snapshot;
+  return nullptr;
+}
+
+// `leakwatch help [COMMAND]`: the global help, or COMMAND --help.
+int help(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stdout);
+    return lw::exit_code::kOk;
+  }
+  CommandMain command = command_main(argv[1]);
+  if (!command) {
+    fprintf(stderr, "leakwatch help: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return lw::exit_code::kUsage;
+  }
+  char help_flag[] = "--help";
+  char* sub_argv[] = {argv[1], help_flag, nullptr};
+  return command(2, sub_argv);
 }
 
 }  // namespace
@@ -69,14 +97,8 @@ int main(int argc, char** argv) {
     printf("leakwatch %s\n", LEAKWATCH_VERSION);
     return lw::exit_code::kOk;
   }
-  if (cmd == "help") {
-    usage(stdout);
-    return lw::exit_code::kOk;
-  }
-  if (cmd == "top") return lw::run_top(sub_argc, sub_argv);
-  if (cmd == "run") return lw::run_daemon(sub_argc, sub_argv);
-  if (cmd == "check-config") return lw::run_check_config(sub_argc, sub_argv);
-  if (cmd == "snapshot") return lw::run_snapshot(sub_argc, sub_argv);
+  if (cmd == "help") return help(sub_argc, sub_argv);
+  if (CommandMain command = command_main(cmd)) return command(sub_argc, sub_argv);
   // Internal: the debuginfod fetch child (core/symbols/debuginfod.h), not for users.
   if (cmd == "debuginfod-fetch") return lw::debuginfod_fetch_main(sub_argc, sub_argv);
   fprintf(stderr, "leakwatch: unknown command '%s'\n", cmd.c_str());

@@ -70,6 +70,7 @@ int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
     switch (c) {
       case 'p':
         if (!parse_u64(optarg, n) || n == 0 || n > 4194304) return bad("invalid pid '%s'", optarg);
+        if (o.pid != 0) return bad("%s-p given twice: snapshot traces one process", "");
         o.pid = static_cast<pid_t>(n);
         break;
       case 'd':

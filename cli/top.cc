@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,7 +51,8 @@ struct TopOptions {
   double interval_s = 1.0;
   long count = -1;  // -1: until the process exits or a signal
   bool json = false;
-  size_t max_sites = 20;
+  size_t max_sites = 20;       // --top: by live bytes
+  size_t max_by_rate = SIZE_MAX;  // --top-by-rate: more by leak rate; SIZE_MAX: as many as --top
   long stall_consumer_ms = 0;
   long slow_tables_ms = 0;  // fault testing: each unwind-table job waits this long
   std::string record_path;  // raw ring-buffer records, for bench/ replay
@@ -78,7 +80,9 @@ void top_usage(FILE* out) {
           "  -i, --interval SECONDS      time between snapshots (default 1)\n"
           "  -n, --count N               exit after N snapshots (default: until exit)\n"
           "      --json                  one JSON object per snapshot, one per line\n"
-          "  -k, --top K                 sites shown per snapshot (default 20)\n"
+          "  -k, --top K                 sites shown per snapshot by live bytes (default 20)\n"
+          "      --top-by-rate N         and up to N more, the fastest-growing of the rest\n"
+          "                              (default: K; 0: none): at most K + N sites\n"
           "      --older SECONDS         show only allocations at least this old\n"
           "      --min-size BYTES        show only allocations of at least BYTES\n"
           "      --max-size BYTES        show only allocations of at most BYTES\n"
@@ -165,6 +169,7 @@ enum LongOnly {
   kOptNoPythonFrames,
   kOptNoTensors,
   kOptRssInterval,
+  kOptTopByRate,
 };
 
 // What a parse_*_option function returns besides an exit code.
@@ -178,12 +183,17 @@ int parse_trace_option(int c, TopOptions& o, bool& have_pid, bool& have_command)
   switch (c) {
     case 'p':
       if (!parse_u64(optarg, n) || n == 0 || n > 4194304) return usage_error("invalid pid '%s'", optarg);
+      // Not the last one silently: top traces one process.
+      if (have_pid)
+        return usage_error("-p given twice: top traces one process (`leakwatch run` traces many); "
+                           "start one top per process");
       o.pid = static_cast<pid_t>(n);
       have_pid = true;
       return kTaken;
     case 'c':
       o.command = split_blanks(optarg);
       if (o.command.empty()) return usage_error("-c needs a command");
+      if (have_command) return usage_error("-c given twice: top traces one command");
       have_command = true;
       return kTaken;
     case kOptRingbuf:
@@ -262,6 +272,11 @@ int parse_view_option(int c, TopOptions& o) {
         return usage_error("--top must be between 1 and 100000 (got '%s')", optarg);
       o.max_sites = n;
       return kTaken;
+    case kOptTopByRate:
+      if (!parse_u64(optarg, n) || n > 100000)
+        return usage_error("--top-by-rate must be between 0 and 100000 (got '%s')", optarg);
+      o.max_by_rate = n;
+      return kTaken;
     case kOptJson:
       o.json = true;
       return kTaken;
@@ -313,6 +328,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"interval", required_argument, nullptr, 'i'},
       {"count", required_argument, nullptr, 'n'},
       {"top", required_argument, nullptr, 'k'},
+      {"top-by-rate", required_argument, nullptr, kOptTopByRate},
       {"help", no_argument, nullptr, 'h'},
       {"json", no_argument, nullptr, kOptJson},
       {"ringbuf-bytes", required_argument, nullptr, kOptRingbuf},
@@ -363,6 +379,7 @@ int parse(int argc, char** argv, TopOptions& o) {
   if (have_pid == have_command)
     return usage_error(have_pid ? "-p and -c exclude each other" : "-p PID or -c COMMAND is required");
   if (o.filter.min_size > o.filter.max_size) return usage_error("--min-size is above --max-size");
+  if (o.max_by_rate == SIZE_MAX) o.max_by_rate = o.max_sites;  // documented default: K
   return -1;
 }
 
@@ -533,7 +550,7 @@ class TopRun {
   ProcessSnapshot snapshot(TracedProcess& proc) {
     double now = seconds_since_epoch(clock::now());
     analyzer_.sample(proc.heap, now - t0_, monotonic_ns());
-    ProcessSnapshot snap = take_snapshot(t_, proc, opt_.max_sites, opt_.json, &analyzer_, filter_);
+    ProcessSnapshot snap = take_snapshot(t_, proc, SiteLimits(opt_.max_sites, opt_.max_by_rate), opt_.json, &analyzer_, filter_);
     // RSS explained (decision rss-explained): the smaps read is rate-bounded;
     // an active filter narrows the live figures, so no breakdown then.
     if (opt_.rss_interval_s > 0 && !filter_ && !snap.final)

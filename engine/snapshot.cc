@@ -11,10 +11,10 @@
 
 namespace lw {
 
-ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, SiteLimits limits,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer,
                               const LiveFilter* filter) {
-  return take_snapshot(tracer, proc, max_sites, read_kernel_live, analyzer, tracer.counters(),
+  return take_snapshot(tracer, proc, limits, read_kernel_live, analyzer, tracer.counters(),
                        tracer.stats(), filter);
 }
 
@@ -140,20 +140,14 @@ std::vector<Ranked> live_sites(ProcessSnapshot& snap, const TracedProcess& proc,
   return live;
 }
 
-// The top `max_sites` by live bytes and, with an analyzer, the top
-// `max_sites` of the rest by leak rate.
-std::vector<Ranked> choose_sites(std::vector<Ranked>& live, size_t max_sites, bool by_rate) {
-  auto rate = [](const Ranked& r) { return r.analysis ? r.analysis->verdict.rate_bytes_per_s : 0.0; };
+// The sites shown (core/analysis/site_choice.h): by live bytes, then by
+// leak rate (rates only with an analyzer).
+std::vector<Ranked> shown_sites(const std::vector<Ranked>& live, SiteLimits limits) {
+  std::vector<SiteRank> ranks;
+  ranks.reserve(live.size());
+  for (const Ranked& r : live) ranks.push_back({r.live_bytes, r.analysis ? r.analysis->verdict.rate_bytes_per_s : 0.0});
   std::vector<Ranked> chosen;
-  std::sort(live.begin(), live.end(), [](const Ranked& a, const Ranked& b) {
-    return a.live_bytes > b.live_bytes;
-  });
-  chosen.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(std::min(max_sites, live.size())));
-  if (by_rate && live.size() > max_sites) {
-    std::vector<Ranked> rest(live.begin() + static_cast<std::ptrdiff_t>(max_sites), live.end());
-    std::sort(rest.begin(), rest.end(), [&](const Ranked& a, const Ranked& b) { return rate(a) > rate(b); });
-    for (size_t i = 0; i < rest.size() && i < max_sites && rate(rest[i]) > 0; ++i) chosen.push_back(rest[i]);
-  }
+  for (size_t i : choose_sites(ranks, limits)) chosen.push_back(live[i]);
   return chosen;
 }
 
@@ -209,7 +203,7 @@ void merge_sites(ProcessSnapshot& snap, Tracer& tracer, TracedProcess& proc, con
 
 }  // namespace
 
-ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_sites,
+ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, SiteLimits limits,
                               bool read_kernel_live, const ProcessAnalyzer* analyzer,
                               const Counters& kernel_counters, const TracerStats& tracer_stats,
                               const LiveFilter* filter) {
@@ -219,7 +213,7 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, size_t max_si
   if (analyzer) fill_analysis(snap, *analyzer);
   // Rank cheaply first (no symbolization), then symbolize what is shown.
   std::vector<Ranked> live = live_sites(snap, proc, filtered, analyzer);
-  const std::vector<Ranked> chosen = choose_sites(live, max_sites, analyzer != nullptr);
+  const std::vector<Ranked> chosen = shown_sites(live, limits);
   snap.sites_total = live.size();
   merge_sites(snap, tracer, proc, chosen, analyzer);
   return snap;
