@@ -232,12 +232,13 @@ void tensor_lines(const ProcessSnapshot& s, size_t width, std::vector<std::strin
 void summary_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
   const std::string who = "leakwatch top: pid " + std::to_string(s.pid) + " (" + s.comm + ")" +
                           (s.final ? " [exited]" : "");
-  add_lines(out, pack({who,
-                       "live " + human_bytes(s.live_bytes) + " in " + std::to_string(s.live_allocations) +
-                           " allocations",
-                       "events " + std::to_string(s.kernel_counters[LW_CNT_EVENTS_SEEN]) + " seen, " +
-                           std::to_string(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]) + " dropped"},
-                      width, "  ", 2));
+  std::vector<std::string> head = {who, "live " + human_bytes(s.live_bytes) + " in " +
+                                              std::to_string(s.live_allocations) + " allocations"};
+  // Address space reserved, not live (decision reserved-address-space).
+  if (s.reserved_bytes > 0) head.push_back("reserved " + human_bytes(s.reserved_bytes));
+  head.push_back("events " + std::to_string(s.kernel_counters[LW_CNT_EVENTS_SEEN]) + " seen, " +
+                 std::to_string(s.kernel_counters[LW_CNT_EVENTS_DROPPED_RINGBUF]) + " dropped");
+  add_lines(out, pack(head, width, "  ", 2));
   const AllocatorInfo& a = s.allocator;
   std::vector<std::string> alloc = {"allocator:", a.family.empty() ? "-" : a.family,
                                     a.object.empty() ? "(none)" : a.object, "[" + a.support + "]" +

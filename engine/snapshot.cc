@@ -67,6 +67,7 @@ void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pr
   snap.timestamp = std::chrono::duration<double>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
   snap.live_bytes = proc.heap.live_bytes_total();
+  snap.reserved_bytes = proc.heap.reserved_bytes(LW_KIND_MMAP);
   snap.sample_mean_bytes = proc.heap.sample_mean();
   snap.sampling_automatic = proc.auto_sample_mean > 0 && proc.auto_sample_mean == proc.heap.sample_mean();
   if (snap.sampling_automatic) {
@@ -83,7 +84,11 @@ void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pr
   snap.tracer_stats = tracer_stats;
   snap.unrecorded = tracer.unrecorded(proc.pid);
   if (read_kernel_live) {
-    if (auto k = tracer.kernel_live_bytes(proc.pid)) snap.kernel_live_bytes = static_cast<int64_t>(*k);
+    // Less the mmap records' bytes that are address space, not memory
+    // (decision reserved-address-space): comparable with live_bytes.
+    const uint64_t withheld = proc.heap.withheld_bytes();
+    if (auto k = tracer.kernel_live_bytes(proc.pid))
+      snap.kernel_live_bytes = static_cast<int64_t>(*k > withheld ? *k - withheld : 0);
   }
 }
 
@@ -125,6 +130,7 @@ std::vector<Ranked> live_sites(ProcessSnapshot& snap, const TracedProcess& proc,
     const uint64_t live_allocations = filtered.empty() ? s.live_allocations : filtered[i].allocations;
     KindTotals& k = snap.kinds[s.kind];
     k.live_bytes += live_bytes;
+    k.reserved_bytes += s.reserved_bytes;
     k.live_allocations += live_allocations;
     k.allocated_bytes += s.allocated_bytes;
     k.allocations += s.allocations;
@@ -156,6 +162,7 @@ void add_to_site(SiteSnapshot& site, const Ranked& r, const ResolvedStack& rs, c
   const SiteStats* s = r.stats;
   site.symbols_pending = site.symbols_pending || rs.symbols_pending;
   site.live_bytes += r.live_bytes;
+  site.reserved_bytes += s->reserved_bytes;
   site.live_allocations += r.live_allocations;
   site.allocated_bytes += s->allocated_bytes;
   site.allocations += s->allocations;

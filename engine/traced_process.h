@@ -114,6 +114,11 @@ struct TracedProcess {
   LifecycleStats lifecycle;
   TokenBucket rescan_budget;
   uint64_t maps_gen_seen = 0;  // lw_target.maps_gen last counted into lifecycle.events
+  // Reserved address space (decision reserved-address-space): when the
+  // mappings were last read for the mmap records' splits, and last read for
+  // every mmap record (CLOCK_MONOTONIC ns).
+  uint64_t splits_read_ns = 0;
+  uint64_t splits_swept_ns = 0;
   uint64_t lost_seen = 0;
   bool accounting = true;  // overhead: false while the kill switch holds it
   // The tensor tier's probes were detached by its own governor budget

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/accounting/event.h"
+#include "core/analysis/reserved_space.h"
 #include "core/platform/clock.h"
 #include "core/platform/log.h"
 
@@ -23,6 +24,42 @@ void Tracer::refresh_maps(TracedProcess& proc) {
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
   if (unwind_) unwind_->add_process(proc.pid, proc.maps);
   if (proc.python) proc.python->refresh(*session_, proc.maps);
+}
+
+// Reserved address space (decision reserved-address-space): which bytes of
+// the mmap records are memory is read from /proc/PID/maps after the poll
+// that added (or cut, or moved) a record, so that no snapshot shows a fresh
+// PROT_NONE reservation as live, and every 10 s for every record (a mapping
+// made PROT_NONE later). A process holding reservations has its
+// reservations' touched pages read from /proc/PID/smaps, which walks its page
+// tables: at most every 2 s (mprotect commits and touches without an event).
+void Tracer::refresh_reserved(TracedProcess& proc) {
+  constexpr uint64_t kRssNs = 2'000'000'000, kSweepNs = 10'000'000'000;
+  const uint64_t now = monotonic_ns();
+  const bool sweep = proc.heap.record_count(LW_KIND_MMAP) > 0 && now - proc.splits_swept_ns >= kSweepNs;
+  bool rss_due = proc.heap.split_count() > 0 && now - proc.splits_read_ns >= kRssNs;
+  if (proc.heap.has_unchecked_mmap() || sweep) {
+    Result<ParsedMaps> maps = read_proc_maps(proc.pid);
+    ++stats_.mapping_reads;
+    if (!maps) {  // gone, or not readable: the records wait for the next read
+      ++stats_.mapping_read_errors;
+      return;
+    }
+    if (sweep) proc.splits_swept_ns = now;
+    const bool had_reservations = proc.heap.split_count() > 0;
+    refresh_splits(proc.heap, mappings_of(*maps), false, sweep);
+    // A first reservation: its touched pages at once, not in 2 s.
+    if (!had_reservations && proc.heap.split_count() > 0 && now - proc.splits_read_ns >= kRssNs) rss_due = true;
+  }
+  if (!rss_due) return;
+  std::optional<ParsedSmaps> smaps = read_smaps(proc.pid);
+  ++stats_.mapping_reads;
+  if (!smaps) {
+    ++stats_.mapping_read_errors;
+    return;
+  }
+  proc.splits_read_ns = now;
+  refresh_splits(proc.heap, smaps->mappings, true, false);
 }
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session, const BpfOptions& options,
@@ -331,6 +368,7 @@ void Tracer::after_poll() {
     // A new site's stack with a frame outside the maps last read: read them
     // now, so that a snapshot (resolve_stack) only reads (decision named-parts).
     if (resolver_.maps_miss_frames(*proc)) refresh_maps(*proc);
+    refresh_reserved(*proc);
   }  // Resyncs and execs replaced whole record sets.
   budget_.recount_records();
   // A resync (events lost) may have brought records the event path never

@@ -192,6 +192,7 @@ class Tracer {
   Tracer(std::unique_ptr<BpfSession> session, const BpfOptions& options, const UnwindTableOptions& unwind);
   // Reads `proc`'s mappings again and registers its objects' unwind tables.
   void refresh_maps(TracedProcess& proc);
+  void refresh_reserved(TracedProcess& proc);
   void on_record(const void* data, size_t len);
   void after_poll();
   void resync(TracedProcess& proc);

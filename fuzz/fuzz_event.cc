@@ -16,16 +16,19 @@
 namespace {
 
 void check_invariants(const lw::HeapTracker& t) {
-  uint64_t live = 0, count = 0;
-  t.for_each_live([&](const lw::LiveRecord& r) {
+  uint64_t live = 0, count = 0, reserved = 0;
+  t.for_each_live_at([&](uint64_t addr, const lw::LiveRecord& r) {
     // The process total leaves tensor_gpu out: it lies inside the pool's
-    // cuda_device memory (decision tensor-tier).
-    if (r.kind != LW_KIND_TENSOR_GPU) live += r.size;
+    // cuda_device memory (decision tensor-tier). An mmap record counts its
+    // committed bytes (decision reserved-address-space).
+    if (r.kind != LW_KIND_TENSOR_GPU) live += t.committed_bytes(addr, r);
+    if (r.kind == LW_KIND_MMAP) reserved += t.split_of(addr).reserved;
     ++count;
   });
   if (live != t.live_bytes_total() || count != t.live_allocations_total()) abort();
+  if (reserved != t.reserved_bytes(LW_KIND_MMAP)) abort();
   for (const lw::SiteStats& s : t.sites()) {
-    if (s.allocated_bytes - s.freed_bytes != s.live_bytes) abort();
+    if (s.allocated_bytes - s.freed_bytes != s.live_bytes + s.reserved_bytes + s.unmapped_bytes) abort();
   }
 }
 
@@ -39,6 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static constexpr size_t kLens[] = {sizeof(lw_event) - 1, sizeof(lw_event), sizeof(lw_event),
                                        sizeof(lw_event) + 1};
     const size_t len = kLens[data[pos] & 3];
+    // Bit 2: the mappings say part of an mmap record is reserved, part gone.
+    const bool split = data[pos] & 4;
     ++pos;
     if (size - pos < len) {
       // A tail that is not a whole record must be rejected, never read past.
@@ -58,6 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (r->type != lw::EventType::kAlloc && r->type != lw::EventType::kFree) abort();
         if (r->kind >= LW_KIND_MAX) abort();
         tracker.apply(*r);
+        if (split && r->kind == LW_KIND_MMAP)
+          tracker.set_split(r->addr, r->alloc_ns, lw::RecordSplit{r->size / 2, r->size / 4});
       } else if (const lw::GpuOomEvent* g = std::get_if<lw::GpuOomEvent>(&*e)) {
         if (g->kind >= LW_KIND_MAX || g->device < -1 || g->device > 254) abort();
       } else if (const lw::SigkillEvent* s = std::get_if<lw::SigkillEvent>(&*e)) {

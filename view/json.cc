@@ -55,6 +55,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
     sites.push_back({{"stack_id", stack_id_hex(s.stack_id)},
                      {"kind", kind_name(s.kind)},
                      {"live_bytes", s.live_bytes},
+                     {"reserved_bytes", s.reserved_bytes},  // decision reserved-address-space
                      {"live_allocations", s.live_allocations},
                      {"allocated_bytes", s.allocated_bytes},
                      {"allocations", s.allocations},
@@ -84,6 +85,8 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   counters["duplicate_allocs"] = snap.heap_counters.duplicate_allocs;
   counters["decode_errors"] = snap.tracer_stats.decode_errors;
   counters["attach_errors"] = snap.tracer_stats.attach_errors;
+  counters["mapping_reads"] = snap.tracer_stats.mapping_reads;  // decision reserved-address-space
+  counters["mapping_read_errors"] = snap.tracer_stats.mapping_read_errors;
   const SymbolCounters& sym = snap.tracer_stats.symbols;
   counters["symbol_requests"] = sym.requests;
   counters["symbol_requests_dropped"] = sym.requests_dropped;
@@ -98,6 +101,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
               {"timestamp", snap.timestamp},
               {"final", snap.final},
               {"live_bytes", snap.live_bytes},
+              {"reserved_bytes", snap.reserved_bytes},
               {"live_allocations", snap.live_allocations},
               {"events",
                {{"seen", snap.kernel_counters[LW_CNT_EVENTS_SEEN]},
@@ -141,6 +145,7 @@ nlohmann::json kinds_to_json(const ProcessSnapshot& snap) {
     const KindTotals& t = snap.kinds[k];
     if (t.allocations == 0 && t.live_allocations == 0) continue;
     kinds[kind_name(k)] = {{"live_bytes", t.live_bytes},
+                           {"reserved_bytes", t.reserved_bytes},
                            {"live_allocations", t.live_allocations},
                            {"allocated_bytes", t.allocated_bytes},
                            {"allocations", t.allocations},

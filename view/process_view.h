@@ -30,7 +30,10 @@ namespace lw {
 struct SiteSnapshot {
   uint64_t stack_id = 0;
   uint32_t kind = 0;
-  uint64_t live_bytes = 0;
+  uint64_t live_bytes = 0;      // memory, not address space (decision reserved-address-space)
+  // Kind mmap: of the site's reservations (mappings partly PROT_NONE), the
+  // bytes PROT_NONE or never touched: address space, not in live_bytes.
+  uint64_t reserved_bytes = 0;
   uint64_t live_allocations = 0;
   uint64_t allocated_bytes = 0;
   uint64_t allocations = 0;
@@ -61,6 +64,7 @@ struct SiteSnapshot {
 // Totals of one kind of memory over every site of a process.
 struct KindTotals {
   uint64_t live_bytes = 0;
+  uint64_t reserved_bytes = 0;  // kind mmap: address space, not live (SiteSnapshot::reserved_bytes)
   uint64_t live_allocations = 0;
   uint64_t allocated_bytes = 0;
   uint64_t allocations = 0;
@@ -179,6 +183,10 @@ struct TracerStats {
   uint64_t stacks_collected = 0;  // stored stacks deleted, unreferenced past the grace period
   uint64_t stacks_restored = 0;   // deleted ones stored again: a record named one after all
   uint64_t stack_map_entries = 0; // stacks stored at the last pass (after its deletes)
+  // Reserved address space (decision reserved-address-space): reads of
+  // /proc/PID/maps or smaps for the mmap records' splits, and those that failed.
+  uint64_t mapping_reads = 0;
+  uint64_t mapping_read_errors = 0;
   UnwindStats unwind;
 };
 
@@ -272,6 +280,7 @@ struct ProcessSnapshot {
   double timestamp = 0;        // unix seconds
   bool final = false;          // the process has exited; last snapshot
   uint64_t live_bytes = 0;
+  uint64_t reserved_bytes = 0;  // reserved address space, not live (KindTotals::reserved_bytes)
   uint64_t live_allocations = 0;
   std::array<KindTotals, LW_KIND_MAX> kinds{};  // every site, not only the top
   std::array<LeakVerdict, LW_KIND_MAX> kind_verdicts{};  // process-level, per kind

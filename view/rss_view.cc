@@ -16,6 +16,7 @@ TrackedBytes rss_tracked_bytes(const ProcessSnapshot& snap) {
       snap.kinds[LW_KIND_HEAP].live_allocations + snap.kinds[LW_KIND_TENSOR_CPU].live_allocations;
   t.glibc = snap.allocator.family == "glibc";
   t.live_mmap = snap.kinds[LW_KIND_MMAP].live_bytes;
+  t.reserved_mmap = snap.kinds[LW_KIND_MMAP].reserved_bytes;
   return t;
 }
 
@@ -24,6 +25,7 @@ nlohmann::json rss_to_json(const RssBreakdown& b) {
   return {{"read_at", b.read_at},
           {"anon_bytes", b.anon_total},
           {"file_bytes", b.file_rss},
+          {"reserved_bytes", b.reserved},
           {"parts",
            {{"live_heap", b.live_heap},
             {"retained", b.retained},

@@ -32,9 +32,9 @@ uint64_t HeapTracker::counted_bytes(const LiveRecord& r) const {
 
 std::vector<FilteredLive> HeapTracker::filtered_live(const LiveFilter& filter, uint64_t now_ns) const {
   std::vector<FilteredLive> out(sites_.size());
-  live_.for_each([&](uint64_t, const LiveRecord& r) {
+  for_each_live_at([&](uint64_t addr, const LiveRecord& r) {
     if (!filter.matches(r, now_ns)) return;
-    out[r.site].bytes += counted_bytes(r);
+    out[r.site].bytes += committed_bytes(addr, r);
     out[r.site].allocations += counted_allocations(r);
   });
   return out;
@@ -62,9 +62,22 @@ void HeapTracker::add_live(uint64_t addr, const LiveRecord& r) {
   s.live_bytes += bytes;
   s.live_allocations += counted_allocations(r);
   live_bytes_[r.kind] += bytes;
+  // New, cut or moved: its mappings are read at the next refresh
+  // (decision reserved-address-space).
+  if (r.kind == LW_KIND_MMAP) {
+    index_mmap(addr, r);
+    if (unchecked_mmap_.size() < kMaxUnchecked)
+      unchecked_mmap_.push_back(addr);
+    else
+      unchecked_overflow_ = true;
+  }
 }
 
 void HeapTracker::drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes) {
+  if (r.kind == LW_KIND_MMAP) {
+    drop_split(key, r);
+    mmap_index_.erase(key ^ (uint64_t{LW_KIND_MMAP} << 58));
+  }
   SiteStats& s = sites_[r.site];
   const uint64_t bytes = counted_bytes(r);
   const uint64_t count = counted_allocations(r);
@@ -145,6 +158,23 @@ void HeapTracker::apply(const Event& e) {
 
 void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
   ++counters_.resyncs;
+  // Splits are taken back first (the figures below are rebuilt from whole
+  // records) and put back on the records that stay the same.
+  std::vector<std::pair<uint64_t, RecordSplit>> splits;
+  for_each_split([&](uint64_t addr, const RecordSplit& sp) { splits.emplace_back(addr, sp); });
+  std::vector<uint64_t> split_ns;
+  for (const auto& e : splits) {
+    const LiveRecord* r = live_.find(live_key(LW_KIND_MMAP, e.first));
+    split_ns.push_back(r ? r->alloc_ns : 0);
+  }
+  forget_splits();
+  resync_records(kernel);
+  for (size_t i = 0; i < splits.size(); ++i) set_split(splits[i].first, split_ns[i], splits[i].second);
+  // Records the resync brought have not had their mappings read.
+  if (records_[LW_KIND_MMAP] > 0) unchecked_overflow_ = true;
+}
+
+void HeapTracker::resync_records(const std::vector<KernelRecord>& kernel) {
   FlatMap<LiveRecord> fresh;
   std::vector<uint64_t> site_live(sites_.size(), 0), site_count(sites_.size(), 0);
   std::array<uint64_t, LW_KIND_MAX> kind_live{};
@@ -197,10 +227,18 @@ void HeapTracker::resync(const std::vector<KernelRecord>& kernel) {
   }
   records_ = kind_records;
   live_ = std::move(fresh);
+  rebuild_mmap_index();
 }
 
 void HeapTracker::clear() {
   live_.clear();
+  mmap_index_.clear();
+  mmap_longest_ = 0;
+  splits_.clear();
+  reserved_bytes_ = 0;
+  unmapped_bytes_ = 0;
+  unchecked_mmap_.clear();
+  unchecked_overflow_ = false;
   for (auto& m : site_by_stack_) m.clear();
   sites_.clear();
   live_bytes_ = {};
@@ -223,6 +261,13 @@ void HeapTracker::shed_kind(uint32_t kind) {
   counters_.shed_records += records_[kind];
   records_[kind] = 0;
   live_ = std::move(kept);
+  // The kind's figures stay as they are, frozen, reserved bytes with them.
+  if (kind == LW_KIND_MMAP) {
+    splits_.clear();
+    unchecked_mmap_.clear();
+    unchecked_overflow_ = false;
+    mmap_index_.clear();
+  }
 }
 
 void HeapTracker::clear_kind(uint32_t kind) {
@@ -234,12 +279,21 @@ void HeapTracker::clear_kind(uint32_t kind) {
   for (uint64_t key : keys) live_.erase(key);
   records_[kind] = 0;
   frozen_[kind] = false;
+  if (kind == LW_KIND_MMAP) {
+    splits_.clear();
+    mmap_index_.clear();
+    reserved_bytes_ = 0;
+    unmapped_bytes_ = 0;
+    unchecked_mmap_.clear();
+    unchecked_overflow_ = false;
+  }
   // Sites of the kind are zeroed, not removed: indices stay valid for the
   // other kinds and the site keeps its identity for the next window.
   for (SiteStats& s : sites_) {
     if (s.kind != kind) continue;
     s.live_bytes = s.live_allocations = 0;
     s.allocated_bytes = s.allocations = s.freed_bytes = s.frees = 0;
+    s.reserved_bytes = s.unmapped_bytes = 0;
   }
   live_bytes_[kind] = 0;
 }
@@ -337,9 +391,97 @@ uint64_t HeapTracker::live_bytes_total() const {
 }
 
 size_t HeapTracker::memory_bytes() const {
-  size_t bytes = live_.memory_bytes() + sites_.capacity() * sizeof(SiteStats);
+  // A map node: the pair and about three pointers and a colour.
+  size_t bytes = live_.memory_bytes() + sites_.capacity() * sizeof(SiteStats) + splits_.memory_bytes() +
+                 unchecked_mmap_.capacity() * sizeof(uint64_t) +
+                 mmap_index_.size() * (sizeof(std::pair<const uint64_t, MmapSpan>) + 32);
   for (const auto& m : site_by_stack_) bytes += m.memory_bytes();
   return bytes;
+}
+
+// Reserved address space (decision reserved-address-space).
+
+uint64_t HeapTracker::committed_bytes(uint64_t addr, const LiveRecord& r) const {
+  const uint64_t bytes = counted_bytes(r);
+  if (r.kind != LW_KIND_MMAP) return bytes;
+  const RecordSplit* sp = splits_.find(live_key(LW_KIND_MMAP, addr));
+  if (!sp) return bytes;
+  const uint64_t withheld = sp->reserved + sp->unmapped;
+  return bytes > withheld ? bytes - withheld : 0;
+}
+
+RecordSplit HeapTracker::split_of(uint64_t addr) const {
+  const RecordSplit* sp = splits_.find(live_key(LW_KIND_MMAP, addr));
+  return sp ? *sp : RecordSplit{};
+}
+
+void HeapTracker::account_split(const LiveRecord& r, const RecordSplit& split, int sign) {
+  SiteStats& s = sites_[r.site];
+  const uint64_t withheld = split.reserved + split.unmapped;
+  if (sign > 0) {
+    s.live_bytes -= withheld;
+    s.reserved_bytes += split.reserved;
+    s.unmapped_bytes += split.unmapped;
+    live_bytes_[LW_KIND_MMAP] -= withheld;
+    reserved_bytes_ += split.reserved;
+    unmapped_bytes_ += split.unmapped;
+  } else {
+    s.live_bytes += withheld;
+    s.reserved_bytes -= split.reserved;
+    s.unmapped_bytes -= split.unmapped;
+    live_bytes_[LW_KIND_MMAP] += withheld;
+    reserved_bytes_ -= split.reserved;
+    unmapped_bytes_ -= split.unmapped;
+  }
+}
+
+void HeapTracker::drop_split(uint64_t key, const LiveRecord& r) {
+  const RecordSplit* sp = splits_.find(key);
+  if (!sp) return;
+  account_split(r, *sp, -1);
+  splits_.erase(key);
+}
+
+void HeapTracker::forget_splits() {
+  std::vector<uint64_t> keys;
+  splits_.for_each([&](uint64_t key, const RecordSplit&) { keys.push_back(key); });
+  for (uint64_t key : keys) {
+    if (const LiveRecord* r = live_.find(key)) drop_split(key, *r);
+  }
+  splits_.clear();
+}
+
+bool HeapTracker::set_split(uint64_t addr, uint64_t alloc_ns, RecordSplit split) {
+  if (frozen_[LW_KIND_MMAP]) return false;
+  const uint64_t key = live_key(LW_KIND_MMAP, addr);
+  const LiveRecord* r = live_.find(key);
+  if (!r || r->kind != LW_KIND_MMAP || r->alloc_ns != alloc_ns) return false;
+  const LiveRecord rec = *r;
+  // Never more than the record holds: the mappings were read after the
+  // record's events, and may describe a newer mapping at its address.
+  split.reserved = std::min(split.reserved, rec.size);
+  split.unmapped = std::min(split.unmapped, rec.size - split.reserved);
+  drop_split(key, rec);
+  if (split.reserved == 0 && split.unmapped == 0) return true;
+  account_split(rec, split, +1);
+  splits_.insert(key, split);
+  return true;
+}
+
+void HeapTracker::index_mmap(uint64_t addr, const LiveRecord& r) {
+  mmap_index_[addr] = MmapSpan{addr + r.size < addr ? UINT64_MAX : addr + r.size, r.alloc_ns};
+  mmap_longest_ = std::max(mmap_longest_, r.size);
+}
+
+void HeapTracker::rebuild_mmap_index() {
+  mmap_index_.clear();
+  for_each_mmap([&](uint64_t addr, const LiveRecord& r) { index_mmap(addr, r); });
+}
+
+std::vector<uint64_t> HeapTracker::take_unchecked_mmap(bool* overflow) {
+  *overflow = unchecked_overflow_;
+  unchecked_overflow_ = false;
+  return std::exchange(unchecked_mmap_, {});
 }
 
 }  // namespace lw

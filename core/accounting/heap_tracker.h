@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -32,6 +33,21 @@ struct SiteStats {
   uint64_t allocations = 0;
   uint64_t freed_bytes = 0;
   uint64_t frees = 0;
+  // Of the live mmap records' bytes, those the kernel maps PROT_NONE
+  // (reserved address space), and those it no longer maps at all (a munmap
+  // the probes could not place); neither counts in live_bytes
+  // (decision reserved-address-space). allocated_bytes - freed_bytes ==
+  // live_bytes + reserved_bytes + unmapped_bytes.
+  uint64_t reserved_bytes = 0;
+  uint64_t unmapped_bytes = 0;
+};
+
+// What the kernel's mappings make of one mmap record's bytes
+// (HeapTracker::set_split()); the rest of the record is committed.
+struct RecordSplit {
+  uint64_t reserved = 0;  // mapped PROT_NONE
+  uint64_t unmapped = 0;  // no longer mapped
+  bool operator==(const RecordSplit&) const = default;
 };
 
 // The address is not stored: it is the map key's (HeapTracker::live_key),
@@ -157,6 +173,49 @@ class HeapTracker {
   uint64_t counted_bytes(const LiveRecord& r) const;
   uint64_t counted_allocations(const LiveRecord& r) const;
 
+  // Reserved address space (decision reserved-address-space). The split of
+  // the mmap record at `addr` (allocated at alloc_ns) as the kernel's
+  // mappings show it, replacing the one it had; false when there is no such
+  // record (freed or replaced since the mappings were read). Only records
+  // with uncommitted bytes are kept in a side map.
+  bool set_split(uint64_t addr, uint64_t alloc_ns, RecordSplit split);
+  RecordSplit split_of(uint64_t addr) const;
+  uint64_t split_count() const { return splits_.size(); }
+  const LiveRecord* find_mmap(uint64_t addr) const { return live_.find(live_key(LW_KIND_MMAP, addr)); }
+  // What a live record counts for in the live figures: counted_bytes() less
+  // its reserved and unmapped bytes.
+  uint64_t committed_bytes(uint64_t addr, const LiveRecord& r) const;
+  uint64_t reserved_bytes(uint32_t kind) const { return kind == LW_KIND_MMAP ? reserved_bytes_ : 0; }
+  // The mmap records' bytes not counted live: reserved and unmapped (what
+  // the kernel map's sum holds beyond live_bytes_total()).
+  uint64_t withheld_bytes() const { return reserved_bytes_ + unmapped_bytes_; }
+  // The mmap records whose mappings were not read since they were added
+  // (new, cut or moved), taken; `overflow` when more were added than kept
+  // (kMaxUnchecked): then every mmap record is to be read.
+  static constexpr size_t kMaxUnchecked = 4096;
+  bool has_unchecked_mmap() const { return !unchecked_mmap_.empty() || unchecked_overflow_; }
+  std::vector<uint64_t> take_unchecked_mmap(bool* overflow);
+  template <typename F>
+  void for_each_split(F&& fn) const {
+    splits_.for_each([&](uint64_t key, const RecordSplit& s) { fn(key ^ (uint64_t{LW_KIND_MMAP} << 58), s); });
+  }
+  // The live mmap records overlapping [start, end), by address: fn(addr,
+  // end, alloc_ns). Records longer than any seen before are found too (the
+  // scan starts the longest record's length below `start`).
+  template <typename F>
+  void for_each_mmap_overlapping(uint64_t start, uint64_t end, F&& fn) const {
+    auto it = mmap_index_.lower_bound(start > mmap_longest_ ? start - mmap_longest_ : 0);
+    for (; it != mmap_index_.end() && it->first < end; ++it)
+      if (it->second.end > start) fn(it->first, it->second.end, it->second.alloc_ns);
+  }
+  // Every live mmap record with its address.
+  template <typename F>
+  void for_each_mmap(F&& fn) const {
+    for_each_live_at([&](uint64_t addr, const LiveRecord& r) {
+      if (r.kind == LW_KIND_MMAP) fn(addr, r);
+    });
+  }
+
   const std::vector<SiteStats>& sites() const { return sites_; }
   uint64_t live_bytes(uint32_t kind) const { return live_bytes_[kind]; }
   // Every kind but tensor_gpu, whose tensors lie inside the pool's
@@ -192,6 +251,11 @@ class HeapTracker {
   uint32_t site_index(uint64_t stack_hash, uint32_t kind);
   void add_live(uint64_t addr, const LiveRecord& r);
   void drop_live(uint64_t key, const LiveRecord& r, uint64_t freed_bytes);
+  // Adds (sign +1) or takes back (-1) a split's effect on the figures.
+  void account_split(const LiveRecord& r, const RecordSplit& split, int sign);
+  void drop_split(uint64_t key, const LiveRecord& r);
+  void forget_splits();
+  void resync_records(const std::vector<KernelRecord>& kernel);
 
   FlatMap<LiveRecord> live_;
   std::array<FlatMap<uint32_t>, LW_KIND_MAX> site_by_stack_;
@@ -204,6 +268,22 @@ class HeapTracker {
   bool keeps_at_current_mean(uint64_t addr, const LiveRecord& r) const;
 
   HeapCounters counters_;
+  // Reserved address space: mmap records with uncommitted bytes, by key.
+  FlatMap<RecordSplit> splits_;
+  // The live mmap records by address (few: the overlaps of a reservation
+  // and the mappings made over it), and the longest one's length.
+  struct MmapSpan {
+    uint64_t end = 0;
+    uint64_t alloc_ns = 0;
+  };
+  std::map<uint64_t, MmapSpan> mmap_index_;
+  uint64_t mmap_longest_ = 0;
+  void index_mmap(uint64_t addr, const LiveRecord& r);
+  void rebuild_mmap_index();
+  uint64_t reserved_bytes_ = 0;
+  uint64_t unmapped_bytes_ = 0;
+  std::vector<uint64_t> unchecked_mmap_;
+  bool unchecked_overflow_ = false;
   uint64_t sample_mean_ = 0;
   // The means the kernel sampled the heap with, from when (CLOCK_MONOTONIC
   // ns), oldest first: the first from 0, one more per thin_to().

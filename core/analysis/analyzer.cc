@@ -58,12 +58,13 @@ void ProcessAnalyzer::sample(const HeapTracker& heap, double t_s, uint64_t now_n
   const uint64_t early_old_ns =
       early_ ? static_cast<uint64_t>(early_->analysis.params().old_age_s * 1e9) : 0;
   std::vector<uint64_t> early_old(early_ ? heap.sites().size() : 0);
-  heap.for_each_live([&](const LiveRecord& r) {
-    ages[r.site].add(now_ns, r.alloc_ns, heap.counted_bytes(r));
-    if (own_old_age && now_ns > r.alloc_ns && now_ns - r.alloc_ns >= old_ns)
-      old[r.site] += heap.counted_bytes(r);
-    if (early_ && now_ns > r.alloc_ns && now_ns - r.alloc_ns >= early_old_ns)
-      early_old[r.site] += heap.counted_bytes(r);
+  // Committed bytes: an mmap record's reserved part is not live
+  // (decision reserved-address-space).
+  heap.for_each_live_at([&](uint64_t addr, const LiveRecord& r) {
+    const uint64_t bytes = heap.committed_bytes(addr, r);
+    ages[r.site].add(now_ns, r.alloc_ns, bytes);
+    if (own_old_age && now_ns > r.alloc_ns && now_ns - r.alloc_ns >= old_ns) old[r.site] += bytes;
+    if (early_ && now_ns > r.alloc_ns && now_ns - r.alloc_ns >= early_old_ns) early_old[r.site] += bytes;
   });
   std::array<std::vector<SiteSample>, LW_KIND_MAX> by_kind;
   const std::vector<SiteStats>& sites = heap.sites();

@@ -172,6 +172,7 @@ RssBreakdown compute_rss_breakdown(const RssRegions& r, const TrackedBytes& t) {
   b.valid = true;
   b.anon_total = r.anon_total;
   b.file_rss = r.file_rss;
+  b.reserved = t.reserved_mmap;  // never resident: beside anon_total, not in it
   b.threads = r.threads;
   b.stacks_located = r.stacks_located;
   b.stacks = std::min(r.stacks, r.anon_total);
@@ -190,6 +191,12 @@ RssBreakdown compute_rss_breakdown(const RssRegions& r, const TrackedBytes& t) {
   rest -= b.retained;
   b.untracked = rest;
   return b;
+}
+
+std::optional<ParsedSmaps> read_smaps(pid_t pid) {
+  Result<std::string> text = read_regular_file("/proc/" + std::to_string(pid) + "/smaps", kMaxSmapsBytes);
+  if (!text) return std::nullopt;
+  return parse_smaps(*text);
 }
 
 std::optional<RssRegions> read_rss_regions(pid_t pid) {

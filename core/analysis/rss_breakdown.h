@@ -84,6 +84,9 @@ struct RssBreakdown {
   uint64_t stacks = 0;         // thread stacks
   uint64_t untracked = 0;      // the rest: allocated before attach, or by unprobed code
   uint64_t file_rss = 0;       // file-backed (and shmem) resident bytes, not part of anon_total
+  // Tracked mmap address space mapped PROT_NONE (decision reserved-address-space):
+  // never resident, not part of anon_total, shown beside it.
+  uint64_t reserved = 0;
   uint32_t threads = 0, stacks_located = 0;
   // Tracked figures above what the mappings hold (sampling estimates,
   // pages not yet touched, swapped-out memory): clamped away, shown here.
@@ -95,7 +98,8 @@ struct TrackedBytes {
   uint64_t live_heap_requested = 0;  // sum of requested sizes (what HeapTracker records)
   uint64_t live_heap_allocations = 0;
   bool glibc = false;                // the allocator family is glibc malloc
-  uint64_t live_mmap = 0;            // kind mmap, live bytes
+  uint64_t live_mmap = 0;            // kind mmap, live (committed) bytes
+  uint64_t reserved_mmap = 0;        // kind mmap, reserved (PROT_NONE) bytes
 };
 
 // The bytes live heap blocks occupy in the allocator: for glibc,
@@ -109,6 +113,10 @@ RssBreakdown compute_rss_breakdown(const RssRegions& r, const TrackedBytes& t);
 // Reads /proc/PID/smaps_rollup, /proc/PID/smaps and every thread's
 // /proc/PID/task/TID/syscall; nullopt when the process is gone or unreadable.
 std::optional<RssRegions> read_rss_regions(pid_t pid);
+
+// Reads and parses /proc/PID/smaps alone (bounded like read_rss_regions);
+// nullopt when the process is gone or unreadable.
+std::optional<ParsedSmaps> read_smaps(pid_t pid);
 
 // Bounds how often a process's smaps is read: at most once per
 // `min_interval_s` per pid; between reads, the last regions are reused with

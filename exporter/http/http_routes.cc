@@ -146,6 +146,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
   for (const ProcessEntry& e : snap.processes) {
     json p = identity_json(snap, e.process);
     p["live_bytes"] = e.snapshot.live_bytes;
+    p["reserved_bytes"] = e.snapshot.reserved_bytes;  // decision reserved-address-space
     p["live_allocations"] = e.snapshot.live_allocations;
     p["kinds"] = kinds_to_json(e.snapshot);
     p["sampling"] = sampling_json(e.snapshot);
