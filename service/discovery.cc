@@ -3,6 +3,7 @@
 #include "service/discovery.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -244,6 +245,9 @@ void ProcessDiscovery::reconcile() {
 }
 
 void ProcessDiscovery::handle_events() {
+  // Deferred events first, in their order; no attach latency for them (it
+  // would measure the budget's wait, not the attach).
+  for (const DeferredDiscovery& d : budget_.due(monotonic_ns())) consider(d.pid, d.parent, 0);
   for (const ProcessEvent& d : tracer_.take_process_events()) {
     if (d.was_target) {
       // A target exec'd: its new image may not match any more.
@@ -270,8 +274,19 @@ void ProcessDiscovery::handle_events() {
       }
       continue;
     }
-    consider(d.pid, d.parent, d.event_ns);
+    consider_event(d.pid, d.parent, d.event_ns);
   }
+}
+
+void ProcessDiscovery::consider_event(pid_t pid, pid_t parent, uint64_t event_ns) {
+  if (pid == getpid() || state_.tracked.count(pid)) return;
+  // Whose event it is: one stat. A fork loop's child is gone by now, and
+  // costs nothing more.
+  struct stat st;
+  if (stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0) return;
+  budget_.set_rate(state_.config.limits.max_discoveries_per_second);
+  if (!budget_.admit(DeferredDiscovery{pid, parent, event_ns, st.st_uid}, monotonic_ns())) return;
+  consider(pid, parent, event_ns);
 }
 
 void ProcessDiscovery::reap_exited() {

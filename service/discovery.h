@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "core/config/config.h"
+#include "core/policy/discovery_budget.h"
 #include "core/proc/process_identity.h"
 #include "service/daemon_state.h"
 #include "service/tracer_control.h"
@@ -39,8 +40,10 @@ class ProcessDiscovery {
   // Scans /proc: detaches tracked processes that are gone (or whose pid now
   // holds another process) and considers every process not yet looked at.
   void reconcile();
-  // The tracer's execs and forks since the last call.
+  // The tracer's execs and forks since the last call, and the deferred ones
+  // whose user's budget allows them now.
   void handle_events();
+  const DiscoveryBudget& budget() const { return budget_; }
   // Detaches every process whose exit the tracer saw, in one teardown.
   void reap_exited();
   // Processes looked at and not matched are skipped by the reconciliation
@@ -50,10 +53,15 @@ class ProcessDiscovery {
  private:
   void attach(pid_t pid, const ProcessIdentity& id, const TargetConfig& target, pid_t parent,
               uint64_t event_ns);
+  // An exec or fork event of a process not tracked: looked at now if its
+  // user's budget allows, else deferred (or dropped when the queue is full).
+  void consider_event(pid_t pid, pid_t parent, uint64_t event_ns);
 
   DaemonState& state_;
   TracerControl& tracer_;
   PodDirectory pods_;
+  // Exec and fork events per non-root uid (issue 32).
+  DiscoveryBudget budget_;
   // (pid, start time) of processes looked at and not matched.
   std::set<std::pair<pid_t, uint64_t>> unmatched_;
   uint64_t consider_ns_ = 0;  // when consider() began (attach stage timing)

@@ -231,6 +231,10 @@ void parse_limits(ErrorSink& errors, const YAML::Node& node, const std::string& 
                   [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 1, 1000, l.max_rescans_per_second);
                   }},
+                 {"max_discoveries_per_second",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, 100000, l.max_discoveries_per_second);
+                  }},
                  {"stack_map_entries",
                   [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);

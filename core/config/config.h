@@ -103,6 +103,10 @@ struct LimitsConfig {
   // executable mappings) each process may cost per second; more are
   // deferred, never dropped (decision lifecycle-budget).
   uint32_t max_rescans_per_second = 5;
+  // Per uid other than root: exec and fork events looked at per second
+  // (burst twice that); more wait, in a bounded queue (issue 32,
+  // core/policy/discovery_budget.h). 0: no budget.
+  uint32_t max_discoveries_per_second = 20;
 };
 
 // Carried for the analysis; validated only for range here.
