@@ -285,8 +285,10 @@ void ProcessDiscovery::consider_event(pid_t pid, pid_t parent, uint64_t event_ns
   struct stat st;
   if (stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0) return;
   budget_.set_rate(state_.config.limits.max_discoveries_per_second);
-  if (!budget_.admit(DeferredDiscovery{pid, parent, event_ns, st.st_uid}, monotonic_ns())) return;
-  consider(pid, parent, event_ns);
+  const bool now = budget_.admit(DeferredDiscovery{pid, parent, event_ns, st.st_uid}, monotonic_ns());
+  state_.counters.discoveries_deferred = budget_.deferred();
+  state_.counters.discoveries_dropped = budget_.dropped();
+  if (now) consider(pid, parent, event_ns);
 }
 
 void ProcessDiscovery::reap_exited() {

@@ -77,6 +77,11 @@ struct DaemonCounters {
   // (decision gone-processes-dropped): dropped at once, their links closed off
   // the event loop.
   uint64_t exited_while_attaching = 0;
+  // Exec and fork events of non-root users past limits.max_discoveries_per_second
+  // (issue 32): deferred to when that user has a token, and dropped when the
+  // bounded queue was full (the reconciliation finds those still alive).
+  uint64_t discoveries_deferred = 0;
+  uint64_t discoveries_dropped = 0;
   // OOM kill reports (decision oom-kill-reports): kills reported since start by
   // (target, reason), the last kill's time (unix seconds; reports read back
   // from oom.report_dir count for it, 0: none), and report files not written.

@@ -191,6 +191,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"attach_failures", c.attach_failures},
                {"attach_errors", std::move(errors)},
                {"reconciliations", c.reconciliations},
+               {"discoveries", {{"deferred", c.discoveries_deferred}, {"dropped", c.discoveries_dropped}}},
                {"reloads_total", c.reloads_total},
                {"reload_failures_total", c.reload_failures_total},
                {"last_reload_successful", c.last_reload_successful},

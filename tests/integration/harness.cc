@@ -48,9 +48,9 @@ std::string basename_of(const std::string &path) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(126);
-  if (options.as_nobody) {
-    const gid_t nobody = 65534;
-    if (setgroups(0, nullptr) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0) _exit(126);
+  if (options.as_nobody || options.as_uid != 0) {
+    const uid_t uid = options.as_nobody ? 65534 : options.as_uid;
+    if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(uid)) != 0 || setuid(uid) != 0) _exit(126);
   }
   if (envp != nullptr) {
     execve(argv[0], argv, envp);

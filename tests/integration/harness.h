@@ -44,6 +44,10 @@ class Process {
     // Start the process on exactly this pid (clone3 with set_tid: root, and
     // the pid must be free). The constructor throws if it is taken.
     pid_t set_tid = 0;
+    // Drop to this uid (and the same gid) before exec; 0: keep root. A
+    // second unprivileged user beside nobody (tests of one user against
+    // another: issue 32).
+    uid_t as_uid = 0;
   };
 
   explicit Process(const std::vector<std::string> &argv, Options options);

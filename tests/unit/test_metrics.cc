@@ -191,6 +191,8 @@ TEST(Metrics, AttachLatencyHistogramAndPidReuseCounters) {
   snap.counters.attach_latency.observe(0.003);
   snap.counters.attach_latency.observe(60);
   snap.counters.pid_reuse_detected = 5;
+  snap.counters.discoveries_deferred = 7;
+  snap.counters.discoveries_dropped = 2;
   snap.tracer_stats.stale_exits = 2;
   const std::string text = render_metrics(snap, {});
   EXPECT_NE(text.find("# TYPE leakwatch_attach_latency_seconds histogram\n"), std::string::npos) << text;
@@ -201,6 +203,8 @@ TEST(Metrics, AttachLatencyHistogramAndPidReuseCounters) {
   EXPECT_NE(text.find("leakwatch_attach_latency_seconds_bucket{le=\"30\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("leakwatch_attach_latency_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("leakwatch_pid_reuse_detected_total 5\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_discoveries_deferred_total 7\n"), std::string::npos);
+  EXPECT_NE(text.find("leakwatch_discoveries_dropped_total 2\n"), std::string::npos);
   EXPECT_NE(text.find("leakwatch_stale_exits_total 2\n"), std::string::npos);
 }
 
