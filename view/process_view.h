@@ -64,12 +64,14 @@ struct SiteSnapshot {
 // Totals of one kind of memory over every site of a process.
 struct KindTotals {
   uint64_t live_bytes = 0;
-  uint64_t reserved_bytes = 0;  // kind mmap: address space, not live (SiteSnapshot::reserved_bytes)
   uint64_t live_allocations = 0;
   uint64_t allocated_bytes = 0;
   uint64_t allocations = 0;
   uint64_t freed_bytes = 0;
   uint64_t frees = 0;
+  // Kind mmap: address space, not live (SiteSnapshot::reserved_bytes). Last:
+  // tests fill the fields above in order.
+  uint64_t reserved_bytes = 0;
 };
 
 // What was decided for one probed function; exposed through the API so

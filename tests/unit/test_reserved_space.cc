@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "core/accounting/event.h"
+#include "view/json.h"
+#include "view/process_view.h"
 
 namespace lw {
 namespace {
@@ -242,6 +244,42 @@ TEST(ReservedSpace, StaleSplitRefused) {
   t.clear_kind(LW_KIND_MMAP);
   EXPECT_EQ(t.reserved_bytes(LW_KIND_MMAP), 0u);
   EXPECT_EQ(t.split_count(), 0u);
+}
+
+// The JSON (top --json, /api/v1/processes/PID/sites) carries reserved bytes
+// per process, per kind and per site, apart from live bytes; the RSS
+// breakdown carries them beside the anonymous total, not in it.
+TEST(ReservedSpace, JsonAndRssCarryReservedApart) {
+  ProcessSnapshot snap;
+  snap.live_bytes = 65536;
+  snap.reserved_bytes = 64 * kMiB;
+  snap.kinds[LW_KIND_MMAP].live_bytes = 65536;
+  snap.kinds[LW_KIND_MMAP].live_allocations = 8;
+  snap.kinds[LW_KIND_MMAP].allocations = 8;
+  snap.kinds[LW_KIND_MMAP].reserved_bytes = 64 * kMiB;
+  SiteSnapshot site;
+  site.kind = LW_KIND_MMAP;
+  site.live_bytes = 65536;
+  site.live_allocations = 8;
+  site.reserved_bytes = 64 * kMiB;
+  snap.sites.push_back(site);
+  const nlohmann::json j = to_json(snap);
+  EXPECT_EQ(j.at("live_bytes").get<uint64_t>(), 65536u);
+  EXPECT_EQ(j.at("reserved_bytes").get<uint64_t>(), 64 * kMiB);
+  EXPECT_EQ(j.at("kinds").at("mmap").at("reserved_bytes").get<uint64_t>(), 64 * kMiB);
+  EXPECT_EQ(j.at("sites").at(0).at("reserved_bytes").get<uint64_t>(), 64 * kMiB);
+  EXPECT_EQ(j.at("sites").at(0).at("live_bytes").get<uint64_t>(), 65536u);
+
+  RssRegions regions;
+  regions.anon_total = 10 * kMiB;
+  TrackedBytes tracked = rss_tracked_bytes(snap);
+  EXPECT_EQ(tracked.live_mmap, 65536u);
+  EXPECT_EQ(tracked.reserved_mmap, 64 * kMiB);
+  const RssBreakdown b = compute_rss_breakdown(regions, tracked);
+  EXPECT_EQ(b.reserved, 64 * kMiB);
+  EXPECT_EQ(b.live_heap + b.retained + b.tracked_mmap + b.stacks + b.untracked, b.anon_total);
+  EXPECT_EQ(b.tracked_mmap, 65536u);
+  EXPECT_EQ(rss_to_json(b).at("reserved_bytes").get<uint64_t>(), 64 * kMiB);
 }
 
 }  // namespace
