@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "core/symbols/stack_frames.h"
 #include "core/symbols/stack_id.h"
 
 namespace lw {
@@ -197,6 +198,12 @@ void merge_sites(ProcessSnapshot& snap, Tracer& tracer, TracedProcess& proc, con
       site.stack_id = rs.stack_id;
       site.kind = s->kind;
       site.frames = rs.frames;
+      // glibc's allocator under a light-tier brk or mmap: the site is its
+      // caller, as in the heap tier (issue 35, item 7). The id stays the
+      // physical stack's (core/symbols/stack_id.h).
+      if (s->kind == LW_KIND_MMAP)
+        site.frames.erase(site.frames.begin(),
+                          site.frames.begin() + static_cast<std::ptrdiff_t>(allocator_leaf_frames(site.frames)));
       site.truncated = rs.end;
       snap.sites.push_back(std::move(site));
     }

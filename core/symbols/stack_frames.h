@@ -4,6 +4,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -30,5 +31,18 @@ const char* stack_end_name(uint32_t end);
 inline constexpr const char* kHeapRegrownFunction =
     "[heap re-grown below its high-water mark: stack not walked]";
 std::vector<Frame> heap_regrown_frames();
+
+// How many leading frames of a kind-mmap record's stack are glibc's
+// allocator at work for its caller: what the light tier's brk and mmap
+// probes see under a malloc (__default_morecore, sysmalloc, _int_malloc,
+// arena and tcache set-up, malloc and its siblings; issue 35, item 7). The
+// heap tier's stacks start at the allocator's caller already; these are
+// dropped the same way, so the site is the function that asked for memory.
+// Frames in libc count by name where libc is symbolized (a libc function
+// that is not the allocator, such as pthread_create's allocate_stack,
+// stays), and all of them where it is not (Debian's libc without
+// libc6-dbg: its callers are named instead of libc.so.6+0x...). Frames
+// inlined into a frame go with it. At least one frame stays.
+size_t allocator_leaf_frames(const std::vector<Frame>& frames);
 
 }  // namespace lw

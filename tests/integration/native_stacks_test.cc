@@ -119,8 +119,12 @@ const std::set<std::string> kDirectSites = {"new_array_site", "nothrow_new_site"
 
 // Exact bytes per site (summed over the site's stacks), kinds, nothing
 // left to other frames of the target's modules, and total_live.
+// `not_sites`: functions of the target that may hold bytes without being
+// sites of the truth (heap left by a trim under a churning caller, named
+// since issue 35's item 7 in light mode).
 void expect_exact_bytes(const Json &snapshot, const Json &truth, const std::set<std::string> &sites_checked,
-                        const std::set<std::string> &target_modules, const std::string &context) {
+                        const std::set<std::string> &target_modules, const std::string &context,
+                        const std::set<std::string> &not_sites = {}) {
   std::map<std::string, int64_t> live;
   std::map<std::string, std::set<std::string>> kinds;
   for (const OwnedStack &s : owned_stacks(snapshot, truth)) {
@@ -140,7 +144,7 @@ void expect_exact_bytes(const Json &snapshot, const Json &truth, const std::set<
     const Json &frames = site.at("frames");
     bool owned = false;
     for (const Json &f : frames) owned = owned || truth.at("sites").contains(f.value("function", ""));
-    if (owned || frames.empty()) continue;
+    if (owned || frames.empty() || not_sites.count(frames[0].value("function", ""))) continue;
     if (target_modules.count(file_name(frames[0].value("module", "")))) {
       EXPECT_EQ(site.at("live_bytes").get<int64_t>(), 0)
           << "bytes at a stack of no site:\n" << describe_frames(frames) << context;
@@ -392,6 +396,27 @@ TEST_F(NativeStacks, LightModeBrkGrowthAfterAttachIsExact) {
   EXPECT_EQ(session.snapshot().at("counters").at("brk_unknown").get<int64_t>(), 0) << ctx;
 }
 
+// Issue 35, item 7: in light mode the brk and mmap glibc's malloc makes are
+// named after malloc's caller, not after __default_morecore or sysmalloc
+// (or libc.so.6+0x... where libc has no symbols): no mmap site's leaf frame
+// is in libc. Fails on the names the light tier gave before.
+TEST_F(NativeStacks, LightModeSitesAreTheAllocatorsCallerNotGlibc) {
+  TraceSession session({.target = "leaker", .leakwatch_args = {"--mode", "light"}});
+  const std::string ctx = context(session);
+  size_t checked = 0;
+  std::string in_libc;
+  for (const Json &s : session.snapshot().at("sites")) {
+    const Json &frames = s.at("frames");
+    if (s.at("kind").get<std::string>() != "mmap" || frames.size() < 2) continue;
+    ++checked;
+    const std::string module = frames[0].value("module", "");
+    if (module.find("/libc.so") != std::string::npos)
+      in_libc += " " + frames[0].value("function", "?") + "@" + module;
+  }
+  EXPECT_GT(checked, 0u) << ctx;
+  EXPECT_EQ(in_libc, "") << "mmap sites whose leaf is glibc's:" << in_libc << "\n" << ctx;
+}
+
 // Walk reuse (decision walk-reuse) never hands one call chain's frames to
 // another: via_a and via_b call common() with the same frame layout, so every
 // walk from its malloc starts at the same pc and stack pointer; only the return
@@ -441,8 +466,10 @@ TEST_F(NativeStacks, WindowedReadsGiveTheStacksOfDirectReads) {
 TEST_F(NativeStacks, LightModeHeapRegrowthIsRecordedWithoutAWalk) {
   TraceSession session({.target = "brk_regrow", .leakwatch_args = {"--mode", "light"}});
   const std::string ctx = context(session);
-  // Growth to a new high: its own stack, exact.
-  expect_exact_bytes(session.snapshot(), session.truth(), {"regrow_high"}, {"brk_regrow"}, ctx);
+  // Growth to a new high: its own stack, exact. cycle's first growth (a new
+  // high, walked) leaves what the trim could not give back (a page): under
+  // cycle, glibc's frames dropped (issue 35, item 7).
+  expect_exact_bytes(session.snapshot(), session.truth(), {"regrow_high"}, {"brk_regrow"}, ctx, {"cycle"});
   int64_t not_walked = 0, regrown_walked = 0, total = 0;
   for (const Json &site : session.snapshot().at("sites")) {
     const Json &frames = site.at("frames");
