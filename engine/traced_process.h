@@ -119,6 +119,7 @@ struct TracedProcess {
   // every mmap record (CLOCK_MONOTONIC ns).
   uint64_t splits_read_ns = 0;
   uint64_t splits_swept_ns = 0;
+  uint64_t maps_checked_ns = 0;  // the last /proc/PID/maps read for new mmap records
   uint64_t lost_seen = 0;
   bool accounting = true;  // overhead: false while the kill switch holds it
   // The tensor tier's probes were detached by its own governor budget
