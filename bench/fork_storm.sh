@@ -16,12 +16,12 @@ usage() { echo "usage: $0 [--seconds S] [--reps N] [BUILD_DIR]" >&2; exit 2; }
 seconds=10 reps=3 build=./build
 parse_options "--seconds=seconds --reps=reps" "$@"
 require_root "the daemon loads BPF"
-require_built scripts/build.sh "$build/leakwatch" "$build/bench/fork_loop"
+require_built scripts/build.sh "$build/leakwatch" "$build/tests/targets/fork_storm"
 command -v setpriv >/dev/null || die "setpriv not found (util-linux)"
 command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 make_scratch lw-fork-storm
 # The loop runs as nobody: its copy must be readable and executable by it.
-install -m 0755 "$build/bench/fork_loop" "$tmp/fork_loop"
+install -m 0755 "$build/tests/targets/fork_storm" "$tmp/fork_loop"
 chmod 0755 "$tmp"
 daemon_pid=''
 on_exit() { [[ -z $daemon_pid ]] || kill -INT "$daemon_pid" 2>/dev/null || true; }
@@ -35,7 +35,11 @@ targets:
     mode: auto
 YAML
 
-loop() { setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/fork_loop" "$seconds" | awk '{print $4}'; }
+# The test target's fork loop (tests/targets/native/fork_storm.c): "forks N".
+loop() {
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/fork_loop" "$seconds" |
+    awk -v s="$seconds" '{ printf "%.0f\n", $2 / s }'
+}
 
 echo "host: $(host_summary)"
 for ((r = 1; r <= reps; ++r)); do

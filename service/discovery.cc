@@ -246,8 +246,13 @@ void ProcessDiscovery::reconcile() {
 
 void ProcessDiscovery::handle_events() {
   // Deferred events first, in their order; no attach latency for them (it
-  // would measure the budget's wait, not the attach).
-  for (const DeferredDiscovery& d : budget_.due(monotonic_ns())) consider(d.pid, d.parent, 0);
+  // would measure the budget's wait, not the attach). Looked at every 50 ms
+  // (a token comes every 50 ms at the default rate), not at every pass: a
+  // full queue is 4,096 entries.
+  if (const uint64_t now = monotonic_ns(); budget_.queued() > 0 && now - due_checked_ns_ >= kDueIntervalNs) {
+    due_checked_ns_ = now;
+    for (const DeferredDiscovery& d : budget_.due(now)) consider(d.pid, d.parent, 0);
+  }
   for (const ProcessEvent& d : tracer_.take_process_events()) {
     if (d.was_target) {
       // A target exec'd: its new image may not match any more.

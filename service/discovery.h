@@ -62,6 +62,8 @@ class ProcessDiscovery {
   PodDirectory pods_;
   // Exec and fork events per non-root uid (issue 32).
   DiscoveryBudget budget_;
+  static constexpr uint64_t kDueIntervalNs = 50'000'000;
+  uint64_t due_checked_ns_ = 0;  // the last look at the deferred events
   // (pid, start time) of processes looked at and not matched.
   std::set<std::pair<pid_t, uint64_t>> unmatched_;
   uint64_t consider_ns_ = 0;  // when consider() began (attach stage timing)
