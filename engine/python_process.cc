@@ -181,10 +181,12 @@ std::vector<Frame> PythonProcess::resolve(const std::vector<lw_py_frame>& py, st
   if (!layout_) return out;
   out.reserve(py.size());
   for (const lw_py_frame& f : py) {
-    const PythonCode* code = cache_.get(memory_, *layout_, f.code, code_type_addr_, f.sig);
-    out.push_back(python_frame(code, f.lasti));
+    out.push_back(cache_.frame(memory_, *layout_, f.code, code_type_addr_, f.sig, f.lasti));
     entry.push_back((f.flags & LW_PYF_ENTRY) != 0);
   }
+  // Charged to the process (issue 32): what its code objects cost us.
+  status_.code_cache_bytes = cache_.bytes();
+  status_.line_table_bytes_read = cache_.line_table_bytes_read();
   return out;
 }
 

@@ -422,6 +422,8 @@ const FamilyDef kDaemonFamilies[] = {
     {"leakwatch_symbolization_errors_total", kCounter,
      "Modules that could not be opened or parsed for symbols.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.symbolization_errors); }},
+    {"leakwatch_symbol_inflated_refused_total", kCounter, "Files over symbols.max_inflated_bytes (no libdw).",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.symbols.symbolizer.inflated_refused); }},
     {"leakwatch_elf_rejected_total", kCounter,
      "ELF files from target processes refused before parsing, by reason.",
      fill_elf_rejected},

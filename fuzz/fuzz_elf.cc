@@ -37,8 +37,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (const lw::ElfSegment& s : f.segments()) {
       if (f.read_at_vaddr(s.vaddr, 4096).size() > 4096) abort();
-      lw::Symbolizer symbolizer;
+      // Compressed sections (issue 32): what libdw may inflate stays
+      // within the bound, and a file over it is refused, not inflated.
+      lw::Symbolizer symbolizer(lw::SymbolizerLimits{.max_inflated_bytes = 1u << 20});
       (void)symbolizer.symbolize({"/fuzz.so", path, 0, ""}, s.offset + 1);
+      const lw::SymbolizerStats st = symbolizer.stats();
+      if (st.inflated_bytes > (1u << 20)) abort();
+      const lw::ElfDebugLinks& links = f.debug_links();
+      if (st.modules_opened > 0 && links.inflated_symbol_bytes > (1u << 20) && st.inflated_refused == 0) abort();
     }
     if (f.build_id().size() % 2 != 0) abort();
     // Section reads and the unwind-table compiler on whatever passed

@@ -44,12 +44,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<lw::PythonCode> code = lw::read_py_code(mem, l, at, 0, std::nullopt);
   if (code) {
     if (code->qualname.size() > 4 * lw::kPyMaxStringChars || code->filename.size() > 4 * lw::kPyMaxStringChars ||
-        code->linetable.size() > lw::kPyMaxLinetableBytes)
+        code->linetable_bytes > lw::kPyMaxLinetableBytes)
       abort();
-    for (int lasti : {-2, 0, 2, 64, 1000, static_cast<int>(code->code_units) * 2})
-      if (lw::py_line_for_offset(code->linetable, code->firstlineno, lasti) < 0 && code->firstlineno >= 0 &&
-          lasti >= 0)
-        abort();
+    for (int lasti : {-2, 0, 2, 64, 1000, static_cast<int>(code->code_units) * 2}) {
+      uint64_t read = 0;
+      // The table is read only as far as the instruction's entry can be.
+      if (lw::read_py_line(mem, *code, lasti, &read) < 0 && code->firstlineno >= 0 && lasti >= 0) abort();
+      if (read > (static_cast<uint64_t>(std::max(lasti, 0)) / 2 + 1) * lw::kPyMaxLocationEntryBytes) abort();
+    }
   }
   // The input as a location table, too.
   const std::string table(reinterpret_cast<const char*>(data), size);

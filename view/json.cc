@@ -92,6 +92,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   counters["symbol_requests_dropped"] = sym.requests_dropped;
   counters["symbol_queue_depth"] = sym.queue_depth;
   counters["symbol_module_errors"] = sym.symbolizer.module_errors;
+  counters["symbol_inflated_refused"] = sym.symbolizer.inflated_refused;  // issue 32
   counters["debuginfod_fetches"] = sym.debuginfod.fetches;
   counters["debuginfod_hits"] = sym.debuginfod.hits;
   counters["debuginfod_failures"] = sym.debuginfod.failures;
@@ -196,8 +197,13 @@ nlohmann::json to_json(const UnwindStats& u) {
 
 nlohmann::json to_json(const PythonInfo& py) {
   if (!py.present) return nullptr;
-  return {{"version", py.version}, {"support", py.support}, {"frames", py.frames},
-          {"reason", py.reason},   {"object", py.object}};
+  return {{"version", py.version},
+          {"support", py.support},
+          {"frames", py.frames},
+          {"reason", py.reason},
+          {"object", py.object},
+          {"code_cache_bytes", py.code_cache_bytes},
+          {"line_table_bytes_read", py.line_table_bytes_read}};
 }
 
 }  // namespace lw

@@ -201,6 +201,11 @@ struct PythonInfo {
   std::string reason;     // why frames are not read (unsupported, or not yet); "" when they are
   std::string object;     // the executable or libpython holding it
   bool frames = false;    // its Python frames are read at each allocation
+  // The daemon's memory held for its code objects and their lines
+  // (PythonCodeCache::bytes(), bounded), and the location-table bytes read
+  // from it so far (issue 32).
+  uint64_t code_cache_bytes = 0;
+  uint64_t line_table_bytes_read = 0;
 };
 
 // The tensor tier of one process (decision tensor-tier): which framework

@@ -121,6 +121,9 @@ void parse_symbols(ErrorSink& errors, const YAML::Node& node, const std::string&
                   }},
                  {"timeout_seconds", [&](const YAML::Node& v, const std::string& p) {
                     read_uint(errors, v, p, 1, 600, out.timeout_seconds);
+                  }},
+                 {"max_inflated_bytes", [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 0, 1ull << 40, out.max_inflated_bytes);
                   }}});
 }
 

@@ -169,6 +169,9 @@ struct SymbolsConfig {
   std::string cache_dir = "/var/cache/leakwatch/debuginfod";
   uint64_t cache_max_bytes = 1ull << 30;
   uint32_t timeout_seconds = 30;
+  // What libelf may inflate for the compressed sections of the objects and
+  // debug files open at once (issue 32; SymbolizerLimits::max_inflated_bytes).
+  uint64_t max_inflated_bytes = 128u << 20;
   bool operator==(const SymbolsConfig&) const = default;
 };
 

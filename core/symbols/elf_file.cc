@@ -465,6 +465,33 @@ struct ElfFile::Impl {
     }
   }
 
+  // The size libelf would inflate `shdr`'s section to, from its own header
+  // (read with pread: 24 bytes, not the section), added to `out`'s sums.
+  // Every section counts, indexed or not: libdw scans them all.
+  void add_inflated_size(const GElf_Shdr& shdr, const char* name, ElfDebugLinks& out) const {
+    if (shdr.sh_type == SHT_NOBITS) return;
+    uint64_t declared = 0;
+    if ((shdr.sh_flags & SHF_COMPRESSED) != 0) {
+      Elf64_Chdr chdr;
+      // A header libelf cannot read is not inflated by it either.
+      if (shdr.sh_size < sizeof(chdr) || !pread_full(fd, &chdr, sizeof(chdr), shdr.sh_offset)) return;
+      declared = chdr.ch_size;  // whatever ch_type says: newer libelf reads zstd too
+    } else if (name != nullptr && strncmp(name, ".zdebug", 7) == 0) {
+      // GNU style: "ZLIB", then the size as 8 bytes big-endian.
+      uint8_t gnu[12];
+      if (shdr.sh_size < sizeof(gnu) || !pread_full(fd, gnu, sizeof(gnu), shdr.sh_offset) ||
+          memcmp(gnu, "ZLIB", 4) != 0)
+        return;
+      for (int i = 4; i < 12; ++i) declared = declared << 8 | gnu[i];
+    } else {
+      return;
+    }
+    const bool symbols = shdr.sh_type == SHT_SYMTAB || shdr.sh_type == SHT_DYNSYM ||
+                         shdr.sh_type == SHT_STRTAB || shdr.sh_type == SHT_SYMTAB_SHNDX;
+    uint64_t& sum = symbols ? out.inflated_symbol_bytes : out.inflated_dwarf_bytes;
+    sum = declared > UINT64_MAX - sum ? UINT64_MAX : sum + declared;
+  }
+
   // Sections: the indexed section list, debug links, the dynamic section,
   // notes for files without PT_NOTE, and the symbol tables for the symbol pass.
   SectionScan read_sections(Elf* elf, ElfFile& file) const {
@@ -489,6 +516,7 @@ struct ElfFile::Impl {
         if (name != nullptr) read_debug_link(scn, shdr, name, file.debug_links_);
       }
       if (shdr.sh_type == SHT_SYMTAB && shdr.sh_size > 0) file.debug_links_.has_symtab = true;
+      if (have_shstrndx) add_inflated_size(shdr, elf_strptr(elf, shstrndx, shdr.sh_name), file.debug_links_);
       switch (shdr.sh_type) {
         case SHT_DYNAMIC:
           read_dynamic(elf, scn, shdr, file);

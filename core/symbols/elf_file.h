@@ -86,6 +86,15 @@ struct ElfDebugLinks {
   uint64_t debugdata_size = 0;     // 0: absent
   bool has_symtab = false;         // SHT_SYMTAB with contents
   bool has_debug_info = false;     // .debug_info with contents (not NOBITS)
+  // What libelf would allocate to inflate this file's compressed sections
+  // (SHF_COMPRESSED: the declared ch_size; GNU .zdebug_*: the declared
+  // size), summed over every section, saturating. libdw inflates the DWARF
+  // ones when it opens the file's DWARF, libdwfl the symbol and string
+  // tables when it reads names; both trust the declared size (issue 32:
+  // 1 MB of zlib declaring 1 GiB took the daemon to 1 GiB). The symbolizer
+  // refuses what is over symbols.max_inflated_bytes before libdw sees it.
+  uint64_t inflated_dwarf_bytes = 0;   // any compressed section but the ones below
+  uint64_t inflated_symbol_bytes = 0;  // SHT_SYMTAB, SHT_DYNSYM, SHT_STRTAB, SHT_SYMTAB_SHNDX
 };
 
 struct ElfOpenOptions {

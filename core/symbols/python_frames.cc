@@ -119,15 +119,26 @@ std::optional<PythonCode> read_py_code(TargetMemory& mem, const PythonLayout& l,
   auto qualname = read_py_unicode(mem, l, u64(l.code_qualname));
   c.qualname = qualname ? std::move(*qualname) : c.name;
   // co_linetable is a bytes object; a missing or oversized one leaves
-  // every line at firstlineno's fallback (0), not a failure.
+  // every line at 0, not a failure. Only where it is is kept (read_py_line).
   const uint64_t table = u64(l.code_linetable);
   int64_t table_len = 0;
   if (table && read_value(mem, table + l.bytes_size, table_len) && table_len > 0 &&
       static_cast<uint64_t>(table_len) <= kPyMaxLinetableBytes) {
-    c.linetable.resize(static_cast<size_t>(table_len));
-    if (!mem.read(table + l.bytes_data, c.linetable.data(), c.linetable.size())) c.linetable.clear();
+    c.linetable_addr = table + l.bytes_data;
+    c.linetable_bytes = static_cast<uint32_t>(table_len);
   }
   return c;
+}
+
+int read_py_line(TargetMemory& mem, const PythonCode& code, int lasti, uint64_t* read_bytes) {
+  if (lasti < 0) return code.firstlineno;
+  // Past the bytecode: no instruction there, so no line (nothing read).
+  if (static_cast<uint64_t>(lasti) >= uint64_t{code.code_units} * 2 || !code.linetable_addr) return 0;
+  const uint64_t needed = (static_cast<uint64_t>(lasti) / 2 + 1) * kPyMaxLocationEntryBytes;
+  std::string prefix(static_cast<size_t>(std::min<uint64_t>(code.linetable_bytes, needed)), '\0');
+  if (read_bytes) *read_bytes = prefix.size();
+  if (!mem.read(code.linetable_addr, prefix.data(), prefix.size())) return 0;
+  return py_line_for_offset(prefix, code.firstlineno, lasti);
 }
 
 int py_line_for_offset(const std::string& t, int firstlineno, int lasti) {
@@ -195,15 +206,43 @@ const PythonCode* PythonCodeCache::get(TargetMemory& mem, const PythonLayout& l,
   }
   if (max_entries_ == 0) return nullptr;
   while (map_.size() >= max_entries_) {
+    const PythonCode& old = lru_.back().second;
+    string_bytes_ -= old.qualname.capacity() + old.name.capacity() + old.filename.capacity();
     map_.erase(lru_.back().first);
     lru_.pop_back();
   }
+  string_bytes_ += code->qualname.capacity() + code->name.capacity() + code->filename.capacity();
   lru_.emplace_front(key, std::move(*code));
   map_[key] = lru_.begin();
   return &lru_.front().second;
 }
 
-Frame python_frame(const PythonCode* code, int lasti) {
+int PythonCodeCache::line(TargetMemory& mem, uint64_t addr, uint16_t sig, const PythonCode& code, int lasti) {
+  const std::pair<Key, int> key{{addr, sig}, lasti};
+  if (auto it = lines_.find(key); it != lines_.end()) return it->second;
+  uint64_t read = 0;
+  const int line = read_py_line(mem, code, lasti, &read);
+  table_bytes_read_ += read;
+  if (max_lines_ == 0) return line;
+  if (lines_.size() >= max_lines_) lines_.clear();
+  lines_.emplace(key, line);
+  return line;
+}
+
+Frame PythonCodeCache::frame(TargetMemory& mem, const PythonLayout& l, uint64_t addr, uint64_t code_type,
+                             uint16_t sig, int lasti) {
+  const PythonCode* code = get(mem, l, addr, code_type, sig);
+  return python_frame(code, lasti, code ? line(mem, addr, sig, *code, lasti) : 0);
+}
+
+uint64_t PythonCodeCache::bytes() const {
+  // A list node and a map node per entry; a map node per line.
+  constexpr uint64_t kEntry = sizeof(std::pair<Key, PythonCode>) + 16 + sizeof(Key) + 8 + 16 + 8;
+  constexpr uint64_t kLine = sizeof(std::pair<Key, int>) + sizeof(int) + 16 + 8;
+  return map_.size() * kEntry + string_bytes_ + lines_.size() * kLine;
+}
+
+Frame python_frame(const PythonCode* code, int lasti, int line) {
   Frame f;
   f.language = "python";
   f.unwound = "python";
@@ -214,7 +253,7 @@ Frame python_frame(const PythonCode* code, int lasti) {
   }
   f.function = code->qualname.empty() ? code->name : code->qualname;
   f.file = code->filename;
-  f.line = py_line_for_offset(code->linetable, code->firstlineno, lasti);
+  f.line = line;
   return f;
 }
 

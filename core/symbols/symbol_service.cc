@@ -30,6 +30,7 @@ std::string address_key(const ModuleRef& ref, uint64_t offset) {
 SymbolServiceOptions symbol_service_options(const SymbolsConfig& config) {
   SymbolServiceOptions o;
   o.search.debug_dirs = config.debug_dirs;
+  o.limits.max_inflated_bytes = config.max_inflated_bytes;
   o.debuginfod.urls = config.debuginfod_urls;
   o.debuginfod.cache_dir = config.cache_dir;
   o.debuginfod.cache_max_bytes = config.cache_max_bytes;

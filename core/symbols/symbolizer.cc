@@ -19,6 +19,7 @@
 
 #include "core/symbols/elf_file.h"
 #include "core/platform/fd.h"
+#include "core/platform/log.h"
 
 namespace lw {
 
@@ -87,6 +88,7 @@ struct Module {
   GElf_Addr bias = 0;
   bool use_dwarf = false;
   DebugSource source = DebugSource::kNone;
+  uint64_t inflated = 0;  // what libelf may inflate for it (bound_inflated())
   DebugFiles files;
   // By lookup offset: the inline chain, innermost first, physical last.
   std::unordered_map<uint64_t, std::vector<CachedFrame>> cache;
@@ -229,21 +231,76 @@ struct Symbolizer::Impl {
       lru.splice(lru.begin(), lru, found);
       return lru.front();
     }
-    while (!lru.empty() && lru.size() >= std::max<size_t>(limits.max_modules, 1)) {
-      index.erase(lru.back().key);
-      lru.pop_back();
-    }
+    while (!lru.empty() && lru.size() >= std::max<size_t>(limits.max_modules, 1)) drop(std::prev(lru.end()));
     Module& m = lru.emplace_front(path_key(ref));
     if (open(ref, m) && !ref.build_id.empty()) m.key = "b:" + ref.build_id;
     index.emplace(m.key, lru.begin());
+    stats.inflated_bytes += m.inflated;
+    // The modules together within the bound: the least recently used go.
+    while (stats.inflated_bytes > limits.max_inflated_bytes && lru.size() > 1) {
+      drop(std::prev(lru.end()));
+      ++stats.inflated_evictions;
+    }
     return m;
+  }
+
+  void drop(std::list<Module>::iterator it) {
+    stats.inflated_bytes -= it->inflated;
+    index.erase(it->key);
+    lru.erase(it);
   }
 
   void forget(const ModuleRef& ref) {
     auto found = find(ref);
-    if (found == lru.end()) return;
-    index.erase(found->key);
-    lru.erase(found);
+    if (found != lru.end()) drop(found);
+  }
+
+  void refuse_inflated(const std::string& path, const char* what, uint64_t declared) {
+    ++stats.inflated_refused;
+    log_once("symbols.max_inflated_bytes",
+             path + ": " + what + " declare " + std::to_string(declared) +
+                 " bytes decompressed, over symbols.max_inflated_bytes (" +
+                 std::to_string(limits.max_inflated_bytes) + "): not given to libdw; later refusals are "
+                 "counted in leakwatch_symbol_inflated_refused_total");
+  }
+
+  // Before libdwfl sees the module's files (issue 32): libelf allocates
+  // what a compressed section declares, libdw when it opens the DWARF,
+  // libdwfl when it reads a symbol table. Symbol tables over the bound: the
+  // debug file is dropped, or the object gets no libdwfl view (false).
+  // DWARF over it: names only. Sets m.inflated to what may be inflated.
+  bool bound_inflated(Module& m) {
+    const uint64_t bound = limits.max_inflated_bytes;
+    auto sum = [](uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; };
+    const ElfDebugLinks& main = m.elf->debug_links();
+    if (main.inflated_symbol_bytes > bound) {
+      refuse_inflated(m.elf->path(), "its symbol tables", main.inflated_symbol_bytes);
+      return false;
+    }
+    if (m.files.debug.fd.valid()) {
+      const ElfDebugLinks& debug = m.files.debug.elf->debug_links();
+      if (sum(main.inflated_symbol_bytes, debug.inflated_symbol_bytes) > bound) {
+        refuse_inflated(m.files.debug.path, "its symbol tables", debug.inflated_symbol_bytes);
+        m.files = DebugFiles{};
+        m.source = main.has_symtab ? DebugSource::kSelf : DebugSource::kNone;
+      }
+    }
+    const bool has_debug = m.files.debug.fd.valid();
+    const bool has_alt = m.files.alt.fd.valid();
+    const uint64_t symbols =
+        sum(main.inflated_symbol_bytes, has_debug ? m.files.debug.elf->debug_links().inflated_symbol_bytes : 0);
+    // libdw opens the object's own DWARF first, then the debug file's, and
+    // the dwz file's: all may be inflated at once.
+    uint64_t dwarf = main.inflated_dwarf_bytes;
+    if (has_debug) dwarf = sum(dwarf, m.files.debug.elf->debug_links().inflated_dwarf_bytes);
+    if (has_alt) dwarf = sum(dwarf, m.files.alt.elf->debug_links().inflated_dwarf_bytes);
+    if (m.use_dwarf && sum(symbols, dwarf) > bound) {
+      refuse_inflated(has_debug ? m.files.debug.path : m.elf->path(), "its DWARF sections", dwarf);
+      m.use_dwarf = false;
+      m.files.alt = DebugFile{};
+    }
+    m.inflated = sum(symbols, m.use_dwarf ? dwarf : 0);
+    return true;
   }
 
   // The module's file: the mapping the caller named, else its path in the
@@ -285,6 +342,11 @@ struct Symbolizer::Impl {
     m.elf = std::move(elf).value();
     m.use_dwarf = static_cast<uint64_t>(st.st_size) <= limits.max_file_bytes;
     find_debug_files(ref, m);
+    if (!bound_inflated(m)) {
+      ++stats.modules_opened;
+      ++stats.modules_no_debug_info;
+      return true;
+    }
     // .gnu_debugdata that we could not (or would not) decompress must not
     // reach libdwfl, which decompresses it without a bound when it finds no
     // other .symtab: no libdwfl view, names unknown.

@@ -18,7 +18,9 @@
 //
 // Bounded: at most `max_modules` modules are kept open (least recently used
 // are closed), files larger than `max_file_bytes` get symbol names only
-// (no DWARF), and per-module caches are capped.
+// (no DWARF), compressed sections are inflated by libelf only within
+// `max_inflated_bytes` (checked on the section headers before libdwfl sees
+// a file), and per-module caches are capped.
 // Thread-safety: not thread-safe. Use one Symbolizer per thread, or lock
 // (core/symbols/symbol_service.h runs one on its own thread).
 #pragma once
@@ -76,6 +78,12 @@ struct SymbolizerLimits {
   size_t max_modules = 256;
   uint64_t max_file_bytes = 2ull << 30;
   size_t max_cached_addresses_per_module = 1 << 16;
+  // What libelf may inflate for the open modules' compressed sections
+  // (ElfDebugLinks::inflated_*; config symbols.max_inflated_bytes). A
+  // module over it alone gets no DWARF (names only; no libdwfl view at all
+  // when its symbol tables are over it); modules together over it close
+  // the least recently used.
+  uint64_t max_inflated_bytes = 128u << 20;
 };
 
 // Counters of one Symbolizer (plain values, read on its own thread).
@@ -86,6 +94,11 @@ struct SymbolizerStats {
   uint64_t modules_self = 0, modules_build_id_dir = 0, modules_debuglink = 0,
            modules_debugdata = 0, modules_debuginfod = 0, modules_no_debug_info = 0;
   DebugLookupStats lookups;       // debug files refused (wrong build-id, CRC, ...)
+  // Files whose compressed sections declare more than max_inflated_bytes:
+  // their DWARF (or symbol tables) never reach libdw (issue 32).
+  uint64_t inflated_refused = 0;
+  uint64_t inflated_bytes = 0;    // gauge: declared sizes the open modules may inflate
+  uint64_t inflated_evictions = 0;  // modules closed to keep them under the bound
 };
 
 class Symbolizer {

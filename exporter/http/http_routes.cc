@@ -164,6 +164,14 @@ std::string processes_json(const DaemonSnapshot& snap) {
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});
 }
 
+// What the symbolizer refused or holds because of what objects declare
+// (issue 32).
+json symbols_json(const SymbolizerStats& s) {
+  return {{"inflated_refused", s.inflated_refused},
+          {"inflated_bytes", s.inflated_bytes},
+          {"inflated_evictions", s.inflated_evictions}};
+}
+
 std::string status_json(const DaemonSnapshot& snap) {
   const DaemonCounters& c = snap.counters;
   json errors = json::object();
@@ -192,6 +200,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"attach_errors", std::move(errors)},
                {"reconciliations", c.reconciliations},
                {"discoveries", {{"deferred", c.discoveries_deferred}, {"dropped", c.discoveries_dropped}}},
+               {"symbols", symbols_json(snap.tracer_stats.symbols.symbolizer)},
                {"reloads_total", c.reloads_total},
                {"reload_failures_total", c.reload_failures_total},
                {"last_reload_successful", c.last_reload_successful},

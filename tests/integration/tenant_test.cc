@@ -2,13 +2,21 @@
 // Hostile tenants (issue 32): what one local user does to the daemon must
 // not cost another user's processes their tracing. Each attack runs as an
 // unprivileged user.
+#include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -70,6 +78,107 @@ TEST(HostileTenant, AForkLoopIsBudgetedAndAnotherUsersProcessIsStillAttached) {
   // At most the budget's worth of the loop's processes were looked at: 40
   // at once, then 20 a second (the bystander and the loop itself besides).
   EXPECT_LE(attached_total, 40u + 20u * 8u + 2u);
+}
+
+// Rewrites the ELF file at `path` in place: its .debug_info becomes
+// SHF_COMPRESSED, declaring `declared` bytes, with `declared` zero bytes
+// of zlib (1.0 MB for 1 GiB, in about 3 s) appended as its contents.
+void make_compressed_bomb(const std::string &path, uint64_t declared) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  Elf64_Ehdr eh;
+  ASSERT_GT(file.size(), sizeof(eh));
+  memcpy(&eh, file.data(), sizeof(eh));
+  auto shdr_at = [&](size_t i) { return file.data() + eh.e_shoff + i * sizeof(Elf64_Shdr); };
+  Elf64_Shdr names;
+  memcpy(&names, shdr_at(eh.e_shstrndx), sizeof(names));
+  size_t index = 0;
+  for (size_t i = 0; i < eh.e_shnum && index == 0; ++i) {
+    Elf64_Shdr sh;
+    memcpy(&sh, shdr_at(i), sizeof(sh));
+    if (strcmp(file.data() + names.sh_offset + sh.sh_name, ".debug_info") == 0) index = i;
+  }
+  ASSERT_NE(index, 0u) << path << " has no .debug_info";
+  z_stream zs{};
+  ASSERT_EQ(deflateInit(&zs, Z_DEFAULT_COMPRESSION), Z_OK);
+  std::vector<uint8_t> zeros(1u << 20, 0), out(1u << 20), payload;
+  for (uint64_t left = declared; left > 0 || zs.avail_in > 0;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, zeros.size()));
+    left -= n;
+    zs.next_in = zeros.data();
+    zs.avail_in = static_cast<uInt>(n);
+    do {
+      zs.next_out = out.data();
+      zs.avail_out = static_cast<uInt>(out.size());
+      deflate(&zs, left == 0 ? Z_FINISH : Z_NO_FLUSH);
+      payload.insert(payload.end(), out.begin(), out.end() - zs.avail_out);
+    } while (zs.avail_out == 0);
+    if (left == 0) break;
+  }
+  deflateEnd(&zs);
+  while (file.size() % 8 != 0) file.push_back(0);
+  Elf64_Shdr sh;
+  memcpy(&sh, shdr_at(index), sizeof(sh));
+  Elf64_Chdr ch{};
+  ch.ch_type = ELFCOMPRESS_ZLIB;
+  ch.ch_size = declared;
+  ch.ch_addralign = 1;
+  sh.sh_offset = file.size();
+  sh.sh_size = sizeof(ch) + payload.size();
+  sh.sh_flags |= SHF_COMPRESSED;
+  sh.sh_addralign = 8;
+  memcpy(shdr_at(index), &sh, sizeof(sh));
+  file.insert(file.end(), reinterpret_cast<const char *>(&ch), reinterpret_cast<const char *>(&ch + 1));
+  file.insert(file.end(), payload.begin(), payload.end());
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(file.data(), static_cast<std::streamsize>(file.size()));
+}
+
+uint64_t status_kib(pid_t pid, const std::string &field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()));
+  return 0;
+}
+
+// A binary of about 1 MB whose .debug_info is SHF_COMPRESSED and declares
+// 1 GiB (zlib of zeros), run by another user: its site is named from the
+// .symtab, the DWARF refused before libdw inflates it, and the daemon's
+// peak RSS stays under 256 MiB. Before symbols.max_inflated_bytes it went
+// from 32 to 1,074 MiB within seconds (libdw's inflate).
+TEST(HostileTenant, ACompressedDebugSectionBombIsNotInflated) {
+  TempDir bin;
+  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
+  const std::string bomb = private_target_copy(bin.path(), "mp_idle");
+  make_compressed_bomb(bomb, 1ull << 30);
+  ASSERT_EQ(chmod(bomb.c_str(), 0755), 0);
+  DaemonProcess daemon({.config_body = "targets:\n"
+                                       "  - name: tenant\n"
+                                       "    match: " + comm_selector(file_name_of(bomb)) + "\n"
+                                       "    mode: light\n",
+                        .args = {}});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  const uint64_t rss_ready = status_kib(daemon.pid(), "VmRSS:");
+  Process tenant({bomb, "keep", "4096"}, {.as_uid = 65533});
+  daemon.wait_for_process(tenant.pid(), 10s);
+  // Its site (mp_idle's main, mapping 4 MiB) resolved, or 20 s of trying.
+  const Json sites = daemon.sites_at_or_after(tenant.pid(), unix_now() + 2, 10s);
+  bool named = false;
+  for (const Json &site : sites.at("sites"))
+    for (const Json &frame : site.at("frames")) named = named || frame.value("function", "") == "main";
+  const Json status = daemon.get_json("/api/v1/status");
+  const uint64_t refused = status.at("symbols").at("inflated_refused").get<uint64_t>();
+  const uint64_t peak_kib = status_kib(daemon.pid(), "VmHWM:");
+  std::printf("[ figures  ] a 1 GiB compressed .debug_info in a %.1f MB binary run by uid 65533: daemon RSS "
+              "%.1f MiB at ready, peak %.1f MiB; %llu file(s) refused\n",
+              static_cast<double>(std::filesystem::file_size(bomb)) / 1e6, static_cast<double>(rss_ready) / 1024,
+              static_cast<double>(peak_kib) / 1024, static_cast<unsigned long long>(refused));
+  EXPECT_TRUE(named) << sites.dump() << daemon.diagnostics();
+  EXPECT_GE(refused, 1u) << daemon.diagnostics();
+  EXPECT_LT(peak_kib, 256u << 10) << daemon.diagnostics();
+  const std::string metrics = daemon.get("/metrics").body;
+  EXPECT_GE(metric(metrics, "leakwatch_symbol_inflated_refused_total"), 1.0);
 }
 
 }  // namespace

@@ -380,6 +380,7 @@ TEST(Config, SymbolsDefaultsAreOffAndDocumented) {
   EXPECT_EQ(c.symbols.cache_dir, "/var/cache/leakwatch/debuginfod");
   EXPECT_EQ(c.symbols.cache_max_bytes, 1ull << 30);
   EXPECT_EQ(c.symbols.timeout_seconds, 30u);
+  EXPECT_EQ(c.symbols.max_inflated_bytes, 128u << 20);  // decision compressed-sections
   EXPECT_EQ(parse_ok("symbols:\n").symbols, SymbolsConfig{});
 }
 
@@ -390,13 +391,15 @@ TEST(Config, SymbolsKeys) {
       "  debuginfod_urls: [\"https://debuginfod.debian.net\", \"http://127.0.0.1:8002\"]\n"
       "  cache_dir: /var/cache/lw\n"
       "  cache_max_bytes: 1048576\n"
-      "  timeout_seconds: 5\n");
+      "  timeout_seconds: 5\n"
+      "  max_inflated_bytes: 0\n");
   EXPECT_EQ(c.symbols.debug_dirs, (std::vector<std::string>{"/usr/lib/debug", "/opt/debug"}));
   EXPECT_EQ(c.symbols.debuginfod_urls,
             (std::vector<std::string>{"https://debuginfod.debian.net", "http://127.0.0.1:8002"}));
   EXPECT_EQ(c.symbols.cache_dir, "/var/cache/lw");
   EXPECT_EQ(c.symbols.cache_max_bytes, 1048576u);
   EXPECT_EQ(c.symbols.timeout_seconds, 5u);
+  EXPECT_EQ(c.symbols.max_inflated_bytes, 0u);
   // An empty list turns the directory search off.
   EXPECT_TRUE(parse_ok("symbols: {debug_dirs: []}\n").symbols.debug_dirs.empty());
 }
@@ -414,6 +417,7 @@ TEST(Config, BadSymbolsKeys) {
   EXPECT_TRUE(has(parse_bad("symbols: {cache_dir: cache}\n"), "absolute path"));
   EXPECT_TRUE(has(parse_bad("symbols: {cache_max_bytes: 1000}\n"), "between 1048576"));
   EXPECT_TRUE(has(parse_bad("symbols: {timeout_seconds: 0}\n"), "between 1 and 600"));
+  EXPECT_TRUE(has(parse_bad("symbols: {max_inflated_bytes: 1099511627777}\n"), "between 0 and"));
   std::string many = "symbols:\n  debug_dirs:\n";
   for (int i = 0; i < 17; ++i) many += "    - /d" + std::to_string(i) + "\n";
   EXPECT_TRUE(has(parse_bad(many), "more than 16"));

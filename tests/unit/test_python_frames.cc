@@ -143,12 +143,12 @@ TEST(PythonCode, DecodesRealCodeObjectsFromPython311) {
     EXPECT_EQ(code->code_units, want.lines.size());
     // Every instruction's line as the interpreter's co_positions() gives it.
     for (size_t i = 0; i < want.lines.size(); ++i)
-      EXPECT_EQ(py_line_for_offset(code->linetable, code->firstlineno, static_cast<int>(i * 2)), want.lines[i])
+      EXPECT_EQ(read_py_line(mem, *code, static_cast<int>(i * 2)), want.lines[i])
           << want.qualname << " at byte " << i * 2;
     // Not started yet (prev_instr before the first instruction).
-    EXPECT_EQ(py_line_for_offset(code->linetable, code->firstlineno, -2), want.firstlineno);
+    EXPECT_EQ(read_py_line(mem, *code, -2), want.firstlineno);
     // Past the end: no line.
-    EXPECT_EQ(py_line_for_offset(code->linetable, code->firstlineno, static_cast<int>(want.lines.size() * 2)), 0);
+    EXPECT_EQ(read_py_line(mem, *code, static_cast<int>(want.lines.size() * 2)), 0);
   }
 }
 
@@ -234,6 +234,70 @@ TEST(PythonCode, CacheKeepsWhatTheTargetFreedAndRereadsAReusedAddress) {
   EXPECT_EQ(cache.size(), 2u);
 }
 
+// Counts the bytes read, as process_vm_readv would move them.
+class CountingMemory : public FakeMemory {
+ public:
+  bool read(uint64_t addr, void* out, size_t len) override {
+    bytes_read += len;
+    return FakeMemory::read(addr, out, len);
+  }
+  uint64_t bytes_read = 0;
+};
+
+// Issue 32: a fake CPython whose 600 code objects share one 1 MiB location
+// table took the daemon from 60 to 715 MiB, each cached object holding a
+// copy of the table. Lines are now read per instruction, from the part of
+// the table that can hold it, and cached per (code object, instruction).
+TEST(PythonCode, CodeObjectsSharingAHugeLineTableCostNoCopies) {
+  const PythonLayout& l = *python_layout(0x030b);
+  constexpr uint64_t kType = 0x7000, kName = 0x10000, kTable = 0x20000, kCodes = 0x1000000;
+  constexpr size_t kTableBytes = kPyMaxLinetableBytes, kObjects = 600;
+  CountingMemory mem;
+  std::vector<uint8_t> name(64, 0);  // "f": compact ASCII
+  const int64_t one = 1;
+  const uint32_t compact_ascii = 0x60;
+  memcpy(name.data() + l.unicode_length, &one, 8);
+  memcpy(name.data() + l.unicode_state, &compact_ascii, 4);
+  name[l.unicode_ascii_data] = 'f';
+  mem.add(kName, name);
+  // One-line entries (code 11: line + 1, one code unit, two column bytes).
+  std::vector<uint8_t> table(l.bytes_data + kTableBytes, 0);
+  const int64_t table_len = kTableBytes;
+  memcpy(table.data() + l.bytes_size, &table_len, 8);
+  for (size_t i = 0; i + 3 <= kTableBytes; i += 3) table[l.bytes_data + i] = 0xd8;
+  mem.add(kTable, table);
+  const int64_t units = kTableBytes / 3;
+  const int32_t firstlineno = 10;
+  for (size_t i = 0; i < kObjects; ++i) {
+    std::vector<uint8_t> code(l.code_bytecode, 0);
+    memcpy(code.data() + 8, &kType, 8);
+    memcpy(code.data() + l.code_size, &units, 8);
+    memcpy(code.data() + l.code_firstlineno, &firstlineno, 4);
+    for (uint16_t off : {l.code_filename, l.code_name, l.code_qualname}) memcpy(code.data() + off, &kName, 8);
+    memcpy(code.data() + l.code_linetable, &kTable, 8);
+    mem.add(kCodes + i * 4096, code);
+  }
+  const uint64_t setup_reads = mem.bytes_read;
+  PythonCodeCache cache;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < kObjects; ++i) {
+      const int lasti = static_cast<int>(i % 50) * 2;
+      Frame f = cache.frame(mem, l, kCodes + i * 4096, kType, firstlineno, lasti);
+      ASSERT_EQ(f.function, "f");
+      EXPECT_EQ(f.line, firstlineno + lasti / 2 + 1) << i;
+    }
+  }
+  EXPECT_EQ(cache.size(), kObjects);
+  // The old cache held 600 copies of the table (600 MiB) and read each whole.
+  EXPECT_LT(cache.bytes(), 1u << 20) << cache.bytes();
+  EXPECT_LT(mem.bytes_read - setup_reads, 2u << 20) << mem.bytes_read - setup_reads;
+  EXPECT_EQ(cache.lines(), kObjects);  // the second round read nothing
+  // Bounded whatever the target says: lines are dropped when full.
+  PythonCodeCache small(4, 8);
+  for (int lasti = 0; lasti < 40; lasti += 2) (void)small.frame(mem, l, kCodes, kType, firstlineno, lasti);
+  EXPECT_LE(small.lines(), 8u);
+}
+
 Frame native(const std::string& fn) {
   Frame f;
   f.function = fn;
@@ -304,12 +368,12 @@ TEST(PythonStack, FrameFromCodeAndInstruction) {
   const auto& c = py311::kCodes[3];  // far_below: line 322, more than 255 below the start
   auto code = read_py_code(mem, *python_layout(0x030b), c.addr, py311::kCodeType, std::nullopt);
   ASSERT_TRUE(code.has_value());
-  Frame f = python_frame(&*code, 2);
+  Frame f = python_frame(&*code, 2, read_py_line(mem, *code, 2));
   EXPECT_EQ(f.language, "python");
   EXPECT_EQ(f.function, "far_below");
   EXPECT_EQ(f.file, "/srv/app/handlers.py");
   EXPECT_EQ(f.line, c.lines[1]);
-  Frame unreadable = python_frame(nullptr, 4);
+  Frame unreadable = python_frame(nullptr, 4, 0);
   EXPECT_EQ(unreadable.language, "python");
   EXPECT_EQ(unreadable.line, 0);
   EXPECT_FALSE(unreadable.function.empty());
