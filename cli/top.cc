@@ -558,6 +558,16 @@ class TopRun {
     return snap;
   }
 
+  // Before the last output (the last word, or --count's last table): the
+  // stacks it shows are resolved once, which queues their frames, and the
+  // symbol thread (its own thread) gets a moment for them, so the last
+  // output names what it can. No sample: the output's snapshot takes it.
+  void names_grace(TracedProcess& proc) {
+    const SiteLimits limits(opt_.max_sites, opt_.max_by_rate);
+    (void)take_snapshot(t_, proc, limits, opt_.json, &analyzer_, filter_);
+    (void)t_.wait_for_symbols(std::chrono::seconds(2));
+  }
+
   // Returns false when the output is gone or broken; failed_ then says
   // whether that is an error (not a reader that went away).
   bool print(const ProcessSnapshot& snap) {
@@ -626,6 +636,9 @@ int TopRun::follow(bool& counted_out) {
     if (output_closed()) return kOutputGone;
     auto now = clock::now();
     if (now >= next) {
+      // --count's last table is the last output: the same grace for names
+      // as the last word's.
+      if (opt_.count > 0 && printed + 1 >= opt_.count) names_grace(*proc);
       if (!print(snapshot(*proc))) return kOutputGone;
       if (opt_.count > 0 && ++printed >= opt_.count) {
         counted_out = true;
@@ -655,10 +668,7 @@ bool TopRun::last_word() {
     Result<int> n = t_.poll(0);
     if (!n || *n == 0) break;
   }
-  // The last word names what it can: give the symbol thread a moment for
-  // what is still queued (it runs on its own thread; nothing else is left).
-  (void)snapshot(*t_.process(opt_.pid));
-  (void)t_.wait_for_symbols(std::chrono::seconds(2));
+  names_grace(*t_.process(opt_.pid));
   return print(snapshot(*t_.process(opt_.pid)));
 }
 

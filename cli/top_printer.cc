@@ -386,6 +386,8 @@ void site_table_lines(const ProcessSnapshot& s, size_t width, std::vector<std::s
     add_frame_lines(out, site.frames, avail, kIndent);
     if (!site.truncated.empty())
       out.push_back(std::string(kIndent, ' ') + "(stack ends here: " + site.truncated + ")");
+    if (!site.symbols_missing.empty())
+      out.push_back(std::string(kIndent, ' ') + "(no names: " + site.symbols_missing + ")");
   }
   if (s.sites_total > s.sites.size())
     out.push_back("  ... " + std::to_string(s.sites_total - s.sites.size()) + " more sites");

@@ -162,6 +162,7 @@ std::vector<Ranked> shown_sites(const std::vector<Ranked>& live, SiteLimits limi
 void add_to_site(SiteSnapshot& site, const Ranked& r, const ResolvedStack& rs, const ProcessAnalyzer* analyzer) {
   const SiteStats* s = r.stats;
   site.symbols_pending = site.symbols_pending || rs.symbols_pending;
+  if (site.symbols_missing.empty()) site.symbols_missing = rs.symbols_missing;
   site.live_bytes += r.live_bytes;
   site.reserved_bytes += s->reserved_bytes;
   site.live_allocations += r.live_allocations;

@@ -30,6 +30,12 @@ const MapEntry* find_object_mapping(const ParsedMaps& maps, uint32_t dev, uint64
   return any;
 }
 
+std::string map_files_path(pid_t pid, const MapEntry& m) {
+  char buf[96];
+  snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, m.start, m.end);
+  return buf;
+}
+
 }  // namespace
 
 StackResolver::StackResolver(StackGcPass& stacks, const UnwindTables* unwind)
@@ -67,6 +73,7 @@ const std::string& StackResolver::build_id_of(const MapEntry& m, const std::stri
 void StackResolver::render_symbols(ResolvedStack& rs) {
   rs.symbols_generation = symbols_->generation();
   rs.symbols_pending = false;
+  rs.symbols_missing.clear();
   rs.frames.clear();
   std::vector<size_t> starts;  // where each address's frames begin (inline chains)
   starts.reserve(rs.addresses.size());
@@ -83,6 +90,7 @@ void StackResolver::render_symbols(ResolvedStack& rs) {
         rs.frames.back().unwound = a.unwound;
       }
       rs.symbols_pending = rs.symbols_pending || found.provisional;
+      if (rs.symbols_missing.empty()) rs.symbols_missing = found.missing;
       continue;
     }
     Frame f;
@@ -103,6 +111,18 @@ void StackResolver::render_symbols(ResolvedStack& rs) {
     rs.python.clear();
     rs.python_entry.clear();
     rs.is_eval.clear();
+  }
+}
+
+void StackResolver::note_build_ids(TracedProcess& proc) {
+  for (const MapEntry& m : proc.maps.entries) {
+    if (!m.executable || !m.is_file()) continue;
+    auto key = std::make_tuple(m.dev_major, m.dev_minor, m.inode);
+    if (proc.build_ids.count(key)) continue;
+    auto cached = build_ids_.find(key);
+    if (cached == build_ids_.end() && proc.exited) continue;  // too late to read it
+    proc.build_ids.emplace(key, cached != build_ids_.end() ? cached->second
+                                                          : build_id_of(m, map_files_path(proc.pid, m)));
   }
 }
 
@@ -190,16 +210,18 @@ StackAddress StackResolver::address_of(const TracedProcess& proc, const StoredFr
   if (m && m->is_file()) {
     a.mapped = true;
     a.module.path = m->path;
-    char buf[96];
-    snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, proc.pid, m->start,
-             m->end);
-    a.module.open_path = buf;
+    a.module.open_path = map_files_path(proc.pid, *m);
     a.module.inode = m->inode;
     a.module.dev = makedev(m->dev_major, m->dev_minor);
     // The path in the target's root once map_files is gone (it exited),
     // and the first place debug files are searched.
     a.module.root = "/proc/" + std::to_string(proc.pid) + "/root";
-    a.module.build_id = build_id_of(*m, a.module.open_path);
+    // As captured while the process lived: after its exit, the build-id is
+    // what lets the symbolizer trust the file on disk at `path`.
+    auto captured = proc.build_ids.find(std::make_tuple(m->dev_major, m->dev_minor, m->inode));
+    a.module.build_id = captured != proc.build_ids.end() && !captured->second.empty()
+                            ? captured->second
+                            : build_id_of(*m, a.module.open_path);
     a.offset = l.offset;
     f.module = a.module.path;
     f.build_id = a.module.build_id;

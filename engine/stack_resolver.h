@@ -50,6 +50,10 @@ class StackResolver {
   // maps again). Reads at most kMaxSitesCheckedPerPoll stacks a call.
   bool maps_miss_frames(TracedProcess& proc);
 
+  // The poll path, after `proc.maps` was read: the build-ids of its
+  // executable objects, captured while it lives (TracedProcess::build_ids).
+  void note_build_ids(TracedProcess& proc);
+
   // Replaces the symbol service (its caches too) when `config` differs from
   // the running one's search, debuginfod and bounds.
   void configure_symbols(const SymbolsConfig& config);

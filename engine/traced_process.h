@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct ResolvedStack {
   // Some frames still show module+offset and may resolve later; the
   // service's generation when `frames` were made.
   bool symbols_pending = false;
+  // Some frames have no name, for good, and why (SymbolService::Lookup::
+  // missing: "file_gone", "file_replaced", ...); "" when none.
+  std::string symbols_missing;
   uint64_t symbols_generation = 0;
   std::vector<StackAddress> addresses;  // kept only while symbols are pending
   // Python frames (decision python-frames), innermost first, each
@@ -103,6 +107,11 @@ struct TracedProcess {
   std::unique_ptr<ProcessAttacher> attacher;
   AttachOptions options;
   ParsedMaps maps;            // last read; kept after exit for symbolization
+  // The build-id of each executable object in `maps` ("" when it has none),
+  // by (dev major, dev minor, inode), read while the process lives: once it
+  // exited, its map_files are gone, and only a file on disk with this
+  // build-id may name its frames (StackResolver::note_build_ids).
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::string> build_ids;
   std::unordered_map<uint64_t, ResolvedStack> stacks;  // by kernel stack hash
   // Deferred work, set by events, done after the poll.
   bool exec_pending = false;

@@ -22,6 +22,7 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
 
 void Tracer::refresh_maps(TracedProcess& proc) {
   if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+  resolver_.note_build_ids(proc);  // while map_files still names each object
   if (unwind_) unwind_->add_process(proc.pid, proc.maps);
   if (proc.python) proc.python->refresh(*session_, proc.maps);
 }

@@ -73,6 +73,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                        {"older", s.ages.older}}},
                      {"truncated", s.truncated.empty() ? json(nullptr) : json(s.truncated)},
                      {"symbols_pending", s.symbols_pending},
+                     {"symbols_missing", s.symbols_missing.empty() ? json(nullptr) : json(s.symbols_missing)},
                      {"frames", std::move(frames)}});
   }
   json counters = json::object();

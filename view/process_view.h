@@ -47,6 +47,10 @@ struct SiteSnapshot {
   // Some frames show module+offset only because the symbol thread has not
   // resolved them yet: a later snapshot may name them.
   bool symbols_pending = false;
+  // Some frames show module+offset for good, and why ("file_gone",
+  // "file_replaced", "file_unreadable", "no_symbols"; docs/api.md); ""
+  // when none does.
+  std::string symbols_missing;
   // Leak analysis (zero/unknown until the analyzer has enough samples).
   AgeBuckets ages;
   double leak_rate_bytes_per_second = 0;

@@ -61,7 +61,7 @@ SymbolService::Lookup SymbolService::lookup(const ModuleRef& module, uint64_t fi
   std::string key = address_key(module, file_offset);
   std::lock_guard<std::mutex> lk(mu_);
   auto it = results_.find(key);
-  if (it != results_.end()) return {it->second.frames, it->second.provisional};
+  if (it != results_.end()) return {it->second.frames, it->second.provisional, it->second.missing};
   if (queue_.size() >= options_.max_queue) {
     ++counters_.requests_dropped;
     return {};
@@ -126,6 +126,7 @@ void SymbolService::resolve_batch(std::vector<Request>& batch) {
   for (Request& r : batch) {
     Entry e;
     e.frames = std::make_shared<const std::vector<Frame>>(symbolizer_->symbolize_inline(r.module, r.offset));
+    e.missing = why_unnamed(r.module, *e.frames);
     if (fetcher_->enabled()) {
       Symbolizer::ModuleInfo info = symbolizer_->module_info(r.module);
       if (info.opened && info.wants_debug_file && !info.build_id.empty() &&
@@ -158,6 +159,18 @@ void SymbolService::resolve_batch(std::vector<Request>& batch) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
+// The module could not be opened (its file gone or replaced since the
+// process mapped it), or it has no symbols at all: said, not left as a
+// bare offset. An address outside every symbol of a module that has them
+// is not a reason the reader can act on.
+const char* SymbolService::why_unnamed(const ModuleRef& module, const std::vector<Frame>& frames) {
+  for (const Frame& f : frames)
+    if (!f.function.empty()) return "";
+  Symbolizer::ModuleInfo info = symbolizer_->module_info(module);
+  if (!info.opened) return info.failure;
+  return info.source == DebugSource::kNone ? kSymbolsNoSymbols : "";
+}
+
 // A fetch ended: with the file, the module is opened again (the cache is
 // one of the places searched) and its addresses resolved again; without
 // it, what they have is final.
@@ -176,12 +189,17 @@ void SymbolService::fetched(const std::string& build_id, bool ok) {
   } else {
     for (const auto& [key, offset] : k.addresses) done.emplace_back(key, nullptr);
   }
+  // The module was just opened again: no file read here, and none under the lock.
+  std::unordered_map<std::string, const char*> missing;
+  for (const auto& [key, frames] : done)
+    if (frames != nullptr) missing[key] = why_unnamed(k.module, *frames);
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& [key, frames] : done) {
     // Replaced in place: an address evicted meanwhile is not brought back.
     auto r = results_.find(key);
     if (r == results_.end() || r->second.frames == nullptr) continue;
     if (frames != nullptr) {
+      r->second.missing = missing[key];
       r->second.frames = std::move(frames);
       ++counters_.resolved;
     }

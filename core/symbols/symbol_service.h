@@ -76,6 +76,9 @@ class SymbolService {
     // Resolved with what is there now, while a debuginfod fetch for the
     // module runs: the frames may still be replaced.
     bool provisional = false;
+    // Resolved without a name for a reason the reader should know
+    // (kSymbolsFileGone, ...; core/symbols/symbolizer.h); "" otherwise.
+    const char* missing = "";
   };
   // The return address at `file_offset` in `module`. Not resolved yet: it
   // is queued now (unless already queued, or the queue is full). Never
@@ -108,7 +111,10 @@ class SymbolService {
   struct Entry {
     Frames frames;  // nullptr: queued
     bool provisional = false;
+    const char* missing = "";  // Lookup::missing
   };
+  // Lookup::missing for frames just resolved in `module`.
+  const char* why_unnamed(const ModuleRef& module, const std::vector<Frame>& frames);
   std::unordered_map<std::string, Entry> results_;
   std::deque<std::string> result_order_;              // oldest first, for eviction
   bool busy_ = false;                                 // the thread holds a batch

@@ -89,6 +89,7 @@ struct Module {
   bool use_dwarf = false;
   DebugSource source = DebugSource::kNone;
   uint64_t inflated = 0;  // what libelf may inflate for it (bound_inflated())
+  const char* failure = "";  // why it failed to open (ModuleInfo::failure)
   DebugFiles files;
   // By lookup offset: the inline chain, innermost first, physical last.
   std::unordered_map<uint64_t, std::vector<CachedFrame>> cache;
@@ -304,18 +305,28 @@ struct Symbolizer::Impl {
   }
 
   // The module's file: the mapping the caller named, else its path in the
-  // target's root, else (only with a build-id to check it against) its
-  // path in the daemon's root: the target exited before we got to it.
-  Result<int> open_main(const ModuleRef& ref, std::string& opened_path) {
+  // target's root, else its path in the daemon's root: the target exited
+  // before we got to it, and its map_files and root went with it. That last
+  // file is used only when it is provably the object the target mapped:
+  // the build-id captured while it lived (checked in open()), or, for an
+  // object without one, the same device and inode. `failure` says why not.
+  Result<int> open_main(const ModuleRef& ref, std::string& opened_path, const char*& failure) {
     Result<int> fd = open_untrusted_file(ref.open_path);
     opened_path = ref.open_path;
     if (!fd && !ref.root.empty() && !ref.path.empty() && ref.path[0] == '/') {
       opened_path = ref.root + ref.path;
       fd = open_in_root(ref.root, ref.path);
     }
-    if (!fd && !ref.build_id.empty() && !ref.path.empty() && ref.path[0] == '/') {
-      opened_path = ref.path;
-      fd = open_untrusted_file(ref.path);
+    failure = kSymbolsFileGone;
+    if (fd || ref.path.empty() || ref.path[0] != '/' || (ref.build_id.empty() && ref.inode == 0)) return fd;
+    opened_path = ref.path;
+    fd = open_untrusted_file(ref.path);
+    struct stat st;
+    if (fd && ref.build_id.empty() &&
+        (fstat(*fd, &st) != 0 || st.st_ino != ref.inode || st.st_dev != ref.dev)) {
+      close(*fd);
+      failure = kSymbolsFileReplaced;
+      return Error{ESTALE, ref.path + ": not the file the process mapped"};
     }
     return fd;
   }
@@ -323,7 +334,7 @@ struct Symbolizer::Impl {
   // Fills `m`; false (and one error counted) when the module is unusable.
   bool open(const ModuleRef& ref, Module& m) {
     std::string opened_path;
-    Result<int> opened = open_main(ref, opened_path);
+    Result<int> opened = open_main(ref, opened_path, m.failure);
     struct stat st;
     if (!opened || fstat(*opened, &st) != 0) {
       if (opened) close(*opened);
@@ -331,14 +342,21 @@ struct Symbolizer::Impl {
       return false;
     }
     Fd fd(*opened);
+    m.failure = kSymbolsUnreadable;
     auto elf = ElfFile::open_fd(fd.get(), opened_path, ElfOpenOptions{.index_symbols = false});
-    // A build-id mismatch means the file at this path is not the object the
-    // caller saw mapped (replaced on disk); its symbols would be wrong.
-    if (!elf.ok() || (!ref.build_id.empty() && !elf.value()->build_id().empty() &&
-                      elf.value()->build_id() != ref.build_id)) {
+    if (!elf.ok()) {
       ++stats.module_errors;
       return false;
     }
+    // A build-id mismatch (or none where the mapped object had one) means
+    // the file at this path is not the object the caller saw mapped
+    // (replaced on disk): its symbols would be wrong.
+    if (!ref.build_id.empty() && elf.value()->build_id() != ref.build_id) {
+      m.failure = kSymbolsFileReplaced;
+      ++stats.module_errors;
+      return false;
+    }
+    m.failure = "";
     m.elf = std::move(elf).value();
     m.use_dwarf = static_cast<uint64_t>(st.st_size) <= limits.max_file_bytes;
     find_debug_files(ref, m);
@@ -562,6 +580,7 @@ Frame Symbolizer::symbolize(const ModuleRef& module, uint64_t file_offset) {
 Symbolizer::ModuleInfo Symbolizer::module_info(const ModuleRef& module) {
   Module& m = impl_->get(module);
   ModuleInfo info;
+  info.failure = m.failure;
   if (!m.elf) return info;
   info.opened = true;
   info.build_id = m.elf->build_id();

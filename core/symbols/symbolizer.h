@@ -74,6 +74,14 @@ struct ModuleRef {
   std::string root;
 };
 
+// Why a module's frames carry no names, as the API says it (docs/api.md,
+// `symbols_missing`); "" when they have names or the module simply has no
+// symbol at the address.
+inline constexpr const char* kSymbolsFileGone = "file_gone";
+inline constexpr const char* kSymbolsFileReplaced = "file_replaced";
+inline constexpr const char* kSymbolsUnreadable = "file_unreadable";
+inline constexpr const char* kSymbolsNoSymbols = "no_symbols";
+
 struct SymbolizerLimits {
   size_t max_modules = 256;
   uint64_t max_file_bytes = 2ull << 30;
@@ -124,6 +132,9 @@ class Symbolizer {
     bool has_dwarf = false;  // file:line available (DWARF found and used)
     // A debug file would be used if one arrived (not over max_file_bytes).
     bool wants_debug_file = false;
+    // Not opened: why (kSymbolsFileGone, kSymbolsFileReplaced,
+    // kSymbolsUnreadable).
+    const char* failure = "";
   };
   ModuleInfo module_info(const ModuleRef& module);
   // Closes the module, so that its next use opens it again and looks for

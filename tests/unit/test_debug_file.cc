@@ -508,6 +508,9 @@ TEST(SymbolService, UnreadableModuleResolvesToModulePlusOffset) {
   ASSERT_EQ(frames->size(), 1u);
   EXPECT_EQ(frame_display_name(frames->front()), "libgone.so+0x42");
   EXPECT_EQ(service.counters().symbolizer.module_errors, 1u);
+  // And says why, for good (issue 35): not pending, not silently unnamed.
+  EXPECT_STREQ(service.lookup(ref, 0x42).missing, kSymbolsFileGone);
+  EXPECT_FALSE(service.lookup(ref, 0x42).provisional);
 }
 
 // ---- the debuginfod cache bound ----

@@ -2,6 +2,7 @@
 #include "core/symbols/symbolizer.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -187,6 +188,53 @@ TEST(Symbolizer, ModulesAreSharedByBuildId) {
   other.open_path = "/nonexistent/lw/exited-process";
   EXPECT_EQ(s.symbolize(other, l.offset).function, "lw_symbolizer_test_function");
   EXPECT_EQ(s.errors(), 0u);
+}
+
+// A process that exited (issue 35, item 2): its map_files and root are
+// gone, so the file at the mapping's path is opened, and trusted only when
+// it is provably the object the process mapped.
+TEST(Symbolizer, ExitedProcessNamedFromTheFileWithItsBuildId) {
+  Symbolizer s;
+  Located l = free_function_return();
+  auto elf = ElfFile::open_path(l.ref.path);
+  ASSERT_TRUE(elf.ok());
+  ModuleRef gone = l.ref;
+  gone.open_path = "/nonexistent/lw/map_files/1000-2000";
+  gone.root = "/nonexistent/lw/root";
+  gone.build_id = elf.value()->build_id();
+  EXPECT_EQ(s.symbolize(gone, l.offset).function, "lw_symbolizer_test_function");
+  EXPECT_STREQ(s.module_info(gone).failure, "");
+
+  Symbolizer other;
+  gone.build_id = "00112233";  // the file on disk is not the one mapped
+  EXPECT_EQ(other.symbolize(gone, l.offset).function, "");
+  Symbolizer::ModuleInfo info = other.module_info(gone);
+  EXPECT_FALSE(info.opened);
+  EXPECT_STREQ(info.failure, kSymbolsFileReplaced);
+}
+
+// Without a build-id, the device and inode must match.
+TEST(Symbolizer, ExitedProcessWithoutBuildIdNeedsTheSameInode) {
+  Located l = free_function_return();
+  struct stat st;
+  ASSERT_EQ(stat(l.ref.path.c_str(), &st), 0);
+  ModuleRef gone = l.ref;
+  gone.open_path = "/nonexistent/lw/map_files/1000-2000";
+  gone.build_id.clear();
+  gone.inode = st.st_ino;
+  gone.dev = st.st_dev;
+  Symbolizer s;
+  EXPECT_EQ(s.symbolize(gone, l.offset).function, "lw_symbolizer_test_function");
+
+  Symbolizer other;
+  gone.inode = st.st_ino + 1;  // replaced on disk
+  EXPECT_EQ(other.symbolize(gone, l.offset).function, "");
+  EXPECT_STREQ(other.module_info(gone).failure, kSymbolsFileReplaced);
+
+  Symbolizer third;
+  gone.path = "/nonexistent/lw/deleted.so";
+  EXPECT_EQ(third.symbolize(gone, l.offset).function, "");
+  EXPECT_STREQ(third.module_info(gone).failure, kSymbolsFileGone);
 }
 
 TEST(Symbolizer, LruEvictionAndAddressCacheCapKeepResultsRight) {
