@@ -249,7 +249,7 @@ void summary_lines(const ProcessSnapshot& s, size_t width, std::vector<std::stri
     const RssBreakdown& r = s.rss;
     add_lines(out, pack({"rss: anon " + human_bytes(r.anon_total) + " =",
                          "live heap " + human_bytes(r.live_heap) + ",",
-                         "retained " + human_bytes(r.retained) + ",",
+                         "held before attach or retained " + human_bytes(r.held_or_retained) + ",",
                          "tracked mmap " + human_bytes(r.tracked_mmap) + ",",
                          "stacks " + human_bytes(r.stacks) + ",",
                          "untracked " + human_bytes(r.untracked) + ";",

@@ -575,7 +575,7 @@ const FamilyDef kProcessFamilies[] = {
      "well it is supported (full, partial, unsupported, pending).",
      nullptr},
     {"leakwatch_process_rss_bytes", kGauge,
-     "Resident bytes by part (docs/analysis.md, RSS explained): the anonymous parts live_heap, retained, "
+     "Resident bytes by part (docs/analysis.md, RSS explained): live_heap, held_before_attach_or_retained, "
      "tracked_mmap, stacks, untracked add up to anonymous RSS; file is file-backed RSS.",
      nullptr},
     // The tensor tier and GPU memory explained (decision tensor-tier).
@@ -635,8 +635,8 @@ void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& 
   fam.add(*rows[kStartTime], base, start_time_unix_seconds(s.snap, e.process.identity.start_time));
   if (const RssBreakdown& r = ps.rss; r.valid) {  // decision rss-explained
     const std::pair<const char*, uint64_t> parts[] = {
-        {"live_heap", r.live_heap}, {"retained", r.retained}, {"tracked_mmap", r.tracked_mmap},
-        {"stacks", r.stacks},       {"untracked", r.untracked}, {"file", r.file_rss}};
+        {"live_heap", r.live_heap},   {"held_before_attach_or_retained", r.held_or_retained},
+        {"tracked_mmap", r.tracked_mmap}, {"stacks", r.stacks}, {"untracked", r.untracked}, {"file", r.file_rss}};
     for (const auto& [name, bytes] : parts)
       fam.add(*rows[kRssBytes], with(base, {{"part", name}}), static_cast<double>(bytes));
   }

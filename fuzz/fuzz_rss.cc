@@ -34,6 +34,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   t.live_heap_allocations = size;
   t.live_mmap = regions.heap_regions / 3;
   lw::RssBreakdown b = lw::compute_rss_breakdown(regions, t);
-  if (b.live_heap + b.retained + b.tracked_mmap + b.stacks + b.untracked != b.anon_total) abort();
+  if (b.live_heap + b.held_or_retained + b.tracked_mmap + b.stacks + b.untracked != b.anon_total) abort();
   return 0;
 }

@@ -28,7 +28,7 @@ nlohmann::json rss_to_json(const RssBreakdown& b) {
           {"reserved_bytes", b.reserved},
           {"parts",
            {{"live_heap", b.live_heap},
-            {"retained", b.retained},
+            {"held_before_attach_or_retained", b.held_or_retained},
             {"tracked_mmap", b.tracked_mmap},
             {"stacks", b.stacks},
             {"untracked", b.untracked}}},

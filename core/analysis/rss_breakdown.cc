@@ -184,11 +184,12 @@ RssBreakdown compute_rss_breakdown(const RssRegions& r, const TrackedBytes& t) {
   rest -= b.tracked_mmap;
   b.unattributed_tracked = sat_add(chunks - b.live_heap, t.live_mmap - b.tracked_mmap);
   // Heap regions hold the live heap (large blocks glibc serves by mmap
-  // aside: then retention is a lower bound); what they hold beyond it is
-  // retained by the allocator.
+  // aside: then retention is a lower bound); what they hold beyond it was
+  // allocated before attach (and is still held, unseen) or is retained by
+  // the allocator: the two cannot be told apart from smaps.
   const uint64_t in_heap = std::min(chunks, r.heap_regions);
-  b.retained = std::min(r.heap_regions - in_heap, rest);
-  rest -= b.retained;
+  b.held_or_retained = std::min(r.heap_regions - in_heap, rest);
+  rest -= b.held_or_retained;
   b.untracked = rest;
   return b;
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // "RSS explained" (docs/analysis.md, "RSS explained";
 // decision rss-explained): a traced process's anonymous resident memory broken
-// down into what leakwatch tracks (live heap, tracked mmap), what the allocator
-// retains, thread stacks and the rest (untracked), plus file-backed RSS. The
+// down into what leakwatch tracks (live heap, tracked mmap), the rest of the
+// heap regions (held before attach, or retained by the allocator), thread
+// stacks and the rest (untracked), plus file-backed RSS. The
 // parsers and the arithmetic are pure; RssSampler reads /proc, bounded in size
 // and in rate (smaps walks the page tables under the mmap lock). Every /proc
 // text may be hostile or racy: parsers skip what they do not understand and
@@ -72,14 +73,20 @@ struct RssRegions {
 RssRegions classify_smaps(const SmapsRollup& rollup, const ParsedSmaps& smaps,
                           const std::vector<uint64_t>& stack_pointers);
 
-// The breakdown (bytes). anon_total == live_heap + retained + tracked_mmap
+// The breakdown (bytes). anon_total == live_heap + held_or_retained + tracked_mmap
 // + stacks + untracked, always (every part is clamped so they add up).
 struct RssBreakdown {
   bool valid = false;
   double read_at = 0;          // unix seconds of the smaps read
   uint64_t anon_total = 0;
   uint64_t live_heap = 0;      // tracked live heap, counted as chunk bytes (see heap_chunk_bytes)
-  uint64_t retained = 0;       // heap/arena resident bytes not live: allocator retention, fragmentation
+  // Heap/arena resident bytes not in the tracked live heap: blocks allocated
+  // before attach and still held (never seen, so never live), or freed
+  // memory the allocator keeps (retention, fragmentation). smaps cannot
+  // tell them apart; traced from its first instruction (top -c), a process
+  // has only the latter (and its libraries' constructors' blocks).
+  // Exported as part "held_before_attach_or_retained" (docs/analysis.md).
+  uint64_t held_or_retained = 0;
   uint64_t tracked_mmap = 0;   // live anonymous mmap leakwatch records (kind mmap)
   uint64_t stacks = 0;         // thread stacks
   uint64_t untracked = 0;      // the rest: allocated before attach, or by unprobed code

@@ -54,15 +54,15 @@ TEST_F(RssExplained, LeakShowsAsLiveHeap) {
   EXPECT_LE(share, 1.0);
 }
 
-TEST_F(RssExplained, FreedHalfShowsAsRetained) {
+TEST_F(RssExplained, FreedHalfShowsAsHeldBeforeAttachOrRetained) {
   TraceSession s = trace("half", "200");
   const Json &b = s.snapshot();
   ASSERT_FALSE(b.at("rss").is_null()) << s.diagnostics();
   const int64_t freed = 100ll << 20;
-  const int64_t retained = part(b, "retained");
+  const int64_t retained = part(b, "held_before_attach_or_retained");
   const int64_t anon = b.at("rss").at("anon_bytes").get<int64_t>();
-  printf("half of 200 MiB freed: anon %lld, live heap %lld (%.1f%%), retained %lld (%.1f%%), "
-         "untracked %lld; rss %s\n",
+  printf("half of 200 MiB freed: anon %lld, live heap %lld (%.1f%%), held before attach or retained %lld "
+         "(%.1f%%), untracked %lld; rss %s\n",
          (long long)anon, (long long)part(b, "live_heap"), 100.0 * part(b, "live_heap") / anon,
          (long long)retained, 100.0 * retained / anon, (long long)part(b, "untracked"),
          b.at("rss").dump().c_str());
@@ -83,12 +83,26 @@ TEST_F(RssExplained, BeforeAttachShowsAsUntracked) {
          (long long)part(b, "untracked"), 100.0 * part(b, "untracked") / anon, b.at("rss").dump().c_str());
   EXPECT_GE(part(b, "untracked"), pre) << b.at("rss").dump();
   EXPECT_LT(part(b, "live_heap"), pre / 10) << b.at("rss").dump();
-  EXPECT_LT(part(b, "retained"), pre / 10) << b.at("rss").dump();
+  EXPECT_LT(part(b, "held_before_attach_or_retained"), pre / 10) << b.at("rss").dump();
+}
+
+// Issue 35, item 4: a leak from before the attach, in small blocks inside
+// the heap, is not named as the allocator's retention alone: it is "held
+// before attach or retained" (smaps cannot tell the two apart).
+TEST_F(RssExplained, HeapLeakedBeforeAttachIsHeldBeforeAttachOrRetained) {
+  TraceSession s = trace("pre_small", "40");
+  const Json &b = s.snapshot();
+  ASSERT_FALSE(b.at("rss").is_null()) << s.diagnostics();
+  const int64_t pre = 40ll << 20;
+  printf("40 MiB in 1 KiB blocks before attach: rss %s\n", b.at("rss").dump().c_str());
+  EXPECT_FALSE(b.at("rss").at("parts").contains("retained")) << b.at("rss").dump();
+  EXPECT_GE(part(b, "held_before_attach_or_retained"), pre) << b.at("rss").dump();
+  EXPECT_LT(part(b, "live_heap"), pre / 10) << b.at("rss").dump();
 }
 
 // The daemon: the API's process view and /metrics carry the breakdown
 // (rss_interval_seconds: 1). 50 MiB with every other block freed: the
-// freed 25 MiB show as retained in both.
+// freed 25 MiB show as held_before_attach_or_retained in both.
 TEST_F(RssExplained, DaemonApiAndMetrics) {
   TempDir bin;
   const std::string target_bin = private_target_copy(bin.path(), "rss_parts");
@@ -116,7 +130,7 @@ TEST_F(RssExplained, DaemonApiAndMetrics) {
            e->at("kinds").at("heap").at("live_bytes").get<int64_t>() == (25ll << 20);
   })) << entry.dump() << daemon.diagnostics();
   const Json &rss = entry.at("rss");
-  const int64_t retained = rss.at("parts").at("retained").get<int64_t>();
+  const int64_t retained = rss.at("parts").at("held_before_attach_or_retained").get<int64_t>();
   printf("daemon, half of 50 MiB freed: rss %s\n", rss.dump().c_str());
   EXPECT_GE(retained, (25ll << 20) * 9 / 10) << rss.dump();
   EXPECT_LE(retained, (25ll << 20) * 12 / 10) << rss.dump();
@@ -128,7 +142,7 @@ TEST_F(RssExplained, DaemonApiAndMetrics) {
   for (std::string line; std::getline(in, line);) {
     if (line.rfind(prefix, 0) != 0) continue;
     ++parts;
-    if (line.find("part=\"retained\"") != std::string::npos) {
+    if (line.find("part=\"held_before_attach_or_retained\"") != std::string::npos) {
       EXPECT_GE(std::stod(line.substr(line.rfind(' ') + 1)), (25ll << 20) * 9 / 10) << line;
     }
   }

@@ -353,12 +353,12 @@ TEST(Metrics, RssBytesByPart) {
   RssBreakdown& r = snap.processes[0].snapshot.rss;
   r.valid = true;
   r.live_heap = 1000;
-  r.retained = 200;
+  r.held_or_retained = 200;
   r.untracked = 30;
   r.file_rss = 4096;
   std::string text = render_metrics(snap, {});
   EXPECT_NE(text.find("leakwatch_process_rss_bytes{pid=\"1000\""), std::string::npos) << text;
-  EXPECT_NE(text.find("part=\"retained\"} 200\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("part=\"held_before_attach_or_retained\"} 200\n"), std::string::npos) << text;
   EXPECT_NE(text.find("part=\"file\"} 4096\n"), std::string::npos) << text;
   EXPECT_NE(text.find("part=\"stacks\"} 0\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("leakwatch_process_rss_bytes{pid=\"1001\""), std::string::npos) << text;

@@ -277,7 +277,7 @@ TEST(ReservedSpace, JsonAndRssCarryReservedApart) {
   EXPECT_EQ(tracked.reserved_mmap, 64 * kMiB);
   const RssBreakdown b = compute_rss_breakdown(regions, tracked);
   EXPECT_EQ(b.reserved, 64 * kMiB);
-  EXPECT_EQ(b.live_heap + b.retained + b.tracked_mmap + b.stacks + b.untracked, b.anon_total);
+  EXPECT_EQ(b.live_heap + b.held_or_retained + b.tracked_mmap + b.stacks + b.untracked, b.anon_total);
   EXPECT_EQ(b.tracked_mmap, 65536u);
   EXPECT_EQ(rss_to_json(b).at("reserved_bytes").get<uint64_t>(), 64 * kMiB);
 }

@@ -130,7 +130,7 @@ TEST(RssBreakdown, GlibcChunkBytes) {
 }
 
 uint64_t sum(const RssBreakdown& b) {
-  return b.live_heap + b.retained + b.tracked_mmap + b.stacks + b.untracked;
+  return b.live_heap + b.held_or_retained + b.tracked_mmap + b.stacks + b.untracked;
 }
 
 TEST(RssBreakdown, ArithmeticAddsUp) {
@@ -147,7 +147,7 @@ TEST(RssBreakdown, ArithmeticAddsUp) {
   EXPECT_EQ(b.live_heap, 400u);
   EXPECT_EQ(b.tracked_mmap, 100u);
   EXPECT_EQ(b.stacks, 50u);
-  EXPECT_EQ(b.retained, 300u);   // heap regions beyond the live heap
+  EXPECT_EQ(b.held_or_retained, 300u);   // heap regions beyond the live heap
   EXPECT_EQ(b.untracked, 150u);  // the rest
   EXPECT_EQ(b.file_rss, 300u);
   EXPECT_EQ(sum(b), 1000u);
@@ -171,7 +171,7 @@ TEST(RssBreakdown, ArithmeticClampsTrackedAboveResident) {
   r.stacks = 0;
   b = compute_rss_breakdown(r, t);
   EXPECT_EQ(b.live_heap, 100u);
-  EXPECT_EQ(b.retained, 0u);
+  EXPECT_EQ(b.held_or_retained, 0u);
   EXPECT_EQ(b.untracked, 0u);
   EXPECT_EQ(sum(b), 100u);
   EXPECT_EQ(b.unattributed_tracked, 910u);
