@@ -35,6 +35,7 @@ BenchSwitches read_bench_switches() {
   s.walk_reuse = !is_set("LW_BENCH_NO_WALK_REUSE");
   s.python_code_memo = !is_set("LW_BENCH_NO_PY_CODE_MEMO");
   s.hint_probes = is_set("LW_BENCH_HINT_PROBES");
+  s.uprobe_sessions = !is_set("LW_BENCH_NO_UPROBE_SESSIONS");
   if (const char* w = getenv("LW_BENCH_STACK_WINDOW")) {
     s.stack_window = parse_stack_window(w);
     if (!s.stack_window)
@@ -57,6 +58,7 @@ void apply_bench_switches(const BenchSwitches& bench, BpfOptions& bpf) {
   if (!bench.python_code_memo) bpf.python_code_memo = false;
   if (bench.stack_window) bpf.stack_window = *bench.stack_window;
   if (bench.live_prealloc) bpf.live_prealloc = *bench.live_prealloc;
+  if (!bench.uprobe_sessions) bpf.uprobe_sessions = false;
 }
 
 }  // namespace lw

@@ -25,6 +25,7 @@ struct BenchSwitches {
   // LW_BENCH_LIVE_PREALLOC=1|0: the live map preallocated or not, whatever
   // the sizing chose (decision live-map-sizing); `top` and `run`.
   std::optional<bool> live_prealloc;
+  bool uprobe_sessions = true;  // LW_BENCH_NO_UPROBE_SESSIONS: entry + return probes instead; `top` and `run`
   bool hint_probes = false;  // LW_BENCH_HINT_PROBES: also the probes that only hint the unwinder
   // Non-empty when a switch holds a value it cannot take: the message of a
   // usage error (exit 2). `top` reports it; `run`, which takes only

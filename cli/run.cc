@@ -299,8 +299,11 @@ int run_check_config(int argc, char** argv) {
 int run_daemon(int argc, char** argv) {
   RunFlags flags;
   if (int rc = parse_run_flags(argc, argv, flags); rc >= 0) return rc;
-  // docs/cli.md, "Benchmark switches": `run` takes only the live map's.
-  flags.options.bench_live_prealloc = read_bench_switches().live_prealloc;
+  // docs/cli.md, "Benchmark switches": `run` takes only the live map's and
+  // the uprobe sessions'.
+  const BenchSwitches bench = read_bench_switches();
+  flags.options.bench_live_prealloc = bench.live_prealloc;
+  flags.options.bench_uprobe_sessions = bench.uprobe_sessions;
   const DaemonOptions& options = flags.options;
   std::optional<Config> cfg = load_daemon_config(options);
   if (!cfg) return exit_code::kError;

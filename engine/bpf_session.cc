@@ -24,6 +24,7 @@
 
 #include "core/platform/capabilities.h"
 #include "core/platform/log.h"
+#include "engine/uprobe_links.h"
 #include "leakwatch_bpf.skel.h"
 
 namespace lw {
@@ -65,45 +66,6 @@ Error load_error(int err) {
                                   " (loading tracing programs needs CAP_BPF and CAP_PERFMON)"};
   }
   return errno_error("loading BPF programs", err);
-}
-
-// Kernel ABI values newer than the system's linux/bpf.h (6.1): the
-// uprobe_multi link (kernel 6.6).
-constexpr uint32_t kAttachUprobeMulti = 48;      // BPF_TRACE_UPROBE_MULTI
-constexpr uint32_t kUprobeMultiReturn = 1;       // BPF_F_UPROBE_MULTI_RETURN
-
-// bpf_attr for BPF_LINK_CREATE with uprobe_multi, laid out as in the
-// kernel's uapi (checked against vmlinux.h's union bpf_attr).
-struct UprobeMultiAttr {
-  uint32_t prog_fd;
-  uint32_t target_fd;
-  uint32_t attach_type;
-  uint32_t flags;
-  uint64_t path;
-  uint64_t offsets;
-  uint64_t ref_ctr_offsets;
-  uint64_t cookies;
-  uint32_t cnt;
-  uint32_t multi_flags;
-  uint32_t pid;
-  uint32_t pad;
-};
-static_assert(offsetof(UprobeMultiAttr, path) == 16 && offsetof(UprobeMultiAttr, cnt) == 48 &&
-                  offsetof(UprobeMultiAttr, pid) == 56,
-              "uprobe_multi bpf_attr layout");
-
-// Whether the kernel accepts a kprobe-type program for uprobe_multi.
-bool kernel_has_uprobe_multi() {
-  const struct bpf_insn insns[] = {
-      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},
-      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
-  };
-  LIBBPF_OPTS(bpf_prog_load_opts, opts,
-              .expected_attach_type = static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
-  int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "lw_probe_multi", "GPL", insns, 2, &opts);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
 }
 
 }  // namespace
@@ -234,6 +196,14 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
     bpf_program__set_expected_attach_type(sk->progs.lw_tensor_return,
                                           static_cast<enum bpf_attach_type>(kAttachUprobeMulti));
   }
+  // Uprobe sessions (decision tensor-tier): the tensor allocators' entry and
+  // return in one program, the return skipped for calls that record nothing.
+  s->uprobe_session_ = s->uprobe_multi_ && options.uprobe_sessions && kernel_has_uprobe_session();
+  if (s->uprobe_session_)
+    bpf_program__set_expected_attach_type(sk->progs.lw_tensor_session,
+                                          static_cast<enum bpf_attach_type>(kAttachUprobeSession));
+  else
+    bpf_program__set_autoload(sk->progs.lw_tensor_session, false);
   if (!options.trace_syscalls) {
     bpf_program__set_autoload(sk->progs.lw_sys_enter, false);
     bpf_program__set_autoload(sk->progs.lw_sys_exit, false);
@@ -342,25 +312,30 @@ Result<int> BpfSession::drain() {
   return consumed_;
 }
 
-Result<Link> BpfSession::attach_multi(bpf_program* prog, pid_t pid, const std::string& path,
-                                      const std::vector<UprobeSpec>& specs, bool retprobe) {
+Result<Link> BpfSession::attach_multi(bpf_program* prog, uint32_t attach_type, pid_t pid,
+                                      const std::string& path, const std::vector<UprobeSpec>& specs,
+                                      bool retprobe) {
   std::vector<uint64_t> offsets, cookies;
   for (const UprobeSpec& u : specs) {
     offsets.push_back(u.file_offset);
     cookies.push_back(u.cookie());
   }
-  UprobeMultiAttr attr = {};
-  attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
-  attr.attach_type = kAttachUprobeMulti;
-  attr.path = reinterpret_cast<uint64_t>(path.c_str());
-  attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
-  attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
-  attr.cnt = static_cast<uint32_t>(specs.size());
-  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
-  attr.pid = static_cast<uint32_t>(pid);
-  int fd = static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
-  if (fd < 0) return errno_error("attaching uprobe_multi at " + path);
-  return Link::from_fd(fd);
+  Result<int> fd = create_uprobe_link(bpf_program__fd(prog), attach_type, pid, path, offsets, cookies,
+                                      retprobe);
+  if (!fd) return fd.error();
+  return Link::from_fd(*fd);
+}
+
+Result<std::vector<Link>> BpfSession::attach_tensor_sessions(pid_t pid, const std::string& path,
+                                                             const std::vector<UprobeSpec>& specs) {
+  std::vector<Link> links;
+  if (specs.empty()) return links;
+  if (!uprobe_session_) return Error{ENOTSUP, "uprobe sessions: not supported by this kernel"};
+  Result<Link> l = attach_multi(skel_->progs.lw_tensor_session, kAttachUprobeSession, pid, path, specs,
+                                false);
+  if (!l) return l.error();
+  links.push_back(std::move(*l));
+  return links;
 }
 
 Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::string& path,
@@ -372,7 +347,7 @@ Result<std::vector<Link>> BpfSession::attach_uprobes(pid_t pid, const std::strin
   std::vector<Link> links;
   if (specs.empty()) return links;
   if (uprobe_multi_) {
-    Result<Link> l = attach_multi(prog, pid, path, specs, retprobe);
+    Result<Link> l = attach_multi(prog, kAttachUprobeMulti, pid, path, specs, retprobe);
     if (!l) return l.error();
     links.push_back(std::move(*l));
     return links;

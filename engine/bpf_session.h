@@ -49,6 +49,9 @@ struct BpfOptions {
   uint32_t max_targets = 4096;
   bool collect_stacks = true;
   bool trace_syscalls = true;  // mmap/munmap/mremap/brk tracepoints
+  // The tensor allocators probed as uprobe sessions where the kernel has them
+  // (6.13+; decision tensor-tier): LW_BENCH_NO_UPROBE_SESSIONS turns it off.
+  bool uprobe_sessions = true;
   // Allocation/free events wake the consumer only past 1/8 of the ring
   // (the consumer must poll with a timeout; every caller polls <= 100 ms).
   bool batch_wakeups = true;
@@ -198,6 +201,13 @@ class BpfSession {
                                            const std::vector<UprobeSpec>& specs, bool retprobe,
                                            bool tensor = false);
   bool uprobe_multi() const { return uprobe_multi_; }
+  // The tensor allocators' probes as uprobe sessions (lw_tensor_session: entry
+  // and return in one link; the entry skips the return of a call that records
+  // nothing, such as alloc_cpu(0)). ENOTSUP where uprobe_session() is false:
+  // the caller then attaches an entry and a return probe.
+  Result<std::vector<Link>> attach_tensor_sessions(pid_t pid, const std::string& path,
+                                                   const std::vector<UprobeSpec>& specs);
+  bool uprobe_session() const { return uprobe_session_; }
 
   // The probes of one object (dev, inode) in one role (the system-call
   // wrappers, or ld.so's link-map hook: `loader`) shared by every traced
@@ -329,14 +339,16 @@ class BpfSession {
  private:
   BpfSession() = default;
   static int on_record(void* ctx, void* data, size_t len);
-  Result<Link> attach_multi(bpf_program* prog, pid_t pid, const std::string& path,
-                            const std::vector<UprobeSpec>& specs, bool retprobe);
+  Result<Link> attach_multi(bpf_program* prog, uint32_t attach_type, pid_t pid,
+                            const std::string& path, const std::vector<UprobeSpec>& specs,
+                            bool retprobe);
 
   leakwatch_bpf* skel_ = nullptr;
   ring_buffer* ringbuf_ = nullptr;
   RecordHandler handler_;
   int consumed_ = 0;  // records handled in this poll()/drain() call
   bool uprobe_multi_ = false;
+  bool uprobe_session_ = false;
   bool oom_events_ = false;
   uint32_t max_unwind_tables_ = 0;
   uint32_t live_capacity_ = 0;

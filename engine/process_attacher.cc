@@ -643,7 +643,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
   AttachedObject obj = new_object(m, elf);
   const std::string fd_path = "/proc/self/fd/" + std::to_string(fd.get());
 
-  std::vector<UprobeSpec> entries, returns;
+  ObjectSpecs specs;
   bool required_failed = false;
   std::string required_error;
   for (const PlannedProbe* planned : probes) {
@@ -685,21 +685,22 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
       }
     } else {
       report.file_offset = *off;
-      entries.push_back({*off, spec.func});
-      if (spec.needs_return) returns.push_back({*off, spec.func});
+      if (spec.needs_return && session_.uprobe_session() && is_tensor_role(planned->role)) {
+        // Entry and return in one session: the return only where the call
+        // has something to record (decision tensor-tier, "Uprobe sessions").
+        specs.sessions.push_back({*off, spec.func});
+        report.placement += report.placement.empty() ? "uprobe session" : "; uprobe session";
+      } else {
+        specs.entries.push_back({*off, spec.func});
+        if (spec.needs_return) specs.returns.push_back({*off, spec.func});
+      }
     }
     obj.probes.push_back(std::move(report));
   }
   if (required_failed) return Error{EINVAL, m.path + ": " + required_error};
-  // All entries in one attach and all returns in another (one link each
-  // with uprobe_multi). Either attaches whole or not at all: no object is
-  // left half probed (say, entries without their returns).
-  Result<std::vector<Link>> entry_links = session_.attach_uprobes(pid_, fd_path, entries, false);
-  Result<std::vector<Link>> return_links =
-      entry_links ? session_.attach_uprobes(pid_, fd_path, returns, true, is_tensor_role(obj.role))
-                  : entry_links.error();
-  if (!entry_links || !return_links) {
-    const Error& e = entry_links ? return_links.error() : entry_links.error();
+  Result<std::vector<Link>> links = attach_links(fd_path, specs, is_tensor_role(obj.role));
+  if (!links) {
+    const Error& e = links.error();
     if (keep_on_failure) {
       // Optional probes: keep the object, its probes marked not attached
       // and why (the probe_attached metric and the API show it).
@@ -710,10 +711,26 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     return Error{e.code, m.path + ": " + e.message};
   }
   for (ProbeReport& r : obj.probes) r.attached = r.error.empty();
-  for (Link& l : *entry_links) obj.links.push_back(std::move(l));
-  for (Link& l : *return_links) obj.links.push_back(std::move(l));
+  obj.links = std::move(*links);
   objects_.push_back(std::move(obj));
   return ok_status();
+}
+
+// All entries in one attach, all returns in another and the tensor sessions
+// in a third (one link each with uprobe_multi). Either all attach or none is
+// kept: no object is left half probed (say, entries without their returns).
+Result<std::vector<Link>> ProcessAttacher::attach_links(const std::string& fd_path,
+                                                        const ObjectSpecs& specs, bool tensor) {
+  Result<std::vector<Link>> entries = session_.attach_uprobes(pid_, fd_path, specs.entries, false);
+  if (!entries) return entries.error();
+  Result<std::vector<Link>> returns = session_.attach_uprobes(pid_, fd_path, specs.returns, true, tensor);
+  if (!returns) return returns.error();
+  Result<std::vector<Link>> sessions = session_.attach_tensor_sessions(pid_, fd_path, specs.sessions);
+  if (!sessions) return sessions.error();
+  std::vector<Link> all = std::move(*entries);
+  for (Link& l : *returns) all.push_back(std::move(l));
+  for (Link& l : *sessions) all.push_back(std::move(l));
+  return all;
 }
 
 bool ProcessAttacher::in_probed_function(uint32_t dev, uint64_t inode, uint64_t offset) const {

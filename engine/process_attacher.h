@@ -126,6 +126,13 @@ class ProcessAttacher {
   pid_t pid() const { return pid_; }
 
  private:
+  // One object's uprobes by link: entry probes, return probes, and the
+  // tensor allocators' uprobe sessions (entry and return in one).
+  struct ObjectSpecs {
+    std::vector<UprobeSpec> entries, returns, sessions;
+  };
+  Result<std::vector<Link>> attach_links(const std::string& fd_path, const ObjectSpecs& specs,
+                                         bool tensor);
   Status attach_object(const MapEntry& map, const ElfFile& elf,
                        const std::vector<const PlannedProbe*>& probes,
                        bool keep_on_failure = false);

@@ -53,6 +53,7 @@ struct DaemonOptions {
   // LW_BENCH_LIVE_PREALLOC (cli/bench_switches.h, benchmarks only): the
   // live map preallocated or not, whatever live_map says.
   std::optional<bool> bench_live_prealloc;
+  bool bench_uprobe_sessions = true;  // LW_BENCH_NO_UPROBE_SESSIONS clears it
 };
 
 class Daemon {

@@ -18,9 +18,11 @@
 // libraries for the USDTs and the hook (pytorch:malloc fires in the
 // allocator, not at its caller), so the leaf alone would not do.
 #include <signal.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -478,6 +480,54 @@ TEST_F(LeakwatchTensor, DaemonTensorsFalseTurnsTheTierOffForItsTargetOnly) {
   EXPECT_EQ(live_of_kind(on, "tensor_cpu"), fact(on_truth, "tensor_cpu_bytes")) << context_of(on, "");
   off_target.write_line("exit");
   on_target.write_line("exit");
+}
+
+// Whether this kernel has uprobe sessions (6.13 and later).
+bool kernel_has_sessions() {
+  struct utsname u {};
+  int major = 0, minor = 0;
+  return uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+         (major > 6 || (major == 6 && minor >= 13));
+}
+
+// The alloc_cpu probe's placement as /api/v1/status lists it.
+std::string alloc_cpu_placement(const Json &status) {
+  for (const Json &p : status.at("probes"))
+    if (p.at("symbols").get<std::string>().find("alloc_cpu") != std::string::npos)
+      return p.at("placement").get<std::string>() + (p.at("attached").get<bool>() ? "" : " (not attached)");
+  return "<no alloc_cpu probe>";
+}
+
+// The tensor allocators' entry and return as one uprobe session where the
+// kernel has them (decision tensor-tier, "Uprobe sessions": the return is
+// skipped for alloc_cpu(0)), and as an entry plus a return probe where it
+// has not, or with LW_BENCH_NO_UPROBE_SESSIONS: the same exact bytes both ways.
+TEST_F(LeakwatchTensor, DaemonTensorsExactWithAndWithoutUprobeSessions) {
+  for (const bool sessions : {true, false}) {
+    SCOPED_TRACE(sessions ? "uprobe sessions" : "LW_BENCH_NO_UPROBE_SESSIONS");
+    Process target({target_path(kTarget), "pt113_cpu", "cpu"});
+    const pid_t pid = read_ready(target);
+    DaemonProcess daemon({.config_body = "targets:\n  - name: t\n    match: {pids: [" + std::to_string(pid) +
+                                         "]}\n    mode: light\n",
+                          .env = sessions ? std::vector<std::string>{}
+                                          : std::vector<std::string>{"LW_BENCH_NO_UPROBE_SESSIONS=1"}});
+    daemon.wait_notify("READY=1", 20000ms);
+    daemon.wait_for_process(pid, 10000ms);
+    const std::string placement = alloc_cpu_placement(daemon.get_json("/api/v1/status"));
+    if (sessions && kernel_has_sessions())
+      EXPECT_NE(placement.find("uprobe session"), std::string::npos) << placement;
+    else
+      EXPECT_EQ(placement.find("uprobe session"), std::string::npos) << placement;
+    EXPECT_EQ(placement.find("not attached"), std::string::npos) << placement;
+    const Json truth = go_and_read_truth(target);
+    const Json sites = daemon.sites_at_or_after(pid, unix_now() + 0.5, 20000ms);
+    const std::string context = context_of(sites, daemon.diagnostics());
+    EXPECT_EQ(live_of_kind(sites, "tensor_cpu"), fact(truth, "tensor_cpu_bytes")) << context;
+    expect_sites_exact(sites, truth, context);
+    EXPECT_EQ(counter_of(sites, "tensor_free_unknown"), 0) << context;
+    EXPECT_EQ(counter_of(sites, "alloc_failed"), 0) << "alloc_cpu(0) is no failure" << context;
+    target.write_line("exit");
+  }
 }
 
 // The tier's own governor budget (governor.max_tensor_hits_per_second),
