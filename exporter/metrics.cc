@@ -14,7 +14,6 @@
 #include <map>
 #include <span>
 
-
 #include "core/accounting/counters.h"
 #include "core/symbols/elf_file.h"
 #include "core/formats/label_sanitize.h"
@@ -215,16 +214,10 @@ void fill_oom_kills(Scrape& s, MetricFamily& f) {
     s.fam.add(f, {{"target", key.first}, {"reason", key.second}}, static_cast<double>(n));
 }
 
-void fill_sigkills(Scrape& s, MetricFamily& f) {
-  std::map<std::string, uint64_t> sigkills = s.snap.counters.sigkills;
-  for (const std::string& target : s.snap.targets) sigkills.try_emplace(target, 0);
-  for (const auto& [target, n] : sigkills) s.fam.add(f, {{"target", target}}, static_cast<double>(n));
-}
-
-void fill_gpu_oom_suppressed(Scrape& s, MetricFamily& f) {
-  std::map<std::string, uint64_t> gpu_suppressed = s.snap.counters.gpu_oom_suppressed;
-  for (const std::string& target : s.snap.targets) gpu_suppressed.try_emplace(target, 0);
-  for (const auto& [target, n] : gpu_suppressed) s.fam.add(f, {{"target", target}}, static_cast<double>(n));
+// A counter by target, every target at 0 from the start.
+void fill_by_target(Scrape& s, MetricFamily& f, std::map<std::string, uint64_t> by_target) {
+  for (const std::string& target : s.snap.targets) by_target.try_emplace(target, 0);
+  for (const auto& [target, n] : by_target) s.fam.add(f, {{"target", target}}, static_cast<double>(n));
 }
 
 // Every documented reason from the start, at 0 until it happens: rate() and
@@ -398,21 +391,28 @@ const FamilyDef kDaemonFamilies[] = {
      "user-space OOM killer), by target and reason; each has a report in /api/v1/oom_kills.",
      fill_oom_kills},
     {"leakwatch_sigkills_total", kCounter,
-     "Traced processes killed by any other SIGKILL from user space (not for memory), "
-     "by target; each has a report in /api/v1/oom_kills, reason sigkill.",
-     fill_sigkills},
+     "Traced processes killed by any other SIGKILL from user space (not for memory), by target; "
+     "reported in /api/v1/oom_kills (reason sigkill) within the user's oom.sigkill_* limits.",
+     [](Scrape& s, MetricFamily& f) { fill_by_target(s, f, s.snap.counters.sigkills); }},
     {"leakwatch_gpu_oom_suppressed_total", kCounter,
-     "GPU OOMs (CUDA allocations failed out of memory) not reported because "
-     "their process and device had a report in the last minute; each is "
-     "counted in that report's `suppressed`.",
-     fill_gpu_oom_suppressed},
+     "GPU OOMs not reported because their process and device had a report in the last minute "
+     "(counted in that report's `suppressed`).",
+     [](Scrape& s, MetricFamily& f) { fill_by_target(s, f, s.snap.counters.gpu_oom_suppressed); }},
     {"leakwatch_oom_last_kill_timestamp_seconds", kGauge,
-     "Unix time of the last OOM kill of a traced process (reports read back at start "
-     "count); 0 when none.",
+     "Unix time of the last OOM kill of a traced process (reports read back at start count); 0 when none.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.oom_last_kill_timestamp); }},
     {"leakwatch_oom_report_write_failures_total", kCounter,
-     "OOM kill reports not written to oom.report_dir (they are still served by the API).",
+     "OOM kill reports not written to oom.report_dir (served by the API with file null and file_error).",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.oom_report_write_failures); }},
+    {"leakwatch_oom_reports_dropped_total", kCounter,
+     "OOM reports not taken or no longer kept (issue 32), by cause: rate_limited, uid_cap, retention.",
+     [](Scrape& s, MetricFamily& f) {
+       for (size_t c = 0; c < kOomDropCauses; ++c)
+         s.fam.add(f, {{"cause", oom_drop_cause_name(static_cast<OomDropCause>(c))}},
+                   static_cast<double>(s.snap.counters.oom_reports_dropped[c]));
+     }},
+    {"leakwatch_oom_reports_truncated_total", kCounter, "OOM reports cut to oom.max_report_bytes.",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.oom_reports_truncated); }},
     {"leakwatch_stale_exits_total", kCounter,
      "Exits of traced processes found only at the fork of a new process on the pid.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.stale_exits); }},

@@ -110,21 +110,49 @@ void log_report(const ProcessKill& kill, const OomReport& r) {
 
 }  // namespace
 
-std::string oom_report_file_name(double timestamp, pid_t pid) {
+std::string oom_report_file_name(double timestamp, pid_t pid) { return oom_report_id(timestamp, pid, -1) + ".json"; }
+
+std::string oom_report_id(double timestamp, pid_t pid, int gpu_device) {
   char name[64];
-  std::snprintf(name, sizeof name, "oom-%013" PRIu64 "-%d.json",
+  std::snprintf(name, sizeof name, "oom-%013" PRIu64 "-%d",
                 static_cast<uint64_t>(std::max(0.0, timestamp) * 1000.0), static_cast<int>(pid));
-  return name;
+  return gpu_device >= 0 ? name + ("-gpu" + std::to_string(gpu_device)) : std::string(name);
 }
+
+OomRetentionLimits retention_limits(const OomConfig& c) {
+  OomRetentionLimits l;
+  l.max_reports = c.max_reports;
+  l.max_total_bytes = c.max_total_bytes;
+  l.max_sigkill_reports_per_uid = c.max_sigkill_reports_per_uid;
+  l.sigkill_reports_per_uid_per_minute = c.sigkill_reports_per_uid_per_minute;
+  return l;
+}
+
+namespace {
+
+// What retention knows of a report read back from `name` in oom.report_dir.
+OomReportMeta meta_of(const nlohmann::json& j, const std::string& name, size_t bytes) {
+  OomReportMeta m;
+  m.id = j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>() : name.substr(0, name.size() - 5);
+  const std::string reason = j.value("reason", "");
+  m.tier = reason == "sigkill" ? OomReportTier::kSigkill : OomReportTier::kForMemory;
+  const nlohmann::json* process = j.contains("process") && j["process"].is_object() ? &j["process"] : nullptr;
+  if (process && process->contains("real_uid") && (*process)["real_uid"].is_number_unsigned())
+    m.uid = (*process)["real_uid"].get<uint32_t>();
+  m.bytes = bytes;
+  return m;
+}
+
+}  // namespace
 
 void OomRecorder::load() {
   const OomConfig& c = state_.config.oom;
   if (c.report_dir.empty()) return;
   std::vector<std::string> names = report_files(c.report_dir);
-  auto reports = std::make_shared<std::vector<StoredOomReport>>();
+  std::vector<StoredOomReport> reports;
   size_t skipped = 0;
   // Newest first, at most max_reports.
-  for (auto it = names.rbegin(); it != names.rend() && reports->size() < c.max_reports; ++it) {
+  for (auto it = names.rbegin(); it != names.rend() && reports.size() < c.max_reports; ++it) {
     std::optional<std::string> text = read_small_file(c.report_dir + "/" + *it);
     nlohmann::json j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
     if (!j.is_object() || !j.contains("timestamp") || !j["timestamp"].is_number()) {
@@ -133,18 +161,30 @@ void OomRecorder::load() {
     }
     StoredOomReport r;
     r.timestamp = j["timestamp"].get<double>();
-    r.json = j.dump();
+    r.meta = meta_of(j, *it, text->size());
+    if (!j.contains("id")) {  // written before reports had one (issue 32)
+      j["id"] = r.meta.id;
+      r.json = j.dump();
+    } else {
+      r.json = std::move(*text);
+    }
+    r.meta.bytes = r.json.size();
+    r.file = c.report_dir + "/" + *it;
     const std::string reason = j.value("reason", "");
     if (reason != "gpu_oom" && reason != "sigkill")  // nothing killed, or not for memory
       state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
-    reports->push_back(std::move(r));
+    reports.push_back(std::move(r));
   }
-  std::stable_sort(reports->begin(), reports->end(),
-                   [](const StoredOomReport& a, const StoredOomReport& b) { return a.timestamp > b.timestamp; });
-  state_.oom_reports = std::move(reports);
-  if (!names.empty())
+  // The bounds as configured now (max_total_bytes, the per-user caps).
+  retention_.set_limits(retention_limits(c));
+  bool unused = false;
+  state_.oom_reports = std::make_shared<std::vector<StoredOomReport>>(
+      apply_retention(std::move(reports), std::string(), &unused));
+  if (!names.empty()) {
     LW_LOG_INFO("OOM reports: %zu read back from %s (%zu unreadable)", state_.oom_reports->size(),
                 c.report_dir.c_str(), skipped);
+    prune_dir(c.report_dir);
+  }
 }
 
 void OomRecorder::tick(double now_s) {
@@ -213,17 +253,42 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
       reported_order_.pop_front();
     }
   }
+  const KillReason reason = kill.gpu_oom                                  ? KillReason::kGpuOom
+                            : kill.sigkill && is_oom_sender(kill.sender_comm) ? KillReason::kOomSender
+                            : kill.sigkill                                   ? KillReason::kSigkill
+                            : kill.memcg                                     ? KillReason::kMemcgOom
+                                                                             : KillReason::kGlobalOom;
+  retention_.set_limits(retention_limits(state_.config.oom));
+  // A user's kill -9 of their own processes, past their rate: counted, no
+  // report (issue 32). Decided before the report is built: that is the cost.
+  const std::optional<uint32_t> uid = t.info.identity.real_uid;
+  if (reason == KillReason::kSigkill && !retention_.admit_sigkill(uid, kill.event_ns)) {
+    ++state_.counters.sigkills[t.info.target];
+    ++state_.counters.oom_reports_dropped[static_cast<size_t>(OomDropCause::kRateLimited)];
+    log_once("oom_sigkill_rate", "OOM reports: SIGKILLs (not for memory) of uid " + std::to_string(uid.value_or(0)) +
+                                     "'s processes past oom.sigkill_reports_per_uid_per_minute: not reported "
+                                     "(leakwatch_oom_reports_dropped_total{cause=\"rate_limited\"})");
+    return;
+  }
+  OomReport r = build(kill, t, reason, counters, stats);
+  if (!store(kill, r)) r.file.clear();
+  if (for_memory(r.reason))
+    ++state_.counters.oom_kills[{r.process.target, kill_reason_name(r.reason)}];
+  else
+    ++state_.counters.sigkills[r.process.target];
+  if (!kill.gpu_oom && for_memory(r.reason))  // not killed, or not for memory
+    state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
+  log_report(kill, r);
+}
 
+OomReport OomRecorder::build(const ProcessKill& kill, const TrackedProcess& t, KillReason reason,
+                             const Counters& counters, const TracerStats& stats) {
   const Config& config = state_.config;
   OomReport r;
   const uint64_t now_ns = monotonic_ns();
   const double age_s = now_ns > kill.event_ns ? static_cast<double>(now_ns - kill.event_ns) / 1e9 : 0;
   r.timestamp = unix_now() - age_s;
-  r.reason = kill.gpu_oom                                  ? KillReason::kGpuOom
-             : kill.sigkill && is_oom_sender(kill.sender_comm) ? KillReason::kOomSender
-             : kill.sigkill                                   ? KillReason::kSigkill
-             : kill.memcg                                     ? KillReason::kMemcgOom
-                                                              : KillReason::kGlobalOom;
+  r.reason = reason;
   if (kill.gpu_oom) {
     r.gpu.device = kill.gpu_device;
     r.gpu.kind = kill.gpu_kind < LW_KIND_MAX ? kill.gpu_kind : static_cast<uint32_t>(LW_KIND_CUDA_DEVICE);
@@ -267,38 +332,81 @@ void OomRecorder::record(const ProcessKill& kill, const Counters& counters, cons
   at_kill.rss_bytes = r.rss_bytes;
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k) at_kill.live_bytes[k] = r.snapshot.kinds[k].live_bytes;
   r.history.push_back(at_kill);
-
-  // The file name is known before the text: the report names its file.
-  if (!config.oom.report_dir.empty())
-    r.file = config.oom.report_dir + "/" + oom_report_file_name(r.timestamp, kill.pid);
-  if (kill.gpu_oom && !r.file.empty())  // a process may have several: one per (device, window)
-    r.file.insert(r.file.size() - 5, "-gpu" + std::to_string(kill.gpu_device));
+  // A process may have several GPU reports: one per (device, window).
+  r.id = oom_report_id(r.timestamp, kill.pid, -1);
+  if (kill.gpu_oom) r.id += "-gpu" + std::to_string(kill.gpu_device);  // -gpu-1: device unknown
   r.report_latency_s = static_cast<double>(monotonic_ns() - kill.event_ns) / 1e9;
+  return r;
+}
+
+bool OomRecorder::store(const ProcessKill& kill, OomReport& r) {
+  const OomConfig& c = state_.config.oom;
+  // The file name is known before the text: the report names its file.
+  if (!c.report_dir.empty()) r.file = c.report_dir + "/" + r.id + ".json";
   nlohmann::json doc = to_json(r);
-  std::string text = doc.dump();
-  if (kill.gpu_oom)
-    gpu_reports_[{kill.pid, t.info.identity.start_time, kill.gpu_device}] =
-        GpuReport{std::move(doc), r.file, r.process.target};
-  if (!r.file.empty() && write_file(r, text).empty()) {
-    ++state_.counters.oom_report_write_failures;
+  if (cap_report_size(doc, c.max_report_bytes)) ++state_.counters.oom_reports_truncated;
+  StoredOomReport entry;
+  entry.timestamp = r.timestamp;
+  entry.json = doc.dump();
+  entry.meta = {r.id, oom_report_tier(r.reason), r.process.identity.real_uid, entry.json.size()};
+  entry.file = r.file;
+  // Retention before the write: a report that is not kept is not written.
+  std::vector<StoredOomReport> kept;
+  kept.reserve(state_.oom_reports->size() + 1);
+  kept.push_back(entry);
+  kept.insert(kept.end(), state_.oom_reports->begin(), state_.oom_reports->end());
+  bool dropped = false;
+  kept = apply_retention(std::move(kept), r.id, &dropped);
+  if (!dropped && !r.file.empty()) {
+    if (std::string error = write_text(r.file, entry.json); !error.empty()) {
+      ++state_.counters.oom_report_write_failures;
+      // Never a file that is not there (issue 32): null, and why.
+      r.file.clear();
+      r.file_error = std::move(error);
+      doc["file"] = nullptr;
+      doc["file_error"] = r.file_error;
+      for (StoredOomReport& k : kept)
+        if (k.meta.id == r.id) {
+          k.json = doc.dump();
+          k.meta.bytes = k.json.size();
+          k.file.clear();
+        }
+    }
   }
-
-  auto reports = std::make_shared<std::vector<StoredOomReport>>();
-  reports->reserve(std::min<size_t>(state_.oom_reports->size() + 1, config.oom.max_reports));
-  reports->push_back({r.timestamp, std::move(text)});
-  for (const StoredOomReport& old : *state_.oom_reports) {
-    if (reports->size() >= config.oom.max_reports) break;
-    reports->push_back(old);
+  if (kill.gpu_oom && !dropped) {
+    auto tracked = state_.tracked.find(kill.pid);
+    const uint64_t start = tracked == state_.tracked.end() ? 0 : tracked->second.info.identity.start_time;
+    gpu_reports_[{kill.pid, start, kill.gpu_device}] = GpuReport{std::move(doc), r.file, r.process.target};
   }
-  state_.oom_reports = std::move(reports);
-  if (for_memory(r.reason))
-    ++state_.counters.oom_kills[{r.process.target, kill_reason_name(r.reason)}];
-  else
-    ++state_.counters.sigkills[r.process.target];
-  if (!kill.gpu_oom && for_memory(r.reason))  // not killed, or not for memory
-    state_.counters.oom_last_kill_timestamp = std::max(state_.counters.oom_last_kill_timestamp, r.timestamp);
+  state_.oom_reports = std::make_shared<std::vector<StoredOomReport>>(std::move(kept));
+  if (!c.report_dir.empty() && !dropped) prune_dir(c.report_dir);
+  return !dropped;
+}
 
-  log_report(kill, r);
+std::vector<StoredOomReport> OomRecorder::apply_retention(std::vector<StoredOomReport> kept,
+                                                          const std::string& new_id, bool* new_dropped) {
+  // Newest first, in the order of their ids (the paging cursor).
+  std::stable_sort(kept.begin(), kept.end(),
+                   [](const StoredOomReport& a, const StoredOomReport& b) { return a.meta.id > b.meta.id; });
+  std::vector<OomReportMeta> metas;
+  metas.reserve(kept.size());
+  for (const StoredOomReport& k : kept) metas.push_back(k.meta);
+  std::vector<bool> gone(kept.size(), false);
+  for (const OomRetention::Eviction& e : retention_.evict(metas)) {
+    gone[e.index] = true;
+    ++state_.counters.oom_reports_dropped[static_cast<size_t>(e.cause)];
+    if (!kept[e.index].file.empty()) unlink(kept[e.index].file.c_str());
+  }
+  std::vector<StoredOomReport> out;
+  out.reserve(kept.size());
+  *new_dropped = false;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (!gone[i])
+      out.push_back(std::move(kept[i]));
+    else if (!new_id.empty() && kept[i].meta.id == new_id)
+      *new_dropped = true;
+  }
+  return out;
 }
 
 bool OomRecorder::gpu_suppressed(const ProcessKill& kill, const TrackedProcess& t) {
@@ -336,61 +444,65 @@ void OomRecorder::update_gpu_report(const GpuOomLimiter::Key& key, const std::st
   GpuReport& g = gpu_reports_.at(key);
   std::string text = g.json.dump();
   // The file is rewritten in place, unless oom.max_reports pruned it.
-  if (!g.file.empty() && access(g.file.c_str(), F_OK) == 0 && write_text(g.file, text).empty())
+  if (!g.file.empty() && access(g.file.c_str(), F_OK) == 0 && !write_text(g.file, text).empty())
     ++state_.counters.oom_report_write_failures;
   auto reports = std::make_shared<std::vector<StoredOomReport>>(*state_.oom_reports);
   for (StoredOomReport& r : *reports)
     if (r.json == old_text) {
       r.json = text;
+      r.meta.bytes = text.size();
       break;
     }
   state_.oom_reports = std::move(reports);
   state_.dirty = true;
 }
 
-std::string OomRecorder::write_file(const OomReport& report, const std::string& text) {
-  return write_text(report.file, text);
-}
-
 std::string OomRecorder::write_text(const std::string& file, const std::string& text) {
   const std::string& dir = state_.config.oom.report_dir;
   if (!mkdirs(dir)) {
-    log_once("oom_dir", "OOM reports: cannot create " + dir + ": " + std::strerror(errno));
-    return {};
+    std::string error = "cannot create " + dir + ": " + std::strerror(errno);
+    log_once("oom_dir", "OOM reports: " + error);
+    return error;
   }
   const std::string tmp = file + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
   if (fd < 0) {
-    log_once("oom_write", "OOM reports: cannot write in " + dir + ": " + std::strerror(errno));
-    return {};
+    std::string error = "cannot write " + file + ": " + std::strerror(errno);
+    log_once("oom_write", "OOM reports: " + error);
+    return error;
   }
   size_t done = 0;
-  bool ok = true;
+  int err = 0;
   while (done < text.size()) {
     ssize_t n = write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      ok = false;
+      err = n < 0 ? errno : ENOSPC;
       break;
     }
     done += static_cast<size_t>(n);
   }
   // No fsync: a report must survive a daemon restart, which the page cache
   // does; a storm of kills must not wait on the disk.
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), file.c_str()) != 0) {
-    log_once("oom_write", "OOM reports: cannot write " + file + ": " + std::strerror(errno));
+  if (close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && rename(tmp.c_str(), file.c_str()) != 0) err = errno;
+  if (err != 0) {
+    std::string error = "cannot write " + file + ": " + std::strerror(err);
+    log_once("oom_write", "OOM reports: " + error);
     unlink(tmp.c_str());
-    return {};
+    return error;
   }
-  prune_dir(dir);
-  return file;
+  return {};
 }
 
 void OomRecorder::prune_dir(const std::string& dir) {
-  std::vector<std::string> names = report_files(dir);
-  const size_t keep = state_.config.oom.max_reports;
-  for (size_t i = 0; i + keep < names.size(); ++i) unlink((dir + "/" + names[i]).c_str());
+  // The directory holds the reports kept and no more (issue 32): a file
+  // left by an older daemon or over the bounds at start goes too.
+  std::set<std::string> kept;
+  for (const StoredOomReport& r : *state_.oom_reports)
+    if (!r.file.empty()) kept.insert(r.file.substr(r.file.rfind('/') + 1));
+  for (const std::string& name : report_files(dir))
+    if (!kept.count(name)) unlink((dir + "/" + name).c_str());
 }
 
 }  // namespace lw

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -20,6 +21,7 @@
 #include "core/config/config.h"
 #include "core/platform/latency_histogram.h"
 #include "core/policy/live_map_size.h"
+#include "core/policy/oom_retention.h"
 #include "core/proc/process_identity.h"
 #include "core/proc/procfs.h"
 #include "view/process_view.h"
@@ -90,6 +92,10 @@ struct DaemonCounters {
   std::map<std::string, uint64_t> sigkills;
   double oom_last_kill_timestamp = 0;
   uint64_t oom_report_write_failures = 0;
+  // Reports not taken or no longer kept, by cause (issue 32), and reports
+  // cut to oom.max_report_bytes.
+  std::array<uint64_t, kOomDropCauses> oom_reports_dropped{};
+  uint64_t oom_reports_truncated = 0;
   // GPU OOMs not reported (rate limit: one report per process and device
   // per minute), by target; each is counted in its standing report.
   std::map<std::string, uint64_t> gpu_oom_suppressed;
@@ -98,9 +104,13 @@ struct DaemonCounters {
 // An OOM kill report as the API serves it (view/oom_report.h): its JSON
 // text, built at the kill or read back from oom.report_dir at start, and
 // its time, for ordering.
+// `meta` is what retention knows of it (core/policy/oom_retention.h; its
+// `id` is the paging cursor); `file`: its file in oom.report_dir, "" if none.
 struct StoredOomReport {
   double timestamp = 0;
   std::string json;
+  OomReportMeta meta;
+  std::string file;
 };
 
 // What the HTTP side serves: immutable once published.

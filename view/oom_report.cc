@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "view/oom_report.h"
 
+#include <algorithm>
+
 #include "view/json.h"
 
 namespace lw {
@@ -48,7 +50,8 @@ nlohmann::json to_json(const OomReport& r) {
                   {"pod", opt(id.pod_name)},
                   {"target", r.process.target},
                   {"mode", r.light ? "light" : "full"},
-                  {"configured_mode", mode_name(r.process.mode)}};
+                  {"configured_mode", mode_name(r.process.mode)},
+                  {"real_uid", id.real_uid ? json(*id.real_uid) : json(nullptr)}};
   json memcg = nullptr;
   const bool from_user = r.reason == KillReason::kSigkill || r.reason == KillReason::kOomSender;
   if (!from_user && r.reason != KillReason::kGpuOom)
@@ -75,7 +78,8 @@ nlohmann::json to_json(const OomReport& r) {
     history.push_back({{"timestamp", s.timestamp}, {"rss_bytes", s.rss_bytes}, {"live_bytes", std::move(live)}});
   }
   json snap = to_json(r.snapshot);
-  json out = {{"timestamp", r.timestamp},
+  json out = {{"id", r.id},
+              {"timestamp", r.timestamp},
               {"reason", kill_reason_name(r.reason)},
               {"for_memory", for_memory(r.reason)},
               {"process", std::move(process)},
@@ -94,7 +98,9 @@ nlohmann::json to_json(const OomReport& r) {
               {"sampling", std::move(snap["sampling"])},
               {"history", std::move(history)},
               {"report_latency_seconds", r.report_latency_s},
-              {"file", r.file.empty() ? json(nullptr) : json(r.file)}};
+              {"file", r.file.empty() ? json(nullptr) : json(r.file)},
+              {"file_error", r.file_error.empty() ? json(nullptr) : json(r.file_error)},
+              {"truncated", nullptr}};
   if (r.reason == KillReason::kGpuOom) {
     const GpuOomInfo& g = r.gpu;
     json live = json::object();
@@ -115,6 +121,74 @@ nlohmann::json to_json(const OomReport& r) {
     out["note"] =
         "traced in light mode: only mmap/brk sites and the statm history are known, not heap (malloc) sites";
   return out;
+}
+
+OomReportTier oom_report_tier(KillReason r) {
+  return for_memory(r) ? OomReportTier::kForMemory : OomReportTier::kSigkill;
+}
+
+namespace {
+
+size_t dumped_size(const nlohmann::json& j) { return j.dump().size(); }
+
+// Drops elements from the back of `array` (from the front with
+// `from_front`) until `size` fits in `max`; each element costs its dumped
+// size and a comma. Returns how many went.
+size_t shed(nlohmann::json& array, size_t& size, size_t max, bool from_front) {
+  size_t dropped = 0;
+  if (!array.is_array()) return 0;
+  while (size > max && !array.empty()) {
+    const size_t i = from_front ? 0 : array.size() - 1;
+    size -= std::min(size, dumped_size(array[i]) + 1);
+    array.erase(i);
+    ++dropped;
+  }
+  return dropped;
+}
+
+}  // namespace
+
+bool cap_report_size(nlohmann::json& doc, size_t max_bytes) {
+  const size_t before = dumped_size(doc);
+  if (before <= max_bytes) return false;
+  // Room for the `truncated` object itself.
+  constexpr size_t kMarkerBytes = 200;
+  const size_t max = max_bytes > kMarkerBytes ? max_bytes - kMarkerBytes : 0;
+  size_t size = before;
+  nlohmann::json& sites = doc["sites"];
+  // Sites from the lowest-ranked, keeping one...
+  size_t sites_dropped = 0;
+  while (size > max && sites.is_array() && sites.size() > 1) {
+    size -= std::min(size, dumped_size(sites.back()) + 1);
+    sites.erase(sites.size() - 1);
+    ++sites_dropped;
+  }
+  // ...then that one's outermost frames, keeping the leaf...
+  size_t frames_dropped = 0;
+  if (size > max && sites.is_array() && !sites.empty() && sites[0].contains("frames")) {
+    nlohmann::json& frames = sites[0]["frames"];
+    const size_t frames_size = dumped_size(frames);
+    nlohmann::json leaf = frames.is_array() && !frames.empty() ? frames[0] : nlohmann::json();
+    size_t rest = size - std::min(size, frames_size);
+    size_t budget = max > rest ? max - rest : 0;
+    size_t kept_size = frames_size;
+    frames_dropped = shed(frames, kept_size, budget, false);
+    if (frames.empty() && !leaf.is_null()) {  // the leaf stays, whatever it weighs
+      frames.push_back(std::move(leaf));
+      --frames_dropped;
+    }
+    if (frames_dropped) sites[0]["frames_truncated"] = frames_dropped;
+    size = dumped_size(doc);
+  }
+  // ...then the oldest history, then the last site.
+  const size_t history_dropped = shed(doc["history"], size, max, true);
+  if (size > max) sites_dropped += shed(sites, size, max, false);
+  doc["truncated"] = {{"sites_dropped", sites_dropped},
+                      {"frames_dropped", frames_dropped},
+                      {"history_dropped", history_dropped},
+                      {"bytes_before", before},
+                      {"max_report_bytes", max_bytes}};
+  return true;
 }
 
 }  // namespace lw

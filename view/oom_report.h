@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/policy/oom_retention.h"
 #include "view/daemon_view.h"
 #include "view/process_view.h"
 
@@ -67,10 +68,22 @@ struct OomReport {
   ProcessSnapshot snapshot;         // sites: the same schema as /api/v1/processes/PID/sites
   std::vector<MemorySample> history;  // oldest first
   double report_latency_s = 0;      // from the kill event to the report built
+  std::string id;                   // oom-<unix ms>-<pid>[-gpu<device>] (oom_report_file_name's stem)
   std::string file;                 // where it was written ("" when not)
+  std::string file_error;           // why it could not be written ("" when it was, or no report_dir)
   GpuOomInfo gpu;                   // reason gpu_oom only
 };
 
+// `truncated` is null in it: cap_report_size sets it.
 nlohmann::json to_json(const OomReport& r);
+
+// Retention's group of a report (core/policy/oom_retention.h).
+OomReportTier oom_report_tier(KillReason r);
+
+// Cuts a report's JSON (to_json's) to at most `max_bytes` when dumped (issue
+// 32): the lowest-ranked sites go first, then, one site left, its outermost
+// frames, then the oldest history; `truncated` says how many of each.
+// Returns whether anything was cut.
+bool cap_report_size(nlohmann::json& doc, size_t max_bytes);
 
 }  // namespace lw

@@ -435,8 +435,24 @@ void parse_oom(ErrorSink& errors, const YAML::Node& node, const std::string& pat
                   [&](const Node& x, const Path& q) {
                     read_seconds(errors, x, q, 0, 3600, o.history_seconds);
                   }},
-                 {"history_interval_seconds", [&](const Node& x, const Path& q) {
+                 {"history_interval_seconds",
+                  [&](const Node& x, const Path& q) {
                     read_seconds(errors, x, q, 1, 600, o.history_interval_seconds);
+                  }},
+                 {"max_total_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1u << 20, 16ull << 30, o.max_total_bytes);
+                  }},
+                 {"max_report_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 64u << 10, 4u << 20, o.max_report_bytes);
+                  }},
+                 {"sigkill_reports_per_uid_per_minute",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, 10000, o.sigkill_reports_per_uid_per_minute);
+                  }},
+                 {"max_sigkill_reports_per_uid", [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 10000, o.max_sigkill_reports_per_uid);
                   }}});
 }
 

@@ -178,9 +178,15 @@ struct SymbolsConfig {
 // OOM kill reports (docs/config.md "oom", decision oom-kill-reports).
 struct OomConfig {
   std::string report_dir = "/var/lib/leakwatch/oom";  // absolute, or "" for no files
-  uint32_t max_reports = 100;      // kept in report_dir and in the API; oldest go first
+  uint32_t max_reports = 100;      // kept in report_dir and in the API; sigkill ones go first
   uint32_t history_seconds = 300;  // memory history kept per process for a report
   uint32_t history_interval_seconds = 5;
+  // Issue 32: the reports kept, in all (bytes of JSON), and one report at
+  // most; `sigkill` reports per user (real uid, root not limited).
+  uint64_t max_total_bytes = 64ull << 20;
+  uint64_t max_report_bytes = 512u << 10;
+  uint32_t sigkill_reports_per_uid_per_minute = 6;  // 0: no limit
+  uint32_t max_sigkill_reports_per_uid = 10;
 };
 
 struct Config {

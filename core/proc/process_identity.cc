@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -359,6 +360,36 @@ Status PodDirectory::scan_locked(Clock::time_point now) {
   return ok_status();
 }
 
+std::optional<uint32_t> parse_status_real_uid(std::string_view status) {
+  for (size_t at = 0; at < status.size();) {
+    size_t nl = status.find('\n', at);
+    std::string_view line = status.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    at = nl == std::string_view::npos ? status.size() : nl + 1;
+    if (!line.starts_with("Uid:")) continue;
+    line.remove_prefix(4);
+    while (!line.empty() && (line.front() == '\t' || line.front() == ' ')) line.remove_prefix(1);
+    uint32_t uid = 0;
+    auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), uid);
+    if (ec != std::errc() || end == line.data()) return std::nullopt;
+    return uid;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Whose process it is. /proc/PID's owner is its effective uid, unless the
+// process made itself non-dumpable (then root): only then is status read.
+std::optional<uint32_t> read_real_uid(int dirfd, pid_t pid) {
+  struct stat st;
+  if (fstat(dirfd, &st) != 0) return std::nullopt;
+  if (st.st_uid != 0) return st.st_uid;
+  Result<BoundedText> status = read_bounded(dirfd, pid, "status", kMaxStatBytes);
+  return status ? parse_status_real_uid(status->text) : std::nullopt;
+}
+
+}  // namespace
+
 Result<ProcessIdentity> read_process_identity(pid_t pid, PodDirectory* pods) {
   const std::string dir_path = "/proc/" + std::to_string(pid);
   // Every read goes through this fd: it pins the process (struct pid), so
@@ -385,6 +416,7 @@ Result<ProcessIdentity> read_process_identity(pid_t pid, PodDirectory* pods) {
     return Error{ESRCH, "process " + std::to_string(pid) + " exited"};
   }
   id.start_time = st->start_time;
+  id.real_uid = read_real_uid(dir.get(), pid);
 
   Result<BoundedText> comm = read_bounded(dir.get(), pid, "comm", kMaxCommBytes);
   if (!comm) return comm.error();

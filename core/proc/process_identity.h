@@ -169,7 +169,15 @@ struct ProcessIdentity {
   std::optional<std::string> container_id;
   std::optional<std::string> pod_namespace;  // from PodDirectory
   std::optional<std::string> pod_name;       // from PodDirectory
+  // Whose process it is, for per-user budgets (issue 32): the owner of
+  // /proc/PID (the effective uid), or, when that is root, the real uid of
+  // /proc/PID/status "Uid:" (a process that made itself non-dumpable has a
+  // root-owned /proc/PID, and must not pass for root). nullopt: unread.
+  std::optional<uint32_t> real_uid;
 };
+
+// The real uid of a /proc/PID/status text (the "Uid:" line's first field).
+std::optional<uint32_t> parse_status_real_uid(std::string_view status);
 
 // Reads the identity of a live process. All files are read through one
 // /proc/PID directory fd, so a pid reused mid-read fails instead of mixing

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/http/http_routes.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <mutex>
@@ -121,6 +122,27 @@ HttpResponse pprof_heap(const HttpRequest& req, const DaemonSnapshot& snap) {
   HttpResponse r = ok(std::move(*gz), "application/octet-stream");
   r.headers.emplace_back("Content-Disposition", "attachment; filename=\"heap.pb.gz\"");
   return r;
+}
+
+HttpResponse oom_kills(const HttpRequest& req, const DaemonSnapshot& snap) {
+  OomKillsPage page;
+  if (auto limit = req.param("limit")) {
+    auto v = parse_uint(*limit);
+    if (!v || *v == 0 || *v > OomKillsPage::kMaxLimit)
+      return json_error(400, "limit must be an integer in 1.." + std::to_string(OomKillsPage::kMaxLimit));
+    page.limit = *v;
+  }
+  if (auto after = req.param("after")) {
+    // An id: oom-<digits>-<digits>[-gpu<digits>].
+    const bool id = after->size() <= 64 && after->starts_with("oom-") &&
+                    std::all_of(after->begin(), after->end(), [](char ch) {
+                      return (ch >= '0' && ch <= '9') || ch == '-' || ch == 'o' || ch == 'm' || ch == 'g' ||
+                             ch == 'p' || ch == 'u';
+                    });
+    if (!id) return json_error(400, "after must be a report id (a page's \"next\")");
+    page.after = std::string(*after);
+  }
+  return ok(oom_kills_json(snap, page), "application/json");
 }
 
 HttpResponse sites(const HttpRequest& req, const DaemonSnapshot& snap, std::string_view pid_text) {
@@ -247,18 +269,30 @@ std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_tim
   return dump({{"error", "pid " + std::to_string(pid) + " is not traced"}});
 }
 
-std::string oom_kills_json(const DaemonSnapshot& snap) {
+std::string oom_kills_json(const DaemonSnapshot& snap, const OomKillsPage& page) {
   // The reports are stored as JSON text (built at the kill or read back
-  // from oom.report_dir): joined, not parsed again.
+  // from oom.report_dir): joined, not parsed again. Kept newest first, in
+  // the order of their ids, so `after` needs not be a report still kept.
   std::string out = "{\"oom_kills\":[";
-  bool first = true;
-  if (snap.oom_reports)
-    for (const StoredOomReport& r : *snap.oom_reports) {
-      if (!first) out += ',';
-      first = false;
-      out += r.json;
+  size_t taken = 0, bytes = 0, total = 0;
+  std::string next;
+  if (snap.oom_reports) {
+    const std::vector<StoredOomReport>& all = *snap.oom_reports;
+    total = all.size();
+    size_t i = 0;
+    while (i < all.size() && !page.after.empty() && all[i].meta.id >= page.after) ++i;
+    for (; i < all.size(); ++i) {
+      const std::string& text = all[i].json;
+      if (taken == page.limit || (taken > 0 && bytes + text.size() > OomKillsPage::kOomKillsPageBytes)) {
+        next = all[i - 1].meta.id;
+        break;
+      }
+      if (taken++ > 0) out += ',';
+      out += text;
+      bytes += text.size();
     }
-  out += "]}";
+  }
+  out += "],\"total\":" + std::to_string(total) + ",\"next\":" + (next.empty() ? "null" : json(next).dump()) + "}";
   return out;
 }
 
@@ -344,7 +378,7 @@ HttpResponse route(const HttpRequest& req, const DaemonSnapshot* snap, const Rou
   }
   if (path == kProcesses) return ok(processes_json(*snap), "application/json");
   if (path == "/api/v1/status") return ok(status_json(*snap), "application/json");
-  if (path == "/api/v1/oom_kills") return ok(oom_kills_json(*snap), "application/json");
+  if (path == "/api/v1/oom_kills") return oom_kills(req, *snap);
   if (path == "/debug/pprof/heap") return pprof_heap(req, *snap);
   // /api/v1/processes/PID/sites
   std::string_view rest = std::string_view(path).substr(kProcesses.size() + 1);

@@ -38,8 +38,18 @@ HttpResponse healthz_response(const DaemonSnapshot* snap);
 std::string processes_json(const DaemonSnapshot& snap);
 // Daemon state: attach and reload counters, probes, kernel counters.
 std::string status_json(const DaemonSnapshot& snap);
-// {"oom_kills": [report, ...]}, newest first (docs/api.md).
-std::string oom_kills_json(const DaemonSnapshot& snap);
+// One page of /api/v1/oom_kills (docs/api.md; issue 32): at most `limit`
+// reports older than the id `after` ("" from the newest), and at most
+// kOomKillsPageBytes of them (always one).
+struct OomKillsPage {
+  static constexpr size_t kDefaultLimit = 100;
+  static constexpr size_t kMaxLimit = 1000;
+  static constexpr size_t kOomKillsPageBytes = 4u << 20;
+  size_t limit = kDefaultLimit;
+  std::string after;
+};
+// {"oom_kills": [report, ...], "total": N, "next": ID or null}, newest first.
+std::string oom_kills_json(const DaemonSnapshot& snap, const OomKillsPage& page = {});
 // Sites of `pid` (and `start_time` if non-zero); *status 200 or 404.
 std::string sites_json(const DaemonSnapshot& snap, pid_t pid, uint64_t start_time, int* status);
 

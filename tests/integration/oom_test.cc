@@ -6,15 +6,19 @@
 // consistent with the limit; the report's file must survive a daemon
 // restart. The same in light mode; a SIGKILL from user space is reported
 // with the sender's comm; a storm of 100 kills in 10 s leaves the daemon
-// running with 100 reports.
+// running with 100 reports. Issue 32: one unprivileged user's SIGKILLs of
+// their own processes do not evict a real OOM kill's report, and the
+// directory stays bounded; a full report directory is `file` null.
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -89,12 +93,27 @@ class MemoryCgroup {
   std::string version_;
 };
 
+// Every report in /api/v1/oom_kills, newest first, page after page (issue
+// 32); nullopt when a page is not 200.
+std::optional<std::vector<Json>> all_reports(DaemonProcess &daemon) {
+  std::vector<Json> out;
+  std::string after;
+  for (int page = 0; page < 1000; ++page) {
+    HttpReply r = daemon.get("/api/v1/oom_kills" + (after.empty() ? std::string() : "?after=" + after));
+    if (r.status != 200) return std::nullopt;
+    Json doc = Json::parse(r.body);
+    for (const Json &report : doc.at("oom_kills")) out.push_back(report);
+    if (!doc.contains("next") || doc.at("next").is_null()) break;
+    after = doc.at("next").get<std::string>();
+  }
+  return out;
+}
+
 // The report for `pid` in /api/v1/oom_kills, if there is one.
 std::optional<Json> find_report(DaemonProcess &daemon, pid_t pid) {
-  HttpReply r = daemon.get("/api/v1/oom_kills");
-  if (r.status != 200) return std::nullopt;
-  Json doc = Json::parse(r.body);
-  for (const Json &report : doc.at("oom_kills"))
+  std::optional<std::vector<Json>> reports = all_reports(daemon);
+  if (!reports) return std::nullopt;
+  for (const Json &report : *reports)
     if (report.at("process").at("pid").get<pid_t>() == pid) return report;
   return std::nullopt;
 }
@@ -107,14 +126,13 @@ bool top_site_names(const Json &report, const std::string &function) {
   return false;
 }
 
-std::string config_for(const std::string &comm, const std::string &mode, const std::string &report_dir) {
+std::string config_for(const std::string &comm, const std::string &mode, const std::string &report_dir,
+                       const std::string &oom_extra = "  max_reports: 200\n") {
   return R"(top_sites_per_process: 20
 governor:
   max_hits_per_second: 0
 oom:
-  report_dir: )" + report_dir + R"(
-  max_reports: 200
-  history_interval_seconds: 1
+  report_dir: )" + report_dir + "\n" + oom_extra + R"(  history_interval_seconds: 1
 targets:
   - name: oomtest
     match: )" + comm_selector(comm) + R"(
@@ -357,6 +375,128 @@ TEST_F(LeakwatchOom, StormOfHundredKillsInTenSeconds) {
     files += e.path().extension() == ".json";
   EXPECT_EQ(files, static_cast<size_t>(kKills));
   for (auto &t : targets) t->wait_exit(5s);
+}
+
+// Issue 32, item 6: an unprivileged user SIGKILLs 40 of their own traced
+// processes, after a real memory-cgroup OOM kill. Before, each kill was a
+// report (up to 4 MB each): they evicted the OOM kill's report (max_reports
+// 20 here) and grew the directory without bound. Now the user's `sigkill`
+// reports are rate-limited and capped per uid, a `sigkill` report never
+// evicts a report for memory, and the directory holds what the API lists.
+TEST_F(LeakwatchOom, OneUsersSigkillsDoNotEvictARealOomKillAndTheDirectoryStaysBounded) {
+  MemoryCgroup cg(kLimit);
+  if (!cg.available()) GTEST_SKIP() << "no memory cgroup controller (v1 or v2) to limit the leaker";
+  TempDir bin, reports;
+  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
+  const std::string leaker = private_target_copy(bin.path(), "oom_leaker");
+  DaemonProcess daemon({.config_body = config_for(file_name_of(leaker), "light", reports.path(),
+                                                  "  max_reports: 20\n  max_total_bytes: 8388608\n"
+                                                  "  sigkill_reports_per_uid_per_minute: 6\n"
+                                                  "  max_sigkill_reports_per_uid: 10\n")});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process oom({leaker});
+  const pid_t oom_pid = read_ready(oom);
+  cg.add(oom_pid);
+  daemon.wait_for_process(oom_pid, kApiTimeout);
+  oom.write_line("go");
+  ASSERT_TRUE(oom.wait_exit(60s)) << "the leaker was not OOM-killed";
+  ASSERT_TRUE(wait_until(5000ms, [&] { return find_report(daemon, oom_pid).has_value(); }, 20ms))
+      << daemon.diagnostics();
+
+  constexpr int kKills = 40;
+  constexpr uid_t kUser = 65533;
+  std::vector<std::unique_ptr<Process>> own;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kKills; ++i) {
+    own.push_back(std::make_unique<Process>(std::vector<std::string>{leaker, "idle"}, Process::Options{.as_uid = kUser}));
+    pids.push_back(read_ready(*own.back()));
+  }
+  for (pid_t pid : pids) daemon.wait_for_process(pid, kApiTimeout);
+  // The user kills them, as themselves.
+  const pid_t killer = fork();
+  ASSERT_GE(killer, 0);
+  if (killer == 0) {
+    if (setgid(kUser) != 0 || setuid(kUser) != 0) _exit(126);
+    for (pid_t pid : pids)
+      if (kill(pid, SIGKILL) != 0) _exit(1);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(killer, &st, 0), killer);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const std::string sigkills = "leakwatch_sigkills_total{target=\"oomtest\"}";
+  ASSERT_TRUE(wait_until(10000ms, [&] { return metric(daemon.get("/metrics").body, sigkills) == kKills; }, 50ms))
+      << daemon.get("/metrics").body;
+
+  std::optional<std::vector<Json>> kept = all_reports(daemon);
+  ASSERT_TRUE(kept) << "/api/v1/oom_kills did not answer 200";
+  size_t sigkill_reports = 0;
+  for (const Json &r : *kept)
+    if (r.at("reason") == "sigkill") {
+      ++sigkill_reports;
+      EXPECT_EQ(r.at("process").value("real_uid", Json()), kUser);
+    }
+  uint64_t dir_bytes = 0;
+  size_t files = 0;
+  for (const auto &e : std::filesystem::directory_iterator(reports.path())) {
+    files += e.path().extension() == ".json";
+    dir_bytes += e.file_size();
+  }
+  const std::string metrics = daemon.get("/metrics").body;
+  std::printf("[ figures  ] %d SIGKILLs by uid %u of its own processes after one OOM kill: %zu reports kept "
+              "(%zu sigkill), %zu files, %llu bytes in the directory; dropped: %g rate_limited, %g uid_cap, "
+              "%g retention; the OOM kill's report %s\n",
+              kKills, kUser, kept->size(), sigkill_reports, files, static_cast<unsigned long long>(dir_bytes),
+              metric(metrics, "leakwatch_oom_reports_dropped_total{cause=\"rate_limited\"}"),
+              metric(metrics, "leakwatch_oom_reports_dropped_total{cause=\"uid_cap\"}"),
+              metric(metrics, "leakwatch_oom_reports_dropped_total{cause=\"retention\"}"),
+              find_report(daemon, oom_pid) ? "kept" : "EVICTED");
+  EXPECT_TRUE(find_report(daemon, oom_pid)) << "a user's kill -9s evicted a real OOM kill's report";
+  EXPECT_LE(sigkill_reports, 10u) << "max_sigkill_reports_per_uid";
+  EXPECT_GE(sigkill_reports, 6u) << "a minute's worth is reported";
+  EXPECT_EQ(files, kept->size()) << "the directory holds the reports kept and no more";
+  EXPECT_LE(dir_bytes, 8u << 20);
+  EXPECT_EQ(metric(metrics, "leakwatch_oom_reports_dropped_total{cause=\"rate_limited\"}") +
+                static_cast<double>(sigkill_reports),
+            kKills);
+  EXPECT_TRUE(daemon.running());
+}
+
+// Issue 32: oom.report_dir is full (a 64 KiB tmpfs, filled). The report is
+// in the API with `file` null and `file_error` saying why; before, it named
+// a file that was never written.
+TEST_F(LeakwatchOom, AFullReportDirIsFileNullWithTheError) {
+  TempDir bin, mnt;
+  if (mount("tmpfs", mnt.path().c_str(), "tmpfs", 0, "size=64k,mode=0750") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mnt.path()};
+  {
+    std::ofstream fill(mnt.path() + "/fill");
+    const std::string block(4096, 'x');
+    for (int i = 0; i < 64 && fill; ++i) fill << block << std::flush;
+  }
+  const std::string idle = private_target_copy(bin.path(), "oom_leaker");
+  DaemonProcess daemon({.config_body = config_for(file_name_of(idle), "light", mnt.path())});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process target({idle, "idle"});
+  const pid_t pid = read_ready(target);
+  daemon.wait_for_process(pid, kApiTimeout);
+  kill(pid, SIGKILL);
+  ASSERT_TRUE(target.wait_exit(10s));
+  std::optional<Json> report;
+  ASSERT_TRUE(wait_until(5000ms, [&] { return (report = find_report(daemon, pid)).has_value(); }, 20ms))
+      << daemon.diagnostics();
+  EXPECT_TRUE(report->at("file").is_null()) << "the report names a file that was never written: " << report->at("file");
+  ASSERT_TRUE(report->contains("file_error"));
+  EXPECT_NE(report->at("file_error").get<std::string>().find("No space left on device"), std::string::npos)
+      << report->at("file_error");
+  EXPECT_EQ(metric(daemon.get("/metrics").body, "leakwatch_oom_report_write_failures_total"), 1);
+  size_t files = 0;
+  for (const auto &e : std::filesystem::directory_iterator(mnt.path())) files += e.path().extension() == ".json";
+  EXPECT_EQ(files, 0u);
 }
 
 }  // namespace
