@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""The tensor tier's cost under the daemon, by configuration, in one run
+(issue 31): the serving loop of bench/torch_serve_leak.py (conv net, batch
+4, one thread; its leak off) run in chunks, bare and under `leakwatch run`
+with one target matching its pid, the configurations interleaved round by
+round so that drift hits all alike.
+
+    bench/tensor_tier_cost.py [--rounds N] [--chunk-seconds S] [--build DIR] [CONFIG...]
+
+CONFIGs (default: bare light light-nosessions light-notensors):
+  bare              no daemon
+  light             `mode: light`: the tensor tier and mmap tracing, no heap probes
+  light-nosessions  the same with LW_BENCH_NO_UPROBE_SESSIONS (entry + return probes)
+  light-notensors   `mode: light`, `tensors: false`
+  auto              the default config (mode auto)
+
+Prints, per chunk, iterations/s, CPU ms per iteration and, from the
+kernel's BPF statistics (kernel.bpf_stats_enabled, set for the run and
+restored), each leakwatch program's runs per iteration and ns per run; then
+each configuration's mean against bare. Each chunk starts once the tensor
+probes are attached (the first leakwatch uprobe program is loaded) and 4 s
+have passed, so the daemon's start-up work is mostly behind it.
+Root; python3-torch (scripts/install-deps.sh --with-bench-tools); bpftool.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIGS = ("bare", "light", "light-nosessions", "light-notensors", "auto")
+
+
+def bpf_stats():
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
+    return {p["id"]: (p["name"], p.get("run_cnt", 0), p.get("run_time_ns", 0))
+            for p in json.loads(out or "[]") if p.get("name", "").startswith("lw_")}
+
+
+class Target:
+    def __init__(self):
+        self.proc = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "torch_serve_leak.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE)
+        self.pid = int(self.proc.stdout.readline().split()[1])
+
+    def chunk(self, seconds):
+        self.proc.stdin.write(f"{seconds} 0\n")
+        self.proc.stdin.flush()
+        f = self.proc.stdout.readline().split()
+        if len(f) < 4:
+            sys.exit("tensor_tier_cost.py: the target stopped answering")
+        return float(f[1]), float(f[3])
+
+
+def start_daemon(cfg, build, pid, scratch):
+    port = 20000 + random.randrange(20000)
+    body = f'listen: "127.0.0.1:{port}"\ntargets:\n  - name: torch\n    match: {{pids: [{pid}]}}\n'
+    if cfg.startswith("light"):
+        body += "    mode: light\n"
+    if cfg == "light-notensors":
+        body += "    tensors: false\n"
+    path = os.path.join(scratch, "cfg.yaml")
+    with open(path, "w") as f:
+        f.write(body)
+    env = dict(os.environ)
+    if cfg == "light-nosessions":
+        env["LW_BENCH_NO_UPROBE_SESSIONS"] = "1"
+    err = open(os.path.join(scratch, f"daemon-{cfg}.err"), "w")
+    proc = subprocess.Popen([os.path.join(build, "leakwatch"), "run", "--config", path], stderr=err, env=env)
+    url = f"http://127.0.0.1:{port}/api/v1/processes/{pid}/sites"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit(f"tensor_tier_cost.py: the daemon exited; see {err.name}")
+            time.sleep(0.2)
+    if cfg != "light-notensors":
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(
+                n in ("lw_entry", "lw_tensor_session") for n, _, _ in bpf_stats().values()):
+            time.sleep(0.5)
+    time.sleep(4)
+    return proc
+
+
+def programs(before, after, its):
+    out = []
+    for k, (name, runs, ns) in after.items():
+        if k in before and runs > before[k][1]:
+            dr, dt = runs - before[k][1], ns - before[k][2]
+            out.append((dt, f"{name} {dr / its:.1f}/it {dt / dr:.0f} ns"))
+    return "; ".join(s for _, s in sorted(out, reverse=True)[:4])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--chunk-seconds", type=float, default=10)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("configs", nargs="*", default=["bare", "light", "light-nosessions", "light-notensors"])
+    args = ap.parse_args()
+    bad = [c for c in args.configs if c not in CONFIGS]
+    if bad or "bare" not in args.configs:
+        ap.error(f"configs from {', '.join(CONFIGS)}, bare included (unknown: {', '.join(bad) or 'none'})")
+    if os.geteuid() != 0:
+        sys.exit("tensor_tier_cost.py: must run as root (BPF)")
+    if not os.access(os.path.join(args.build, "leakwatch"), os.X_OK):
+        sys.exit(f"tensor_tier_cost.py: {args.build}/leakwatch not found; build it: scripts/build.sh")
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        stats_was = f.read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    target = Target()
+    results = {c: [] for c in args.configs}
+    try:
+        with tempfile.TemporaryDirectory(prefix="lw-tensor-cost.") as scratch:
+            for r in range(args.rounds):
+                for cfg in args.configs:
+                    daemon = None if cfg == "bare" else start_daemon(cfg, args.build, target.pid, scratch)
+                    before = bpf_stats()
+                    its, cpu = target.chunk(args.chunk_seconds)
+                    after = bpf_stats()
+                    if daemon:
+                        daemon.terminate()
+                        daemon.wait()
+                    results[cfg].append((its, cpu))
+                    print(f"round {r + 1} {cfg:17s} {its:8.1f} it/s {cpu:.4f} CPU ms/it  "
+                          f"{programs(before, after, its * args.chunk_seconds)}", flush=True)
+    finally:
+        target.proc.stdin.close()
+        target.proc.wait()
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(stats_was)
+    bare_its = sum(x[0] for x in results["bare"]) / len(results["bare"])
+    bare_cpu = sum(x[1] for x in results["bare"]) / len(results["bare"])
+    for cfg, rows in results.items():
+        its = sum(x[0] for x in rows) / len(rows)
+        cpu = sum(x[1] for x in rows) / len(rows)
+        print(f"{cfg:17s} {its:8.1f} it/s ({(1 - its / bare_its) * 100:+.1f}% fewer than bare), "
+              f"CPU per iteration x{cpu / bare_cpu:.3f}")
+
+
+if __name__ == "__main__":
+    main()
