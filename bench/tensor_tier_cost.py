@@ -18,9 +18,9 @@ CONFIGs (default: bare light light-nosessions light-notensors):
 Prints, per chunk, iterations/s, CPU ms per iteration and, from the
 kernel's BPF statistics (kernel.bpf_stats_enabled, set for the run and
 restored), each leakwatch program's runs per iteration and ns per run; then
-each configuration's mean against bare. Each chunk starts once the tensor
-probes are attached (the first leakwatch uprobe program is loaded) and 4 s
-have passed, so the daemon's start-up work is mostly behind it.
+each configuration's mean against bare. Each chunk starts once the daemon's
+uprobe programs are loaded and 4 s more have passed, so its start-up work
+(symbols, unwind tables) is mostly behind it.
 Root; python3-torch (scripts/install-deps.sh --with-bench-tools); bpftool.
 """
 import argparse
