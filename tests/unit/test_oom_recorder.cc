@@ -22,6 +22,7 @@
 #include "exporter/http/http_routes.h"
 #include "exporter/metrics.h"
 #include "fake_tracer.h"
+#include "sleep_child.h"
 #include "service/discovery.h"
 #include "service/oom_recorder.h"
 #include "service/publisher.h"
@@ -40,28 +41,6 @@ Config parse_ok(const std::string& yaml) {
   }
   return std::move(*c);
 }
-
-struct SleepChild {
-  SleepChild() {
-    pid = fork();
-    if (pid == 0) {
-      execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 5000; ++i) {
-      std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
-      std::string comm;
-      std::getline(f, comm);
-      if (comm == "sleep") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
-  ~SleepChild() {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
-  pid_t pid = -1;
-};
 
 struct OomParts {
   explicit OomParts(const std::string& dir, uint32_t max_reports)

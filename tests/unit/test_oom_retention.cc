@@ -26,6 +26,7 @@
 #include "core/proc/process_identity.h"
 #include "exporter/http/http_routes.h"
 #include "fake_tracer.h"
+#include "sleep_child.h"
 #include "service/discovery.h"
 #include "service/oom_recorder.h"
 #include "view/oom_report.h"
@@ -241,30 +242,7 @@ TEST(OomKillsApi, IsPagedAndNeverTooBigToServe) {
   EXPECT_TRUE(doc.at("next").is_null());
 }
 
-// The recorder on the fake tracer, with real children.
-struct Child {
-  explicit Child(uid_t uid) {
-    pid = fork();
-    if (pid == 0) {
-      if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0)) _exit(126);
-      execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 5000; ++i) {
-      std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
-      std::string comm;
-      std::getline(f, comm);
-      if (comm == "sleep") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
-  ~Child() {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
-  pid_t pid = -1;
-};
-
+// The recorder on the fake tracer, with real children (sleep_child.h).
 Config config_for(const std::string& dir) {
   std::vector<ConfigError> errors;
   Result<Config> c = parse_config("targets:\n  - name: sleepers\n    match: {comm: \"^sleep$\"}\n    mode: full\n"
@@ -311,15 +289,15 @@ TEST(OomRecorderRetention, OneUsersSigkillsDoNotEvictAnOomKill) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run children as another user";
   const std::string dir = temp_dir();
   Recorder p(dir);
-  Child victim(0);
+  SleepChild victim(0);
   p.discovery.consider(victim.pid, 0);
   ASSERT_EQ(p.state.tracked.count(victim.pid), 1u);
   p.kill_event(victim.pid, false);
   ASSERT_EQ(p.state.oom_reports->size(), 1u);
   const std::string oom_id = p.state.oom_reports->front().meta.id;
-  std::vector<std::unique_ptr<Child>> own;
+  std::vector<std::unique_ptr<SleepChild>> own;
   for (int i = 0; i < 12; ++i) {
-    own.push_back(std::make_unique<Child>(65533));
+    own.push_back(std::make_unique<SleepChild>(65533));
     p.discovery.consider(own.back()->pid, 0);
     ASSERT_EQ(p.state.tracked.count(own.back()->pid), 1u);
     EXPECT_EQ(p.state.tracked.at(own.back()->pid).info.identity.real_uid, 65533u);
@@ -351,7 +329,7 @@ TEST(OomRecorderRetention, AFailedWriteIsFileNullWithTheError) {
   const std::string dir = temp_dir();
   std::ofstream(dir + "/plain") << "a file, not a directory";
   Recorder p(dir + "/plain/oom");
-  Child victim(0);
+  SleepChild victim(0);
   p.discovery.consider(victim.pid, 0);
   ASSERT_EQ(p.state.tracked.count(victim.pid), 1u);
   p.kill_event(victim.pid, false);
