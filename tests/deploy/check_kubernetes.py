@@ -28,10 +28,21 @@ the patch is written for current kustomize).
 SCRAPE_CONFIG: docs/kubernetes.md's prometheus.yml for a Prometheus without
 the operator keeps exactly the DaemonSet's pods' metrics port (Debian's
 promtool lacks Kubernetes service discovery, so it is checked here).
+The base's NetworkPolicy admits the scraper (kube-prometheus' Prometheus)
+on the metrics port and refuses other pods and ports; SCRAPER_ELSEWHERE,
+docs/kubernetes.md's patch for a scraper elsewhere, admits that one instead.
+RBAC (deploy/kubernetes/kube-rbac-proxy): the proxy's ClusterRole
+(TokenReviews, SubjectAccessReviews) bound to leakwatch's ServiceAccount,
+and the scrapers' leakwatch-metrics-reader. RBAC_OVERLAY: docs/kubernetes.md's
+overlay behind kube-rbac-proxy: the daemon on loopback, the proxy's upstream,
+the metrics port and the probes on the proxy (HTTPS, /healthz passed
+through), the API token in the proxy container only.
+("-" for the two overlays where only kubectl 1.20 is at hand.)
 And no kustomization.yaml under deploy/kubernetes uses a field that current
 kustomize deprecates or the kustomize of Debian's kubectl 1.20 lacks.
 Writes the rendered leakwatch.yaml to OUT_CONFIG for `leakwatch check-config`.
-Usage: check_kubernetes.py SOURCE_DIR OUT_CONFIG BASE OPERATOR PRIORITY COMBINED APPARMOR_LEGACY SCRAPE_CONFIG"""
+Usage: check_kubernetes.py SOURCE_DIR OUT_CONFIG BASE OPERATOR PRIORITY COMBINED APPARMOR_LEGACY SCRAPE_CONFIG
+       RBAC RBAC_OVERLAY SCRAPER_ELSEWHERE"""
 import glob
 import json
 import re
@@ -41,9 +52,10 @@ import yaml
 
 src, out_config = sys.argv[1], sys.argv[2]
 renders = {}
-if len(sys.argv) != 9:
+if len(sys.argv) != 12:
     sys.exit(__doc__)
-for name, path in zip(("base", "operator", "priority", "combined", "apparmor_legacy"), sys.argv[3:8]):
+for name, path in zip(("base", "operator", "priority", "combined", "apparmor_legacy", "rbac", "rbac_overlay",
+                       "scraper_elsewhere"), sys.argv[3:8] + sys.argv[9:12]):
     if path != "-":  # "-": not rendered here (only kubectl 1.20 at hand)
         renders[name] = [d for d in yaml.safe_load_all(open(path)) if d]
 scrape_config = yaml.safe_load(open(sys.argv[8]))
@@ -100,7 +112,8 @@ DEPRECATED_OR_MISSING = {
     "replacements": "not in the kustomize of Debian's kubectl 1.20 (2.0.3)",
 }
 kustomizations = sorted(glob.glob(f"{src}/deploy/kubernetes/**/kustomization.yaml", recursive=True))
-check(len(kustomizations) == 3, f"expected base, prometheus-operator and priority-class kustomizations, found {kustomizations}")
+check(len(kustomizations) == 4,
+      f"expected base, prometheus-operator, priority-class and kube-rbac-proxy kustomizations, found {kustomizations}")
 for path in kustomizations:
     k = yaml.safe_load(open(path)) or {}
     rel = path[len(src) + 1:]
@@ -114,7 +127,7 @@ for path in kustomizations:
 # --- BASE -------------------------------------------------------------------
 base = renders["base"]
 where = "base"
-check(set(by_kind(base)) == {"Namespace", "ServiceAccount", "DaemonSet", "Service", "ConfigMap"},
+check(set(by_kind(base)) == {"Namespace", "ServiceAccount", "DaemonSet", "Service", "ConfigMap", "NetworkPolicy"},
       f"base kinds {sorted(by_kind(base))}")
 for d in base:
     check(builtin(d), f"base: {d['apiVersion']} {d['kind']} is not a built-in kind (the base must need no CRD)")
@@ -125,7 +138,7 @@ check(ns.get("metadata", {}).get("labels", {}).get("pod-security.kubernetes.io/e
 for d in base:
     if d["kind"] != "Namespace":
         check(d["metadata"].get("namespace") == ns_name, f"{d['kind']}/{d['metadata']['name']} not in {ns_name}")
-for name in ("base", "operator", "priority"):
+for name in ("base", "operator", "priority", "rbac"):
     for d in renders[name]:
         labels = d["metadata"].get("labels", {})
         check(LABELS.items() <= labels.items(), f"{name}: {d['kind']}/{d['metadata']['name']} lacks the labels {LABELS}")
@@ -239,6 +252,57 @@ check(svc.get("spec", {}).get("selector") == selector.get("matchLabels"),
 check(any(p.get("targetPort") in ("metrics", 9478) and p.get("port") == 9478 for p in svc.get("spec", {}).get("ports", [])),
       "Service port 9478 -> metrics")
 
+# The NetworkPolicy: only the scraper (kube-prometheus' Prometheus: label
+# app.kubernetes.io/name=prometheus in namespace monitoring) reaches the
+# metrics port. Evaluated as the API defines it, for a few clients.
+netpol = one(base, "NetworkPolicy", where)
+np_spec = netpol.get("spec", {})
+check(np_spec.get("podSelector", {}).get("matchLabels", {}).items() <= pod_labels.items()
+      and np_spec.get("podSelector", {}).get("matchLabels"),
+      "NetworkPolicy must select the DaemonSet's pods (and not every pod: an empty podSelector)")
+check(np_spec.get("policyTypes") == ["Ingress"], f"NetworkPolicy policyTypes {np_spec.get('policyTypes')}: Ingress only")
+
+
+def selects(selector, labels):
+    if selector is None:
+        return True
+    if set(selector) - {"matchLabels"}:
+        errors.append(f"NetworkPolicy selector {selector}: only matchLabels is evaluated here")
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def admitted(ns_labels, labels, port, policy_spec=None):
+    for rule in (policy_spec or np_spec).get("ingress", []):
+        peers = rule.get("from")
+        peer_ok = peers is None or any(
+            "ipBlock" not in p and (("namespaceSelector" in p and selects(p["namespaceSelector"], ns_labels))
+                                    or ("namespaceSelector" not in p and ns_labels.get("kubernetes.io/metadata.name") == ns_name))
+            and selects(p.get("podSelector"), labels) for p in peers)
+        port_ok = rule.get("ports") is None or any(
+            p.get("port") in (port, next((n for n, q in ports.items() if q.get("containerPort") == port), None))
+            and p.get("protocol", "TCP") == "TCP" for p in rule["ports"])
+        if peer_ok and port_ok:
+            return True
+    return False
+
+
+PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
+MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
+check(admitted(MONITORING, {**PROMETHEUS, "prometheus": "k8s"}, 9478),
+      "NetworkPolicy must admit kube-prometheus' Prometheus (monitoring, app.kubernetes.io/name=prometheus) on 9478")
+for what, ns_labels, labels, port in (
+        ("a pod in another namespace", {"kubernetes.io/metadata.name": "team-a"}, {"app": "web"}, 9478),
+        ("a pod labelled prometheus in another namespace", {"kubernetes.io/metadata.name": "team-a"}, PROMETHEUS, 9478),
+        ("another pod of the monitoring namespace", MONITORING, {"app.kubernetes.io/name": "grafana"}, 9478),
+        ("another pod of leakwatch's namespace", {"kubernetes.io/metadata.name": ns_name}, {"app": "debug"}, 9478),
+        ("the scraper on another port", MONITORING, PROMETHEUS, 22)):
+    check(not admitted(ns_labels, labels, port), f"NetworkPolicy admits {what}")
+for rule in np_spec.get("ingress", []):
+    check(rule.get("from") and rule.get("ports"), "every NetworkPolicy ingress rule names its peers and ports")
+
+# SELinux: spc_t, as Inspektor Gadget (container_t may not load BPF).
+check(sc.get("seLinuxOptions") == {"type": "spc_t"}, "securityContext.seLinuxOptions.type spc_t (docs/kubernetes.md, SELinux)")
+
 # --- OPERATOR ---------------------------------------------------------------
 operator = renders["operator"]
 check(sorted(key(d) for d in operator) == sorted([("ConfigMap", ns_name, "leakwatch-grafana-dashboard"),
@@ -292,6 +356,65 @@ if dash:
     check(list(data) == ["leakwatch.json"], "the dashboard ConfigMap holds leakwatch.json")
     check(json.loads(data.get("leakwatch.json", "null")) == json.load(open(f"{src}/deploy/grafana/leakwatch.json")),
           "dashboard ConfigMap differs from deploy/grafana/leakwatch.json: run deploy/kubernetes/generate.sh")
+
+# --- RBAC (kube-rbac-proxy) ---------------------------------------------------
+rbac = renders["rbac"]
+check(sorted(key(d) for d in rbac) == [("ClusterRole", None, "leakwatch-kube-rbac-proxy"),
+                                       ("ClusterRole", None, "leakwatch-metrics-reader"),
+                                       ("ClusterRoleBinding", None, "leakwatch-kube-rbac-proxy")],
+      f"kube-rbac-proxy renders {sorted(key(d) for d in rbac)}")
+roles = {d["metadata"]["name"]: d for d in rbac if d["kind"] == "ClusterRole"}
+proxy_rules = roles.get("leakwatch-kube-rbac-proxy", {}).get("rules", [])
+for grp, res in (("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")):
+    check(any(grp in r.get("apiGroups", []) and res in r.get("resources", []) and r.get("verbs") == ["create"]
+              for r in proxy_rules), f"kube-rbac-proxy's ClusterRole must create {res}.{grp}, and only that")
+check(len(proxy_rules) == 2, "kube-rbac-proxy's ClusterRole: the two reviews only")
+binding = one(rbac, "ClusterRoleBinding", "kube-rbac-proxy")
+check(binding.get("roleRef", {}).get("name") == "leakwatch-kube-rbac-proxy"
+      and binding.get("subjects") == [{"kind": "ServiceAccount", "name": sa.get("metadata", {}).get("name"),
+                                       "namespace": ns_name}],
+      "kube-rbac-proxy's ClusterRoleBinding must bind its role to leakwatch's ServiceAccount only")
+check(roles.get("leakwatch-metrics-reader", {}).get("rules") == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+      "leakwatch-metrics-reader: get /metrics only")
+
+if "rbac_overlay" in renders:
+    ro = renders["rbac_overlay"]
+    check(sorted(key(d) for d in ro) == sorted(key(d) for d in base + rbac),
+          f"the kube-rbac-proxy overlay renders {sorted(key(d) for d in ro)}: base + kube-rbac-proxy")
+    rds = one(ro, "DaemonSet", "kube-rbac-proxy overlay")
+    rpod = rds.get("spec", {}).get("template", {}).get("spec", {})
+    rc = {x["name"]: x for x in rpod.get("containers", [])}
+    daemon, proxy = rc.get(c.get("name"), {}), rc.get("kube-rbac-proxy", {})
+    check(set(rc) == {c.get("name"), "kube-rbac-proxy"}, f"kube-rbac-proxy overlay containers {sorted(rc)}")
+    rcms = {m["metadata"]["name"]: m for m in by_kind(ro).get("ConfigMap", [])}
+    rconfig = yaml.safe_load(rcms.get(cm_name, {}).get("data", {}).get("leakwatch.yaml", "") or "{}") or {}
+    listen = str(rconfig.get("listen", ""))
+    check(listen.startswith("127.0.0.1:"), f"behind kube-rbac-proxy the daemon listens on loopback, not '{listen}'")
+    args = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in proxy.get("args", []) if "=" in a}
+    check(args.get("--upstream") == f"http://{listen}/", f"proxy --upstream {args.get('--upstream')}, daemon on {listen}")
+    pports = {p.get("name"): p for p in proxy.get("ports", [])}
+    check(pports.get("metrics", {}).get("containerPort") == 9478
+          and args.get("--secure-listen-address", "").endswith(":9478"),
+          "the proxy serves the metrics port 9478 (the PodMonitor, Service and NetworkPolicy name it)")
+    check(not daemon.get("ports") and "readinessProbe" not in daemon and "livenessProbe" not in daemon,
+          "behind the proxy the daemon declares no port and no probe of its own")
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = proxy.get(probe, {}).get("httpGet", {})
+        check(get.get("scheme") == "HTTPS" and get.get("port") == "metrics"
+              and get.get("path") in args.get("--ignore-paths", "").split(","),
+              f"the proxy's {probe}: HTTPS on metrics, a path passed through without a token (--ignore-paths)")
+    check(rpod.get("automountServiceAccountToken") is False, "the overlay must not mount the API token into every container")
+    token_mounts = [(x["name"], m["name"]) for x in rc.values() for m in x.get("volumeMounts", [])
+                    if m.get("mountPath") == "/var/run/secrets/kubernetes.io/serviceaccount"]
+    check([n for n, _ in token_mounts] == ["kube-rbac-proxy"], f"API token mounted in {token_mounts}: the proxy only")
+    check(one(ro, "NetworkPolicy", "kube-rbac-proxy overlay").get("spec") == np_spec, "the overlay keeps the NetworkPolicy")
+
+if "scraper_elsewhere" in renders:
+    se = one(renders["scraper_elsewhere"], "NetworkPolicy", "scraper-elsewhere overlay").get("spec", {})
+    check(admitted({"kubernetes.io/metadata.name": "observability"}, {"app": "prometheus"}, 9478, se),
+          "docs/kubernetes.md's patch must admit the scraper it names (observability, app=prometheus)")
+    check(not admitted(MONITORING, PROMETHEUS, 9478, se) and not admitted(MONITORING, {"app": "prometheus"}, 9478, se),
+          "docs/kubernetes.md's patch must admit only the scraper it names")
 
 # --- PRIORITY ---------------------------------------------------------------
 priority = renders["priority"]

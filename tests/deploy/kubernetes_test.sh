@@ -8,7 +8,9 @@
 # overlays docs/kubernetes.md shows (its blocks marked `kubernetes_test:`)
 # render too, each with the kubectl it is written for; the rendered objects
 # pass check_kubernetes.py (plain-cluster base, operator parts, labels and
-# selectors, priority, AppArmor, the documented scrape config, ...); the built-in objects validate against
+# selectors, priority, AppArmor, SELinux, the NetworkPolicy evaluated for the
+# scraper and for other pods, kube-rbac-proxy's RBAC and documented overlay,
+# the documented scrape config, ...); the built-in objects validate against
 # Kubernetes' schemas from npm's kubernetes-models (k8s_validate.js; the
 # base's strictly: no CRD); and the ConfigMap's config passes `leakwatch
 # check-config`. Usage: kubernetes_test.sh SOURCE_DIR LEAKWATCH_BIN
@@ -72,15 +74,16 @@ for which in current debian; do
   render "$k" "$src/deploy/kubernetes" "$work/$which/base.yaml"
   render "$k" "$src/deploy/kubernetes/prometheus-operator" "$work/$which/operator.yaml"
   render "$k" "$src/deploy/kubernetes/priority-class" "$work/$which/priority.yaml"
+  render "$k" "$src/deploy/kubernetes/kube-rbac-proxy" "$work/$which/rbac.yaml"
 done
-for part in base operator priority; do
+for part in base operator priority rbac; do
   if [ "$(canonical "$work/current/$part.yaml")" != "$(canonical "$work/debian/$part.yaml")" ]; then
     diff <(canonical "$work/current/$part.yaml" | tr ',' '\n') <(canonical "$work/debian/$part.yaml" | tr ',' '\n') | head -20 >&2
     echo "kubernetes_test: $part renders differently with kubectl 1.20" >&2
     exit 1
   fi
 done
-echo "kubernetes_test: base, prometheus-operator and priority-class render the same with both, without warnings"
+echo "kubernetes_test: base, prometheus-operator, priority-class and kube-rbac-proxy render the same with both, without warnings"
 
 # The overlays of docs/kubernetes.md, as a user writes them beside a copy of
 # the repository: each block after a `<!-- kubernetes_test: DIR/FILE ... -->`
@@ -98,7 +101,7 @@ for targets, body in blocks:
         open(path, "w").write(body)
 print(f"kubernetes_test: docs/kubernetes.md: {len(blocks)} blocks -> " + " ".join(sorted({t for ts, _ in blocks for t in ts.split()})))
 EOF
-for d in combined-current combined-kubectl-1.20 apparmor-before-1.30; do
+for d in combined-current combined-kubectl-1.20 apparmor-before-1.30 rbac-proxy scraper-elsewhere; do
   [ -f "$work/user/$d/kustomization.yaml" ] || { echo "kubernetes_test: docs/kubernetes.md has no $d overlay" >&2; exit 1; }
 done
 render "$kubectl_debian" "$work/user/combined-kubectl-1.20" "$work/debian/combined.yaml"
@@ -107,11 +110,14 @@ if [ "$only_debian" = 1 ]; then
   # for current kustomize (resources: DIR, patches:).
   echo "kubernetes_test: only kubectl 1.20 here: docs/kubernetes.md's overlays for current kustomize not rendered"
   cp "$work/debian/combined.yaml" "$work/current/combined.yaml"
-  apparmor=-
+  apparmor=- rbac_overlay=- scraper_elsewhere=-
 else
   render "$kubectl" "$work/user/combined-current" "$work/current/combined.yaml"
   render "$kubectl" "$work/user/apparmor-before-1.30" "$work/current/apparmor.yaml"
   apparmor="$work/current/apparmor.yaml"
+  render "$kubectl" "$work/user/rbac-proxy" "$work/current/rbac-proxy.yaml"
+  render "$kubectl" "$work/user/scraper-elsewhere" "$work/current/scraper-elsewhere.yaml"
+  rbac_overlay="$work/current/rbac-proxy.yaml" scraper_elsewhere="$work/current/scraper-elsewhere.yaml"
   if [ "$(canonical "$work/current/combined.yaml")" != "$(canonical "$work/debian/combined.yaml")" ]; then
     echo "kubernetes_test: the documented combined overlays differ between current kustomize and kubectl 1.20" >&2
     exit 1
@@ -120,10 +126,20 @@ fi
 
 /usr/bin/python3 "$here/check_kubernetes.py" "$src" "$work/leakwatch.yaml" "$work/current/base.yaml" \
   "$work/current/operator.yaml" "$work/current/priority.yaml" "$work/current/combined.yaml" "$apparmor" \
-  "$work/user/prometheus/prometheus.yml"
+  "$work/user/prometheus/prometheus.yml" "$work/current/rbac.yaml" "$rbac_overlay" "$scraper_elsewhere"
 to_json() { /usr/bin/python3 -c 'import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))' < "$1"; }
 to_json "$work/current/base.yaml" | node "$here/k8s_validate.js" --no-crds
 to_json "$work/current/operator.yaml" | node "$here/k8s_validate.js"
 to_json "$work/current/priority.yaml" | node "$here/k8s_validate.js" --no-crds
+to_json "$work/current/rbac.yaml" | node "$here/k8s_validate.js" --no-crds
+if [ "$rbac_overlay" != - ]; then
+  to_json "$rbac_overlay" | node "$here/k8s_validate.js" --no-crds
+  # The daemon's config behind the proxy (loopback) is valid too.
+  /usr/bin/python3 -c 'import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "leakwatch-config":
+        open(sys.argv[2], "w").write(d["data"]["leakwatch.yaml"])' "$rbac_overlay" "$work/rbac-proxy-leakwatch.yaml"
+  "$leakwatch" check-config "$work/rbac-proxy-leakwatch.yaml"
+fi
 "$leakwatch" check-config "$work/leakwatch.yaml"
 echo "kubernetes_test: passed"

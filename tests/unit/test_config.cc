@@ -73,7 +73,12 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(c.listen_host, "127.0.0.1");
   EXPECT_EQ(c.listen_port, 9478);
   EXPECT_EQ(c.log_level, LogLevel::kInfo);
-  ASSERT_EQ(c.targets.size(), 3u);
+  // Safe to try on a shared box: only the named targets, no host-wide one
+  // (docs/config.md, "What is traced by default").
+  ASSERT_EQ(c.targets.size(), 2u);
+  for (const TargetConfig& target : c.targets)
+    EXPECT_NE(target.match.cgroup, std::optional<std::string>("/"))
+        << target.name << " matches every process";
   const TargetConfig& t = c.targets[0];
   EXPECT_EQ(t.name, "model-server");
   EXPECT_EQ(t.match.pids, std::vector<pid_t>{1234});
@@ -86,10 +91,9 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(t.match.k8s_pod->source, "^model-");
   EXPECT_EQ(t.mode, TargetMode::kFull);
   EXPECT_TRUE(t.follow_forks);
+  EXPECT_EQ(c.targets[1].name, "batch-workers");
+  EXPECT_EQ(c.targets[1].match.cgroup, "/system.slice/batch.service");
   EXPECT_EQ(c.targets[1].mode, TargetMode::kAuto);
-  EXPECT_EQ(c.targets[2].name, "host");
-  EXPECT_EQ(c.targets[2].match.cgroup, "/");
-  EXPECT_EQ(c.targets[2].mode, TargetMode::kAuto);
   ASSERT_EQ(c.exclude.size(), 1u);
   ASSERT_TRUE(c.exclude[0].match.comm);
   EXPECT_EQ(c.exclude[0].match.comm->source, "^leakwatch$");
@@ -114,6 +118,37 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(c.sampling.enabled, d.sampling.enabled);
   EXPECT_EQ(c.web_config_file, d.web_config_file);
   EXPECT_EQ(c.sandbox, d.sandbox);
+}
+
+// docs/config.md, "What is traced by default": the example and the .deb's
+// config leave another user's shell alone; the example traces what it names.
+TEST(Config, ShippedConfigsTraceOnlyWhatTheyName) {
+  const ProcessFacts shell{.pid = 4242,
+                           .comm = "bash",
+                           .exe = "/usr/bin/bash",
+                           .cgroup_path = "/user.slice/user-1001.slice/session-4.scope",
+                           .k8s_namespace = std::nullopt,
+                           .k8s_pod = std::nullopt};
+  const ProcessFacts batch{.pid = 4343,
+                           .comm = "worker",
+                           .exe = "/opt/batch/worker",
+                           .cgroup_path = "/system.slice/batch.service",
+                           .k8s_namespace = std::nullopt,
+                           .k8s_pod = std::nullopt};
+  std::vector<ConfigError> errors;
+  Result<Config> example = load_config_file(kExample, &errors);
+  ASSERT_TRUE(example.ok()) << all_errors(errors);
+  EXPECT_EQ(match_target(*example, shell), nullptr) << "the example traces every process";
+  const TargetConfig* t = match_target(*example, batch);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->name, "batch-workers");
+
+  const std::string deb_path = std::string(LW_TEST_DATA_DIR) + "/../../deploy/debian/leakwatch.yaml";
+  Result<Config> deb = load_config_file(deb_path, &errors);
+  ASSERT_TRUE(deb.ok()) << all_errors(errors);
+  EXPECT_TRUE(deb->targets.empty()) << "the .deb's config traces nothing until targets are added";
+  EXPECT_EQ(match_target(*deb, shell), nullptr);
+  EXPECT_EQ(match_target(*deb, batch), nullptr);
 }
 
 TEST(Config, DocumentedDefaults) {
