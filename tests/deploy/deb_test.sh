@@ -17,8 +17,11 @@
 #     repacked as a newer version restarts it, so that the daemon's
 #     executable is the new /usr/bin/leakwatch (same inode, not
 #     "(deleted)"); a stopped service stays stopped across an upgrade;
-#     remove stops it and keeps the edited config; purge removes the config
-#     and the daemon's directories.
+#     enabled (`systemctl enable --now`), remove stops it and keeps the
+#     edited config; purge removes the config, the daemon's directories
+#     and the enable link.
+#  Before both, from the .deb itself: the unit in /lib/systemd/system and a
+#  changelog.Debian.gz for this version, signed by the Maintainer.
 # Usage: deb_test.sh SOURCE_DIR BUILD_DIR   (root; network to the mirror)
 set -Eeuo pipefail
 trap 'echo "deb_test: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
@@ -57,6 +60,20 @@ echo "deb_test: built $(basename "$deb") ($(du -h "$deb" | cut -f1))"
 dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\):/deb_test:   \1:/p'
 version=$(dpkg-deb -f "$deb" Version)
 next="$version+upgradetest1"
+# The unit where Debian 12 puts units (/lib, as the docs say; not /usr/lib,
+# DEP 17); changelog.Debian.gz opening with this version and signed by the
+# Maintainer.
+contents=$(dpkg-deb -c "$deb")
+grep -q ' \./lib/systemd/system/leakwatch\.service$' <<< "$contents" ||
+  { echo "deb_test: the unit is not /lib/systemd/system/leakwatch.service" >&2; exit 1; }
+! grep -q ' \./usr/lib/systemd/' <<< "$contents" || { echo "deb_test: files under /usr/lib/systemd" >&2; exit 1; }
+changelog=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/leakwatch/changelog.Debian.gz | gzip -dc) ||
+  { echo "deb_test: no /usr/share/doc/leakwatch/changelog.Debian.gz" >&2; exit 1; }
+[ "$(head -1 <<< "$changelog" | sed -n 's/^leakwatch (\([^)]*\)) .*/\1/p')" = "$version" ] ||
+  { echo "deb_test: changelog.Debian opens with '$(head -1 <<< "$changelog")', the package is $version" >&2; exit 1; }
+[ "$(sed -n 's/^ -- \(.*>\)  .*/\1/p' <<< "$changelog" | head -1)" = "$(dpkg-deb -f "$deb" Maintainer)" ] ||
+  { echo "deb_test: changelog.Debian is not signed by the Maintainer, $(dpkg-deb -f "$deb" Maintainer)" >&2; exit 1; }
+echo "deb_test:   unit in /lib/systemd/system; changelog.Debian.gz $version, signed by the Maintainer"
 dpkg-deb -R "$deb" "$work/repack"
 sed -i "s/^Version: .*/Version: $next/" "$work/repack/DEBIAN/control"
 dpkg-deb --root-owner-group -b "$work/repack" "$work/leakwatch_next.deb" >/dev/null
@@ -234,9 +251,15 @@ inbooted dpkg -i "/root/$(basename "$deb")" > "$work/downgrade.log" 2>&1 || { ca
 [ "$(inbooted systemctl is-active leakwatch.service || true)" = inactive ] || fail "a stopped daemon was started by the package change"
 echo "deb_test: a stopped daemon stays stopped across a package change"
 
-# Remove stops a running daemon and keeps the edited conffile; purge removes
-# it and the daemon's directories.
-inbooted systemctl start leakwatch.service && wait_active || fail "restart before remove failed"
+# Enabled as the README says (`systemctl enable --now`), then removed:
+# remove stops the daemon and keeps the edited conffile (and, as for any
+# Debian service, the enable link); purge removes the config, the daemon's
+# directories, the enable link and deb-systemd-helper's record of it.
+wants=/etc/systemd/system/multi-user.target.wants/leakwatch.service
+dsh_state=/var/lib/systemd/deb-systemd-helper-enabled/leakwatch.service.dsh-also
+inbooted systemctl enable --now leakwatch.service > /dev/null 2>&1 && wait_active || fail "enable --now before remove failed"
+inbooted test -L "$wants" || fail "systemctl enable made no $wants"
+inbooted grep -qx "$wants" "$dsh_state" || fail "postinst did not record $wants in $dsh_state (deb-systemd-helper update-state)"
 pid3=$(main_pid)
 inbooted /bin/sh -c 'echo "# edited" >> /etc/leakwatch/leakwatch.yaml'
 inbooted dpkg --remove leakwatch > /dev/null
@@ -244,10 +267,12 @@ inbooted dpkg --remove leakwatch > /dev/null
 ! inbooted test -e /usr/bin/leakwatch && inbooted test -e /etc/leakwatch/leakwatch.yaml ||
   fail "remove must drop the binary and keep the config"
 inbooted dpkg --purge leakwatch > /dev/null
-for d in /etc/leakwatch /var/lib/leakwatch /var/lib/private/leakwatch /var/cache/leakwatch /var/cache/private/leakwatch; do
+for d in /etc/leakwatch /var/lib/leakwatch /var/lib/private/leakwatch /var/cache/leakwatch /var/cache/private/leakwatch \
+         "$dsh_state"; do
   ! inbooted test -e "$d" || fail "purge left $d"
 done
-echo "deb_test: remove stops the daemon and keeps the config; purge removes it and /var/{lib,cache}/leakwatch"
+! inbooted test -L "$wants" || fail "purge left the enable link $wants"
+echo "deb_test: remove stops the daemon and keeps the config; purge removes it, /var/{lib,cache}/leakwatch and the enable link"
 
 inbooted systemctl --no-block poweroff > /dev/null 2>&1 || true
 for _ in $(seq 1 60); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.5; done

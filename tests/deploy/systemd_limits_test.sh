@@ -17,6 +17,22 @@ failures=0
 fail() { echo "systemd_limits_test: FAIL: $1" >&2; failures=$((failures + 1)); }
 grep -Eq '^IPAddressDeny=any$' "$unit" || fail "IPAddressDeny=any"
 grep -Eq '^IPAddressAllow=localhost$' "$unit" || fail "IPAddressAllow=localhost"
+# The allow-list also blocks the daemon's own fetches: with
+# symbols.debuginfod_urls set they all fail. The unit and docs/config.md
+# must say so and give the drop-in that clears it. (Not exercised: that
+# needs systemd as PID 1, which a test machine need not run, and a
+# non-loopback address, which deb_test.sh's booted root lacks; an empty
+# IPAddressDeny= resetting the list is systemd.resource-control(5)'s rule.)
+grep -q 'debuginfod_urls' "$unit" && grep -Eq '^#[[:space:]]+IPAddressDeny=$' "$unit" ||
+  fail "the unit must say that IPAddressDeny=any breaks symbols.debuginfod_urls, with the IPAddressDeny= drop-in"
+/usr/bin/python3 - "$src/docs/config.md" <<'PY' || fail "docs/config.md, \"Symbols\", must give the debuginfod drop-ins"
+import re, sys
+text = open(sys.argv[1]).read()
+blocks = re.findall(r"```ini\n(.*?)```", text, re.S)
+ok = any(b.splitlines() == ["[Service]", "IPAddressDeny="] for b in blocks) and \
+     any(b.startswith("[Service]\nIPAddressAllow=") for b in blocks)
+sys.exit(0 if ok and "IPAddressDeny=any" in text else 1)
+PY
 max=$(sed -n 's/^MemoryMax=\([0-9]*\)M$/\1/p' "$unit")
 # The default budget (512 MiB, docs/config.md) plus the BPF maps at the
 # default sizes (48 MiB) and kernel objects (32 MiB) at least.
