@@ -540,12 +540,14 @@ __noinline int lw_unwind_frame(struct lw_unwind *u)
     u->end = why;
     return 1;
   }
-  if (!u->vma_ino) {
-    u->end = LW_END_NO_CFI;  /* anonymous code (JIT): no table, and no trusting rbp */
-    return 1;
-  }
   __u32 no_table = LW_END_NO_CFI;
-  if (u->obj_state == LW_TABLE_READY) {
+  if (!u->vma_ino) {
+    /* Anonymous code (JIT): no table. V8, HotSpot with
+     * -XX:+PreserveFramePointer and .NET keep frame pointers in it, so the
+     * frame pointer is tried below, validated as for any code without CFI
+     * (decision jit-perf-maps); the daemon names the frame from the
+     * runtime's perf map. */
+  } else if (u->obj_state == LW_TABLE_READY) {
     __u32 lookup = (__u32)off;
     if (u->pc_is_return && lookup > 0)
       lookup -= 1;  /* the call instruction, which may be a function's last */

@@ -62,6 +62,10 @@ void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pr
   snap.comm = proc.comm;
   if (proc.attacher) snap.allocator = proc.attacher->allocator();
   if (proc.python) snap.python = proc.python->status();
+  if (proc.perf_map) {
+    const PerfMap& m = proc.perf_map->map();
+    snap.jit = JitInfo{true, proc.perf_map->path(), m.entries(), m.memory_bytes(), m.stats()};
+  }
   snap.mappings = profile_mappings(proc.maps);
 
   snap.final = proc.exited;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "core/platform/clock.h"
 #include "core/platform/fd.h"
 #include "core/symbols/elf_file.h"
 #include "core/symbols/python_frames.h"
@@ -70,16 +71,31 @@ const std::string& StackResolver::build_id_of(const MapEntry& m, const std::stri
 // Frames from the symbol service where it has them, module+offset where not
 // yet (docs/architecture.md, "Symbolization"). The generation is read
 // first: results published during the lookups are seen at the next call.
-void StackResolver::render_symbols(ResolvedStack& rs) {
+// JIT frames are named from `jit`, the process's perf map (null: none), and
+// keep the name they got first: the code at their address when the stack
+// was seen (decision jit-perf-maps). `jit_final`: the process is gone, its
+// map will not grow.
+void StackResolver::render_symbols(ResolvedStack& rs, const PerfMap* jit, bool jit_final) {
   rs.symbols_generation = symbols_->generation();
   rs.symbols_pending = false;
+  rs.jit_pending = false;
+  rs.jit_generation = jit ? jit->generation() : 0;
   rs.symbols_missing.clear();
   rs.frames.clear();
   std::vector<size_t> starts;  // where each address's frames begin (inline chains)
   starts.reserve(rs.addresses.size());
-  for (const StackAddress& a : rs.addresses) {
+  for (StackAddress& a : rs.addresses) {
     starts.push_back(rs.frames.size());
     if (!a.mapped) {
+      if (a.jit && a.unmapped.function.empty()) {
+        auto named = jit ? jit->lookup(a.unmapped.offset) : std::nullopt;
+        if (named) {
+          a.unmapped.function = std::string(named->name);
+          a.unmapped.language = "jit";
+        } else {
+          rs.jit_pending = rs.jit_pending || !jit_final;
+        }
+      }
       rs.frames.push_back(a.unmapped);
       continue;
     }
@@ -105,7 +121,7 @@ void StackResolver::render_symbols(ResolvedStack& rs) {
   // (decision python-frames).
   if (!rs.python.empty())
     rs.frames = merge_python_frames_grouped(rs.frames, starts, rs.is_eval, rs.python, rs.python_entry);
-  if (!rs.symbols_pending) {
+  if (!rs.symbols_pending && !rs.jit_pending) {
     rs.addresses.clear();
     rs.addresses.shrink_to_fit();
     rs.python.clear();
@@ -231,8 +247,25 @@ StackAddress StackResolver::address_of(const TracedProcess& proc, const StoredFr
     f.offset = stored.ino ? stored.addr : l.offset;
     f.unwound = a.unwound;
     a.unmapped = f;
+    a.jit = !stored.ino && m && m->executable;  // anonymous code: a runtime's JIT
   }
   return a;
+}
+
+// The process's perf map, read again when kPerfMapReadIntervalNs passed
+// since the last read; opened at the first JIT frame (decision
+// jit-perf-maps). Null once the process is gone without one.
+const PerfMap* StackResolver::jit_names(TracedProcess& proc) {
+  if (!proc.perf_map) {
+    if (proc.exited) return nullptr;
+    proc.perf_map = std::make_unique<PerfMapFile>(proc.pid);
+  }
+  const uint64_t now = monotonic_ns();
+  if (!proc.exited && (proc.perf_map_read_ns == 0 || now - proc.perf_map_read_ns >= kPerfMapReadIntervalNs)) {
+    proc.perf_map_read_ns = now;
+    proc.perf_map->refresh();
+  }
+  return &proc.perf_map->map();
 }
 
 void StackResolver::splice_python_frames(TracedProcess& proc, const StoredStack& stored,
@@ -259,8 +292,13 @@ const ResolvedStack& StackResolver::resolve(TracedProcess& proc, uint64_t stack_
   auto it = proc.stacks.find(stack_hash);
   if (it != proc.stacks.end()) {
     ResolvedStack& cached = it->second;
-    if (cached.symbols_pending && cached.symbols_generation != symbols_->generation())
-      render_symbols(cached);
+    if (cached.symbols_pending && cached.symbols_generation != symbols_->generation()) {
+      render_symbols(cached, proc.perf_map ? &proc.perf_map->map() : nullptr, proc.exited);
+    } else if (cached.jit_pending) {
+      const PerfMap* jit = jit_names(proc);
+      if (proc.exited || !jit || jit->generation() != cached.jit_generation)
+        render_symbols(cached, jit, proc.exited);
+    }
     return cached;
   }
   ResolvedStack rs;
@@ -288,7 +326,9 @@ const ResolvedStack& StackResolver::resolve(TracedProcess& proc, uint64_t stack_
   if (!stored.py.empty() || stored.py_flags != LW_PY_NONE)
     splice_python_frames(proc, stored, is_eval, physical, rs);
   rs.stack_id = stable_stack_id(physical);
-  render_symbols(rs);
+  const bool has_jit = std::any_of(rs.addresses.begin(), rs.addresses.end(),
+                                   [](const StackAddress& a) { return a.jit; });
+  render_symbols(rs, has_jit ? jit_names(proc) : nullptr, proc.exited);
   return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }
 

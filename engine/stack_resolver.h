@@ -68,6 +68,8 @@ class StackResolver {
   };
   static constexpr size_t kMaxBuildIdCache = 4096;
   static constexpr size_t kMaxSitesCheckedPerPoll = 4096;
+  // A perf map is read again at most this often (its appends).
+  static constexpr uint64_t kPerfMapReadIntervalNs = 100'000'000;
 
   Located locate(const TracedProcess& proc, const StoredFrame& f) const;
   std::vector<Located> locate_all(const TracedProcess& proc, const StoredStack& stored) const;
@@ -85,8 +87,10 @@ class StackResolver {
                             const std::vector<bool>& is_eval, std::vector<Frame>& physical,
                             ResolvedStack& rs);
   // Frames from the symbol service where it has them, module+offset where
-  // not yet.
-  void render_symbols(ResolvedStack& rs);
+  // not yet; JIT frames from `jit` (the process's perf map, null: none).
+  void render_symbols(ResolvedStack& rs, const PerfMap* jit, bool jit_final);
+  // The process's perf map, read again when due (null: none).
+  const PerfMap* jit_names(TracedProcess& proc);
   const std::string& build_id_of(const MapEntry& m, const std::string& open_path);
 
   StackGcPass& stacks_;

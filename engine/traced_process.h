@@ -21,6 +21,7 @@
 #include "core/accounting/heap_tracker.h"
 #include "core/platform/token_bucket.h"
 #include "core/proc/proc_maps.h"
+#include "core/symbols/perf_map.h"
 #include "core/symbols/symbolizer.h"
 #include "engine/process_attacher.h"
 #include "engine/python_process.h"
@@ -36,6 +37,9 @@ struct StackAddress {
   uint64_t offset = 0;
   Frame unmapped;       // the frame shown when !mapped
   std::string unwound;  // how the unwinder found it (Frame::unwound)
+  // In anonymous executable memory (JIT code): named from the process's
+  // perf map when it has the address (unmapped.offset; decision jit-perf-maps).
+  bool jit = false;
 };
 
 struct ResolvedStack {
@@ -60,6 +64,12 @@ struct ResolvedStack {
   // Why the stack ends before the outermost frame (stack_end_name():
   // "no_cfi", "depth", "table_pending", ...); "" when it is complete.
   std::string end;
+  // A JIT frame the process's perf map did not name yet (decision
+  // jit-perf-maps): `addresses` are kept and the frames rendered again when
+  // the map changes (its generation then is jit_generation), while the
+  // process lives.
+  bool jit_pending = false;
+  uint64_t jit_generation = 0;
 };
 
 // How to trace one process.
@@ -159,6 +169,11 @@ struct TracedProcess {
   // Sites of `heap` (an index into heap.sites()) whose stacks the poll path
   // has checked against `maps` (StackResolver::maps_miss_frames).
   size_t sites_checked = 0;
+  // Its runtime's perf map (/tmp/perf-NSPID.map in its root), opened at the
+  // first JIT frame of its stacks, and when it was last read
+  // (CLOCK_MONOTONIC ns; decision jit-perf-maps).
+  std::unique_ptr<PerfMapFile> perf_map;
+  uint64_t perf_map_read_ns = 0;
 };
 
 // The processes attached, by pid.

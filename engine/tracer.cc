@@ -469,6 +469,8 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.stacks.clear();
   proc.sites_checked = 0;
   if (proc.python) proc.python->reset(*session_);
+  proc.perf_map.reset();  // the new image's runtime writes its own (decision jit-perf-maps)
+  proc.perf_map_read_ns = 0;
   proc.comm = process_comm(proc.pid);
   count_code_changes(proc);
   session_->take_rescan_request(proc.pid);

@@ -4,14 +4,14 @@
 # ${FUZZ_BUILD_DIR:-build-fuzz} and runs each for SECONDS (default 60).
 # The seed corpora in fuzz/corpus/NAME are read, never written: new inputs
 # go to a scratch corpus under the build dir, crashes to its artifacts/.
-# Usage: scripts/fuzz.sh [SECONDS] [NAME...]     (NAME: event config elf proc_maps rss unwind http_request python)
+# Usage: scripts/fuzz.sh [SECONDS] [NAME...]     (NAME: event config elf proc_maps rss unwind http_request python perf_map)
 # Long runs: scripts/fuzz.sh 3600
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(event config elf proc_maps rss unwind http_request python)
+[ ${#names[@]} -gt 0 ] || names=(event config elf proc_maps rss unwind http_request python perf_map)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S fuzz -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null

@@ -42,11 +42,13 @@ apt-get install -y -qq --no-install-recommends \
 # against, tcmalloc and mimalloc to preload, and Debian's redis (jemalloc).
 # Python frames (tests/integration/python_test.cc): Debian's interpreter,
 # /usr/bin/python3.11 (python3.11-minimal).
+# JIT frames (tests/integration/runtimes_test.cc): Node.js (the nodejs below)
+# and the JDK (javac, java, jcmd: openjdk-17-jdk-headless).
 if [ "$with_test_tools" = 1 ]; then
   apt-get install -y -qq --no-install-recommends prometheus golang-go protobuf-compiler \
     debootstrap systemd systemd-container python3-yaml python3-matplotlib util-linux libclang-rt-14-dev \
     libjemalloc-dev libgoogle-perftools4 libmimalloc2.0 redis-server redis-tools \
-    debuginfod curl python3.11-minimal >/dev/null
+    debuginfod curl python3.11-minimal openjdk-17-jdk-headless >/dev/null
   # A kubectl or Node.js from another repository (Google's, NodeSource's)
   # ships the same files as Debian's packages: keep it if there is one.
   command -v kubectl >/dev/null || apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null

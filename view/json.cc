@@ -135,6 +135,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   }
   out["unwind"] = to_json(snap.tracer_stats.unwind);
   out["python"] = to_json(snap.python);
+  out["jit"] = to_json(snap.jit);
   out["rss"] = rss_to_json(snap.rss);
   out["tensor"] = to_json(snap.tensor);                         // decision tensor-tier
   out["gpu_explained"] = gpu_explained_json(snap.gpu_explained);  // GPU memory explained
@@ -194,6 +195,23 @@ nlohmann::json to_json(const UnwindStats& u) {
           {"disk_cache_hits", u.disk_cache_hits},
           {"memory_cache_hits", u.memory_cache_hits},
           {"queue_depth", u.queue_depth}};
+}
+
+nlohmann::json to_json(const JitInfo& jit) {
+  if (!jit.present) return nullptr;
+  const PerfMapStats& s = jit.stats;
+  return {{"perf_map", jit.perf_map},
+          {"entries", jit.entries},
+          {"memory_bytes", jit.memory_bytes},
+          {"bytes_read", s.bytes_read},
+          {"lines", s.lines},
+          {"entries_replaced", s.entries_replaced},
+          {"bad_lines", s.bad_lines},
+          {"long_lines", s.long_lines},
+          {"names_cut", s.names_cut},
+          {"entries_refused", s.entries_refused},
+          {"file_capped", s.file_capped},
+          {"restarts", s.restarts}};
 }
 
 nlohmann::json to_json(const PythonInfo& py) {

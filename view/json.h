@@ -14,6 +14,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap);
 nlohmann::json to_json(const AllocatorInfo& a);
 // A process's CPython (docs/api.md): null when it runs none.
 nlohmann::json to_json(const PythonInfo& p);
+nlohmann::json to_json(const JitInfo& jit);  // null when absent (decision jit-perf-maps)
 // The unwind tables (docs/api.md, "unwind").
 nlohmann::json to_json(const UnwindStats& u);
 // {"events", "rescans", "rescans_deferred", "deferred_since"} (null when no

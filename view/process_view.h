@@ -21,6 +21,7 @@
 #include "core/formats/pprof.h"
 #include "core/analysis/gpu_explained.h"
 #include "core/analysis/rss_breakdown.h"
+#include "core/symbols/perf_map.h"
 #include "core/symbols/symbol_counters.h"
 #include "core/symbols/symbolizer.h"
 #include "leakwatch_abi.h"
@@ -212,6 +213,17 @@ struct PythonInfo {
   uint64_t line_table_bytes_read = 0;
 };
 
+// A process's runtime perf map (JIT frames' names; decision jit-perf-maps),
+// once one of its stacks had a JIT frame: what was read and kept, and what
+// its bounds skipped (core/symbols/perf_map.h).
+struct JitInfo {
+  bool present = false;
+  std::string perf_map;    // the path as the process sees it; "" before its pid namespace is known
+  uint64_t entries = 0;
+  uint64_t memory_bytes = 0;  // the entries' charge against PerfMapLimits::max_memory_bytes
+  PerfMapStats stats;
+};
+
 // The tensor tier of one process (decision tensor-tier): which framework
 // allocators are probed, or why none is.
 struct TensorTierInfo {
@@ -343,6 +355,7 @@ struct ProcessSnapshot {
   // entry per device with tensors, a pool or CUDA memory.
   TensorTierInfo tensor;
   std::vector<GpuExplained> gpu_explained;
+  JitInfo jit;  // present = false until a stack had a JIT frame
 };
 
 // What the snapshot's accounting gives the RSS breakdown (heap and mmap
