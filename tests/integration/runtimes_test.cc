@@ -4,6 +4,9 @@
 // - Node (/usr/bin/node): tests/targets/node/keep_buffers.js, run with
 //   --perf-basic-prof --interpreted-frames-native-stack, keeps 256 Buffers
 //   of 64 KiB from the JS function keepBuffersInJs;
+//   the same in its own pid and mount namespaces (a container: pid 1, its
+//   own /tmp), where the map is only found through /proc/PID/root under the
+//   namespace's pid;
 // - Java (Debian's openjdk-17-jdk-headless): tests/targets/java/
 //   KeepDirect.java, run with -XX:+PreserveFramePointer, its map written by
 //   `jcmd PID Compiler.perfmap`, keeps 256 direct ByteBuffers of 64 KiB from
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -37,6 +41,7 @@ constexpr const char* kNode = "/usr/bin/node";
 constexpr const char* kJava = "/usr/bin/java";
 constexpr const char* kJavac = "/usr/bin/javac";
 constexpr const char* kJcmd = "/usr/bin/jcmd";
+constexpr const char* kUnshare = "/usr/bin/unshare";
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -105,16 +110,18 @@ void tally(RuntimeRun& r) {
 // the unwind tables, says go, then reads snapshots until the bytes under the
 // function reach what the target kept (bounded). `after_ready` and
 // `after_done` run at those points (the JVM's map is written on request).
+// `traced`: the process to trace when it is not `target` itself (a child in
+// a pid namespace); called once the target said ready.
 RuntimeRun run_runtime(Process& target, const std::function<void()>& after_ready,
-                       const std::function<void()>& after_done) {
+                       const std::function<void()>& after_done, const std::function<pid_t()>& traced = nullptr) {
   RuntimeRun r;
-  r.pid = target.pid();
   auto ready = target.read_line(std::chrono::milliseconds(60000));
-  if (!ready || *ready != "ready " + std::to_string(target.pid()))
+  if (!ready || ready->rfind("ready ", 0) != 0)
     throw std::runtime_error("target: expected ready, got '" + ready.value_or("<EOF>") + "'; stderr: " +
                              target.stderr_text());
+  r.pid = traced ? traced() : target.pid();
   if (after_ready) after_ready();
-  Process leakwatch({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--json", "--interval", "0.2"});
+  Process leakwatch({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(r.pid), "--json", "--interval", "0.2"});
   const double start = now_s();
   for (Json snap = next_json(leakwatch, 60); !tables_ready(snap) && now_s() - start < 30;)
     snap = next_json(leakwatch, 60);
@@ -144,7 +151,9 @@ RuntimeRun run_runtime(Process& target, const std::function<void()>& after_ready
 // (Node: V8's entry frames, node's main). Not for Java: the method's caller
 // is the interpreter, whose return addresses are pushed by the interpreter,
 // not by a call, and so fail the frame-pointer validation (docs/runtimes.md).
-void expect_named(const RuntimeRun& r, bool walk_goes_on) {
+// `map`: the perf map's path as the process sees it ("": /tmp/perf-PID.map).
+void expect_named(const RuntimeRun& r, bool walk_goes_on, std::string map = "") {
+  if (map.empty()) map = "/tmp/perf-" + std::to_string(r.pid) + ".map";
   EXPECT_NEAR(static_cast<double>(r.under_function), static_cast<double>(r.expected), 0.01 * r.expected)
       << "bytes under " << r.function << "; sites:\n" << describe_sites(r.snapshot);
   EXPECT_TRUE(r.jit_frame) << describe_sites(r.snapshot);
@@ -152,7 +161,7 @@ void expect_named(const RuntimeRun& r, bool walk_goes_on) {
   ASSERT_TRUE(jit.is_object()) << r.snapshot.dump();
   EXPECT_GT(jit.at("entries").get<int64_t>(), 0);
   EXPECT_LE(jit.at("memory_bytes").get<int64_t>(), 16 << 20);
-  EXPECT_EQ(jit.at("perf_map").get<std::string>(), "/tmp/perf-" + std::to_string(r.pid) + ".map");
+  EXPECT_EQ(jit.at("perf_map").get<std::string>(), map);
   if (walk_goes_on) {
     EXPECT_TRUE(r.below_jit) << "the stack ends at the JIT frame; sites:\n" << describe_sites(r.snapshot);
   }
@@ -168,6 +177,33 @@ TEST(Runtimes, NodeBuffersLandUnderTheJsFunction) {
   Process target({kNode, "--perf-basic-prof", "--interpreted-frames-native-stack", script, "256"});
   PerfMapCleanup cleanup{target.pid()};
   expect_named(run_runtime(target, nullptr, nullptr), true);
+}
+
+// A container's view: Node as pid 1 of its own pid namespace, with its own
+// /tmp (a tmpfs in its own mount namespace). The map is
+// /tmp/perf-1.map there and nowhere on the host: it is found only through
+// the process's root and under its namespace's pid (the last NSpid).
+TEST(Runtimes, NodeInItsOwnPidAndMountNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF, namespaces)";
+  if (access(kNode, X_OK) != 0) GTEST_SKIP() << kNode << " missing: apt-get install nodejs (scripts/install-deps.sh)";
+  if (access(kUnshare, X_OK) != 0) GTEST_SKIP() << kUnshare << " missing (util-linux)";
+  const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
+  Process target({kUnshare, "--pid", "--fork", "--mount", "--mount-proc", "/bin/sh", "-c",
+                  "mount -t tmpfs tmpfs /tmp && exec " + std::string(kNode) +
+                      " --perf-basic-prof --interpreted-frames-native-stack " + script + " 256"});
+  // unshare forks once: node is its only child.
+  auto node_pid = [&] {
+    const std::string self = std::to_string(target.pid());
+    std::ifstream children("/proc/" + self + "/task/" + self + "/children");
+    pid_t child = 0;
+    children >> child;
+    if (child <= 0) throw std::runtime_error("no child of unshare " + self);
+    return child;
+  };
+  const RuntimeRun r = run_runtime(target, nullptr, nullptr, node_pid);
+  EXPECT_NE(access(("/tmp/perf-" + std::to_string(r.pid) + ".map").c_str(), F_OK), 0)
+      << "the map is in the host's /tmp: the test does not test the namespaces";
+  expect_named(r, true, "/tmp/perf-1.map");
 }
 
 // Runs `argv` to its end (javac, jcmd): whether it exited 0.
