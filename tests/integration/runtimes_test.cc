@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // JIT frames named from a runtime's perf map (decision jit-perf-maps,
 // docs/runtimes.md), end to end with real probes:
-// - Node (/usr/bin/node): tests/targets/node/keep_buffers.js, run with
+// - Node (/usr/bin/node, or $LW_NODE): tests/targets/node/keep_buffers.js, run with
 //   --perf-basic-prof --interpreted-frames-native-stack, keeps 256 Buffers
 //   of 64 KiB from the JS function keepBuffersInJs;
 //   the same in its own pid and mount namespaces (a container: pid 1, its
@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -42,6 +43,14 @@ constexpr const char* kJava = "/usr/bin/java";
 constexpr const char* kJavac = "/usr/bin/javac";
 constexpr const char* kJcmd = "/usr/bin/jcmd";
 constexpr const char* kUnshare = "/usr/bin/unshare";
+
+// The node to run: LW_NODE (another build, e.g. a wrapper that runs Debian's
+// nodejs unpacked elsewhere; it must exec node, keeping its pid), else
+// /usr/bin/node.
+std::string node_binary() {
+  const char* env = getenv("LW_NODE");
+  return env && *env ? env : kNode;
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -172,9 +181,10 @@ void expect_named(const RuntimeRun& r, bool walk_goes_on, std::string map = "") 
 
 TEST(Runtimes, NodeBuffersLandUnderTheJsFunction) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
-  if (access(kNode, X_OK) != 0) GTEST_SKIP() << kNode << " missing: apt-get install nodejs (scripts/install-deps.sh)";
+  if (access(node_binary().c_str(), X_OK) != 0)
+    GTEST_SKIP() << node_binary() << " missing: apt-get install nodejs (scripts/install-deps.sh)";
   const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
-  Process target({kNode, "--perf-basic-prof", "--interpreted-frames-native-stack", script, "256"});
+  Process target({node_binary(), "--perf-basic-prof", "--interpreted-frames-native-stack", script, "256"});
   PerfMapCleanup cleanup{target.pid()};
   expect_named(run_runtime(target, nullptr, nullptr), true);
 }
@@ -185,11 +195,12 @@ TEST(Runtimes, NodeBuffersLandUnderTheJsFunction) {
 // the process's root and under its namespace's pid (the last NSpid).
 TEST(Runtimes, NodeInItsOwnPidAndMountNamespaces) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF, namespaces)";
-  if (access(kNode, X_OK) != 0) GTEST_SKIP() << kNode << " missing: apt-get install nodejs (scripts/install-deps.sh)";
+  if (access(node_binary().c_str(), X_OK) != 0)
+    GTEST_SKIP() << node_binary() << " missing: apt-get install nodejs (scripts/install-deps.sh)";
   if (access(kUnshare, X_OK) != 0) GTEST_SKIP() << kUnshare << " missing (util-linux)";
   const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
   Process target({kUnshare, "--pid", "--fork", "--mount", "--mount-proc", "/bin/sh", "-c",
-                  "mount -t tmpfs tmpfs /tmp && exec " + std::string(kNode) +
+                  "mount -t tmpfs tmpfs /tmp && exec " + node_binary() +
                       " --perf-basic-prof --interpreted-frames-native-stack " + script + " 256"});
   // unshare forks once: node is its only child.
   auto node_pid = [&] {
