@@ -29,13 +29,22 @@ lw_obj_key obj_key(uint32_t dev, uint64_t ino) {
   return k;
 }
 
-// The cache file of a build-id, or "" when there is no cache. Build-ids are
-// hex from our own ELF reader; anything else is not used as a file name.
-std::string cache_path(const std::string& dir, const std::string& build_id) {
-  if (dir.empty() || build_id.empty() || build_id.size() > 128) return "";
-  for (char c : build_id)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return "";
-  return dir + "/" + build_id + ".lwut";
+bool lower_hex(const std::string& s) {
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// The cache file of a table: named by build-id and content identity
+// (decision file-identity), so that two files claiming one build-id have
+// two files here instead of overwriting each other's; "" when there is no
+// cache. Both are hex from our own readers; anything else is not used as a
+// file name.
+std::string cache_path(const std::string& dir, const std::string& build_id, const std::string& identity) {
+  if (dir.empty() || build_id.empty() || build_id.size() > 128 || identity.empty() || identity.size() > 64)
+    return "";
+  if (!lower_hex(build_id) || !lower_hex(identity)) return "";
+  return dir + "/" + build_id + "-" + identity + ".lwut";
 }
 
 uint64_t dir_bytes(const std::string& dir) {
@@ -253,30 +262,39 @@ void UnwindTables::worker() {
 
 void UnwindTables::process_job(Job& job) {
   Result<std::shared_ptr<const ElfFile>> elf = ElfFile::open_fd(job.fd.get(), job.path);
-  std::string build_id = elf ? (*elf)->build_id() : "";
+  const std::string build_id = elf ? (*elf)->build_id() : "";
+  // Tables are shared by what the file's CFI is, not by the build-id it
+  // claims (decision file-identity): anyone can link a copy of another
+  // program's build-id into their own binary.
+  const Result<CfiInput> input = elf ? read_cfi_input(**elf, nullptr) : Result<CfiInput>(elf.error());
+  const std::string identity = input ? cfi_identity(*input) : "";
   const std::string table_key =
-      build_id.empty() ? "inode:" + std::to_string(job.key.first) + ":" + std::to_string(job.key.second)
-                       : build_id;
-  const std::optional<ObjectKey> backing = verified_backing(job, build_id);
+      build_id.empty() || identity.empty()
+          ? "inode:" + std::to_string(job.key.first) + ":" + std::to_string(job.key.second)
+          : build_id + ":" + identity;
+  const std::optional<ObjectKey> backing = verified_backing(job, identity);
   if (settle_from_memory(job, backing, table_key, elf.ok())) return;
   bool from_disk = false;
-  const Result<UnwindTable> table = obtain_table(**elf, build_id, from_disk);
+  const Result<UnwindTable> table = obtain_table(input, build_id, identity, from_disk);
   install_table(job, table_key, table, from_disk);
 }
 
-std::optional<UnwindTables::ObjectKey> UnwindTables::verified_backing(const Job& job, const std::string& build_id) {
+std::optional<UnwindTables::ObjectKey> UnwindTables::verified_backing(const Job& job, const std::string& identity) {
   // Whoever mounted the overlay named its layers: the layer file is taken
-  // for this object only with the same build-id (so the same table), never
-  // a file that merely sits at that path.
+  // for this object only with the same CFI identity (so the same table),
+  // never a file that merely sits at that path or claims the build-id.
   std::optional<ObjectKey> backing;
-  if (!job.backing || build_id.empty()) return backing;
+  if (!job.backing || identity.empty()) return backing;
   if (Result<int> fd = open_untrusted_file(job.backing->path)) {
     Fd layer(*fd);
     struct stat st;
     if (fstat(layer.get(), &st) == 0 && st.st_ino == job.backing->ino &&
         kernel_dev(major(st.st_dev), minor(st.st_dev)) == job.backing->dev) {
       Result<std::shared_ptr<const ElfFile>> layer_elf = ElfFile::open_fd(layer.get(), job.backing->path);
-      if (layer_elf && (*layer_elf)->build_id() == build_id) backing = ObjectKey{job.backing->dev, job.backing->ino};
+      Result<CfiInput> layer_cfi =
+          layer_elf ? read_cfi_input(**layer_elf, nullptr) : Result<CfiInput>(layer_elf.error());
+      if (layer_cfi && cfi_identity(*layer_cfi) == identity)
+        backing = ObjectKey{job.backing->dev, job.backing->ino};
     }
   }
   if (!backing) LW_LOG_DEBUG("unwind table for %s: layer file %s not taken", job.path.c_str(), job.backing->path.c_str());
@@ -307,31 +325,41 @@ bool UnwindTables::settle_from_memory(const Job& job, const std::optional<Object
   return false;
 }
 
-Result<UnwindTable> UnwindTables::obtain_table(const ElfFile& elf, const std::string& build_id, bool& from_disk) {
-  Result<UnwindTable> table = Error{ENOENT, "not built"};
+Result<UnwindTable> UnwindTables::obtain_table(const Result<CfiInput>& input, const std::string& build_id,
+                                               const std::string& identity, bool& from_disk) {
   from_disk = false;
-  const std::string cached = cache_path(options_.cache_dir, build_id);
+  if (!input) return input.error();
+  Result<UnwindTable> table = Error{ENOENT, "not built"};
+  const std::string cached = cache_path(options_.cache_dir, build_id, identity);
   if (!cached.empty()) {
     // A cache file is ours, but it is still checked (size, checksum,
-    // build-id, then the table itself) before it is loaded into the kernel.
+    // build-id, identity, then the table itself) before it is loaded into
+    // the kernel.
     if (Result<std::string> bytes = read_regular_file(cached, 512ull << 20)) {
-      table = parse_cached_table(*bytes, build_id);
+      table = parse_cached_table(*bytes, build_id, identity);
       from_disk = table.ok();
+      if (!table && table.error().code == ESTALE) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.disk_cache_mismatches;
+      }
       if (!table) LW_LOG_WARN("unwind table cache %s: %s", cached.c_str(), table.error().message.c_str());
     }
   }
   if (!from_disk) {
     const auto t0 = std::chrono::steady_clock::now();
-    table = build_unwind_table(elf, nullptr);
+    table = build_unwind_table(*input);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> lock(mu_);
     stats_.build_seconds += s;
     if (table) ++stats_.builds;
   }
   if (table && !from_disk && !cached.empty() && dir_bytes(options_.cache_dir) < options_.cache_max_bytes) {
-    std::string bytes = serialize(*table, build_id);
+    std::string bytes = serialize(*table, build_id, identity);
     if (!bytes.empty() && !write_atomically(cached, bytes))
       LW_LOG_DEBUG("unwind table cache: cannot write %s", cached.c_str());
+    // A format-1 file of this build-id (named by build-id alone) is never
+    // read again.
+    unlink((options_.cache_dir + "/" + build_id + ".lwut").c_str());
   }
   return table;
 }

@@ -5,9 +5,12 @@
 // information is compiled into rows (core/unwind/unwind_table.h) on a worker
 // thread, off the attach path, and loaded into BPF array maps; until then
 // the BPF unwinder falls back to frame pointers and marks the stack
-// `table_pending`. A table is built once per build-id and shared by every
-// object (inode) and process with that build-id; built tables are cached on
-// disk under unwind.cache_dir, so a restart does not build them again. The
+// `table_pending`. A table is built once per (build-id, CFI identity) and
+// shared by every object (inode) and process whose file has that build-id
+// and compiles to that table (cfi_identity(), decision file-identity: a
+// build-id alone is what a file says, not what it is); built tables are
+// cached on disk under unwind.cache_dir, named and checked by both, so a
+// restart does not build them again. The
 // tables loaded at once are bounded by unwind.max_table_bytes: an object
 // whose table does not fit is marked so (`memory_budget`) and unwound with
 // frame pointers.
@@ -48,7 +51,7 @@ struct UnwindTableOptions {
   // Loaded tables, rows and page indexes together, at most this many bytes
   // (kernel memory, charged to the daemon's memory cgroup).
   uint64_t max_table_bytes = 128ull << 20;
-  // Built tables are kept here by build-id ("" = no disk cache), within
+  // Built tables are kept here by build-id and identity ("" = no disk cache), within
   // cache_max_bytes (files written past it are not kept).
   std::string cache_dir;
   uint64_t cache_max_bytes = 1ull << 30;
@@ -121,15 +124,16 @@ class UnwindTables {
   // kernel; the object's state set.
   void process_job(Job& job);
   // The overlay layer file tied to the job's object: only one with the
-  // same build-id.
-  static std::optional<ObjectKey> verified_backing(const Job& job, const std::string& build_id);
+  // same CFI identity.
+  static std::optional<ObjectKey> verified_backing(const Job& job, const std::string& identity);
   // Ties the backing and takes a table already loaded under `table_key`;
   // true when that settled the object (ready, gone, or no ELF to build from).
   bool settle_from_memory(const Job& job, const std::optional<ObjectKey>& backing,
                           const std::string& table_key, bool have_elf);
   // Read back from the disk cache (`from_disk`), else built, and written to
   // the cache. Without the lock: libtorch_cpu takes seconds.
-  Result<UnwindTable> obtain_table(const ElfFile& elf, const std::string& build_id, bool& from_disk);
+  Result<UnwindTable> obtain_table(const Result<CfiInput>& input, const std::string& build_id,
+                                   const std::string& identity, bool& from_disk);
   // Loads `table` into a free slot and marks the object ready, or marks
   // why not.
   void install_table(const Job& job, const std::string& table_key, const Result<UnwindTable>& table,
@@ -149,7 +153,7 @@ class UnwindTables {
   // image share their layers' files).
   std::map<ObjectKey, std::set<ObjectKey>> backed_;
   std::map<pid_t, std::set<ObjectKey>> by_pid_;
-  std::map<std::string, Table> tables_;  // by build-id ("ino:dev" without one)
+  std::map<std::string, Table> tables_;  // by "build-id:identity" ("inode:dev:ino" without)
   std::vector<uint32_t> free_slots_;
   std::deque<Job> queue_;
   bool busy_ = false;

@@ -60,10 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   if (mode % 3 == 2) {
     const std::string_view bytes(reinterpret_cast<const char*>(payload), payload_size);
-    auto t = lw::parse_cached_table(bytes, "fuzz", limits);
+    auto t = lw::parse_cached_table(bytes, "fuzz", "f00d", limits);
     if (t.ok()) {
       check_table(*t);
-      if (lw::serialize(*t, "fuzz") != bytes) abort();
+      if (lw::serialize(*t, "fuzz", "f00d") != bytes) abort();
     } else if (t.error().message.empty()) {
       abort();
     }
@@ -88,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   check_table(*t);
-  auto back = lw::parse_cached_table(lw::serialize(*t, "fuzz"), "fuzz", limits);
+  auto back = lw::parse_cached_table(lw::serialize(*t, "fuzz", "f00d"), "fuzz", "f00d", limits);
   auto same = [](const lw_unwind_row& a, const lw_unwind_row& b) {
     return memcmp(&a, &b, sizeof(a)) == 0;
   };

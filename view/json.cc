@@ -194,7 +194,8 @@ nlohmann::json to_json(const UnwindStats& u) {
           {"build_seconds", u.build_seconds},
           {"disk_cache_hits", u.disk_cache_hits},
           {"memory_cache_hits", u.memory_cache_hits},
-          {"queue_depth", u.queue_depth}};
+          {"queue_depth", u.queue_depth},
+          {"disk_cache_mismatches", u.disk_cache_mismatches}};
 }
 
 nlohmann::json to_json(const JitInfo& jit) {

@@ -144,6 +144,9 @@ struct UnwindStats {
   uint64_t disk_cache_hits = 0;
   uint64_t memory_cache_hits = 0;  // an object with a build-id already loaded
   uint64_t queue_depth = 0;        // objects waiting for the worker
+  // Cache files that were sound but written for another file with the
+  // same build-id (identity differs): not used, a miss (decision file-identity).
+  uint64_t disk_cache_mismatches = 0;
 };
 
 // A process's lifecycle events and the budget on the work they cause

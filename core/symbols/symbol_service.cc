@@ -14,15 +14,12 @@ constexpr size_t kBatch = 256;
 // How often the thread looks at running fetches.
 constexpr auto kFetchPoll = std::chrono::milliseconds(100);
 
-std::string module_key(const ModuleRef& ref) {
-  if (!ref.build_id.empty()) return "b:" + ref.build_id;
-  return "p:" + ref.open_path + '\0' + std::to_string(ref.dev) + ':' + std::to_string(ref.inode);
-}
-
+// Results are shared as the Symbolizer shares modules: by build-id and the
+// file (device, inode), never by build-id alone (decision file-identity).
 std::string address_key(const ModuleRef& ref, uint64_t offset) {
   char buf[24];
   snprintf(buf, sizeof(buf), "@%" PRIx64, offset);
-  return module_key(ref) + buf;
+  return shared_module_key(ref) + buf;
 }
 
 }  // namespace
@@ -131,7 +128,7 @@ void SymbolService::resolve_batch(std::vector<Request>& batch) {
       Symbolizer::ModuleInfo info = symbolizer_->module_info(r.module);
       if (info.opened && info.wants_debug_file && !info.build_id.empty() &&
           info.source != DebugSource::kDebuginfod && fetcher_->want(info.build_id)) {
-        Known& k = known_[info.build_id];
+        Known& k = known_[shared_module_key(r.module)];
         k.module = r.module;
         if (k.addresses.size() < options_.limits.max_cached_addresses_per_module) {
           k.addresses.emplace_back(r.key, r.offset);
@@ -175,10 +172,19 @@ const char* SymbolService::why_unnamed(const ModuleRef& module, const std::vecto
 // one of the places searched) and its addresses resolved again; without
 // it, what they have is final.
 void SymbolService::fetched(const std::string& build_id, bool ok) {
-  auto it = known_.find(build_id);
-  if (it == known_.end()) return;
-  Known k = std::move(it->second);
-  known_.erase(it);
+  // One fetch serves every file with the build-id; each is its own module.
+  for (auto it = known_.begin(); it != known_.end();) {
+    if (it->second.module.build_id != build_id) {
+      ++it;
+      continue;
+    }
+    Known k = std::move(it->second);
+    it = known_.erase(it);
+    refetched(k, ok);
+  }
+}
+
+void SymbolService::refetched(Known& k, bool ok) {
   std::vector<std::pair<std::string, Frames>> done;
   if (ok) {
     symbolizer_->forget(k.module);

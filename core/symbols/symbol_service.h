@@ -101,6 +101,9 @@ class SymbolService {
   void run();
   void resolve_batch(std::vector<Request>& batch);
   void fetched(const std::string& build_id, bool ok);
+  struct Known;
+  // One module's addresses once a fetch for its build-id ended.
+  void refetched(Known& known, bool ok);
 
   const SymbolServiceOptions options_;
 
@@ -126,8 +129,10 @@ class SymbolService {
   // Symbol thread only.
   std::unique_ptr<Symbolizer> symbolizer_;
   std::unique_ptr<DebuginfodFetcher> fetcher_;
-  // Modules by build-id with the addresses resolved in them, to resolve
-  // again when their debug file arrives.
+  // Modules (by shared_module_key(): a debug file fetched for a build-id
+  // serves each file with it, but every file keeps its own module and
+  // results) with the addresses resolved in them, to resolve again when
+  // their debug file arrives.
   struct Known {
     ModuleRef module;
     std::vector<std::pair<std::string, uint64_t>> addresses;  // key, offset

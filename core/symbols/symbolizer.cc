@@ -106,6 +106,15 @@ std::string path_key(const ModuleRef& ref) {
   return "p:" + ref.open_path + '\0' + std::to_string(ref.dev) + ':' + std::to_string(ref.inode);
 }
 
+}  // namespace
+
+std::string shared_module_key(const ModuleRef& ref) {
+  if (ref.build_id.empty()) return path_key(ref);
+  return "b:" + ref.build_id + '\0' + std::to_string(ref.dev) + ':' + std::to_string(ref.inode);
+}
+
+namespace {
+
 std::string base_name(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -213,15 +222,17 @@ struct Symbolizer::Impl {
   DebugSearchOptions search;
   SymbolizerStats stats;
   // Most recently used first. Successfully opened modules are keyed by the
-  // build-id the caller gave (shared by every process mapping the object),
-  // else by open path and inode. Failures are always keyed by path so that
-  // one unreadable /proc/PID/map_files entry cannot poison a build-id.
+  // build-id the caller gave and the file's device and inode
+  // (shared_module_key(): shared by every process mapping that file, never
+  // by another file that claims the build-id), else by open path and
+  // inode. Failures are always keyed by path so that one unreadable
+  // /proc/PID/map_files entry cannot poison a build-id.
   std::list<Module> lru;
   std::unordered_map<std::string, std::list<Module>::iterator> index;
 
   std::list<Module>::iterator find(const ModuleRef& ref) {
     auto it = index.end();
-    if (!ref.build_id.empty()) it = index.find("b:" + ref.build_id);
+    if (!ref.build_id.empty()) it = index.find(shared_module_key(ref));
     if (it == index.end()) it = index.find(path_key(ref));
     return it == index.end() ? lru.end() : it->second;
   }
@@ -234,7 +245,7 @@ struct Symbolizer::Impl {
     }
     while (!lru.empty() && lru.size() >= std::max<size_t>(limits.max_modules, 1)) drop(std::prev(lru.end()));
     Module& m = lru.emplace_front(path_key(ref));
-    if (open(ref, m) && !ref.build_id.empty()) m.key = "b:" + ref.build_id;
+    if (open(ref, m) && !ref.build_id.empty()) m.key = shared_module_key(ref);
     index.emplace(m.key, lru.begin());
     stats.inflated_bytes += m.inflated;
     // The modules together within the bound: the least recently used go.
@@ -308,8 +319,10 @@ struct Symbolizer::Impl {
   // target's root, else its path in the daemon's root: the target exited
   // before we got to it, and its map_files and root went with it. That last
   // file is used only when it is provably the object the target mapped:
-  // the build-id captured while it lived (checked in open()), or, for an
-  // object without one, the same device and inode. `failure` says why not.
+  // the same device and inode, and the build-id captured while it lived
+  // (checked in open()); a build-id alone would let anyone's file with a
+  // copied build-id name a victim's frames (decision file-identity).
+  // `failure` says why not.
   Result<int> open_main(const ModuleRef& ref, std::string& opened_path, const char*& failure) {
     Result<int> fd = open_untrusted_file(ref.open_path);
     opened_path = ref.open_path;
@@ -322,8 +335,7 @@ struct Symbolizer::Impl {
     opened_path = ref.path;
     fd = open_untrusted_file(ref.path);
     struct stat st;
-    if (fd && ref.build_id.empty() &&
-        (fstat(*fd, &st) != 0 || st.st_ino != ref.inode || st.st_dev != ref.dev)) {
+    if (fd && (fstat(*fd, &st) != 0 || st.st_ino != ref.inode || st.st_dev != ref.dev)) {
       close(*fd);
       failure = kSymbolsFileReplaced;
       return Error{ESTALE, ref.path + ": not the file the process mapped"};

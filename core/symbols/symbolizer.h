@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // Turns (module, file offset) into function, file and line, with libdw.
-// Results are cached per module identity (build-id, or path+dev+inode when
-// there is none), so a library shared by 500 processes is read once.
+// Results are cached per module identity (build-id with the file's device
+// and inode, or path+dev+inode when there is none), so a library shared by
+// 500 processes is read once, and a file that copies another's build-id
+// never shares its symbols (decision file-identity).
 //
 // Debug information: the object's own .symtab and DWARF, else a separate
 // debug file found by core/symbols/debug_file.h (build-id directories, debug links,
@@ -148,6 +150,12 @@ class Symbolizer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The key under which a module's symbols are shared: its build-id with the
+// device and inode the kernel showed for the mapping, or its open path,
+// device and inode without a build-id. Never the build-id alone: any user
+// can link another program's build-id into a binary of their own.
+std::string shared_module_key(const ModuleRef& module);
 
 // Demangles an Itanium C++ name; returns the input unchanged if it is not one.
 std::string demangle(const std::string& name);

@@ -47,13 +47,14 @@ Error refuse(const std::string& why) { return Error{EINVAL, "unwind cache: " + w
 
 }  // namespace
 
-std::string serialize(const UnwindTable& table, std::string build_id) {
-  if (build_id.size() > kUnwindCacheMaxBuildIdBytes || table.rows.size() > UINT32_MAX ||
+std::string serialize(const UnwindTable& table, std::string build_id, std::string_view identity) {
+  if (build_id.size() > kUnwindCacheMaxBuildIdBytes || identity.size() > kUnwindCacheMaxIdentityBytes ||
+      table.rows.size() > UINT32_MAX ||
       table.pages.size() > UINT32_MAX) {
     return "";
   }
   std::string out;
-  out.reserve(kHeaderBytes + build_id.size() + table.rows.size() * kRowBytes +
+  out.reserve(kHeaderBytes + build_id.size() + identity.size() + table.rows.size() * kRowBytes +
               table.pages.size() * 4 + kChecksumBytes);
   out.append(kMagic, sizeof(kMagic));
   put(out, kUnwindCacheVersion, 4);
@@ -63,8 +64,9 @@ std::string serialize(const UnwindTable& table, std::string build_id) {
   put(out, table.rows.size(), 4);
   put(out, table.pages.size(), 4);
   put(out, build_id.size(), 4);
-  put(out, 0, 4);
+  put(out, identity.size(), 4);
   out += build_id;
+  out += identity;
   const size_t body = out.size();
   out.resize(body + table.rows.size() * kRowBytes + table.pages.size() * 4);
   char* p = out.data() + body;
@@ -81,6 +83,7 @@ std::string serialize(const UnwindTable& table, std::string build_id) {
 }
 
 Result<UnwindTable> parse_cached_table(std::string_view bytes, std::string_view expected_build_id,
+                                       std::string_view expected_identity,
                                        const UnwindBuildLimits& limits) {
   if (bytes.size() < kHeaderBytes + kChecksumBytes) return refuse("truncated header");
   if (memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return refuse("bad magic");
@@ -94,23 +97,29 @@ Result<UnwindTable> parse_cached_table(std::string_view bytes, std::string_view 
   const uint64_t npages = get(bytes, 36, 4);
   const uint64_t id_len = get(bytes, 40, 4);
   if (source > static_cast<uint64_t>(CfiSource::kDebugFrame)) return refuse("unknown source");
-  if (get(bytes, 44, 4) != 0) return refuse("reserved field set");
+  const uint64_t identity_len = get(bytes, 44, 4);
   if (id_len > kUnwindCacheMaxBuildIdBytes) return refuse("build-id too long");
+  if (identity_len > kUnwindCacheMaxIdentityBytes) return refuse("identity too long");
   if (nrows > limits.max_rows) {
     return refuse(std::to_string(nrows) + " rows, over the limit of " +
                   std::to_string(limits.max_rows));
   }
   // Every count is below 2^32, so this cannot overflow.
   const uint64_t expected_size =
-      kHeaderBytes + id_len + nrows * kRowBytes + npages * 4 + kChecksumBytes;
+      kHeaderBytes + id_len + identity_len + nrows * kRowBytes + npages * 4 + kChecksumBytes;
   if (bytes.size() != expected_size) {
     return refuse("size " + std::to_string(bytes.size()) + " does not match its counts (" +
                   std::to_string(expected_size) + ")");
   }
   const size_t body = bytes.size() - kChecksumBytes;
   if (get(bytes, body, 4) != checksum(bytes.substr(0, body))) return refuse("checksum mismatch");
+  // Sound, but another object's: the caller counts a mismatch (decision
+  // file-identity: a build-id alone does not make two files the same).
   if (bytes.substr(kHeaderBytes, id_len) != expected_build_id) {
-    return refuse("built for another build-id");
+    return Error{ESTALE, "unwind cache: built for another build-id"};
+  }
+  if (bytes.substr(kHeaderBytes + id_len, identity_len) != expected_identity) {
+    return Error{ESTALE, "unwind cache: built for another file with this build-id (content differs)"};
   }
 
   UnwindTable table;
@@ -118,7 +127,7 @@ Result<UnwindTable> parse_cached_table(std::string_view bytes, std::string_view 
   table.stats.cfi.fdes = get(bytes, 16, 8);
   table.stats.cfi.cies = get(bytes, 24, 8);
   table.rows.resize(static_cast<size_t>(nrows));
-  size_t pos = kHeaderBytes + id_len;
+  size_t pos = kHeaderBytes + id_len + identity_len;
   for (lw_unwind_row& r : table.rows) {
     r.pc = static_cast<uint32_t>(get(bytes, pos, 4));
     r.cfa_offset = static_cast<int32_t>(static_cast<uint32_t>(get(bytes, pos + 4, 4)));

@@ -235,12 +235,11 @@ Result<UnwindTable> build_unwind_table_from_cfi(const CfiSection& cfi,
   return table;
 }
 
-Result<UnwindTable> build_unwind_table(const ElfFile& obj, const ElfFile* debug_file,
-                                       const UnwindBuildLimits& limits) {
-  const auto started = std::chrono::steady_clock::now();
+Result<CfiInput> read_cfi_input(const ElfFile& obj, const ElfFile* debug_file,
+                                const UnwindBuildLimits& limits) {
   const ElfFile* source = &obj;
   const char* name = ".eh_frame";
-  CfiSection cfi;
+  CfiInput input;
   std::optional<ElfSection> section = obj.find_section(name);
   if (!section || section->type == SHT_NOBITS || section->size == 0) {
     section.reset();
@@ -257,7 +256,7 @@ Result<UnwindTable> build_unwind_table(const ElfFile& obj, const ElfFile* debug_
       section = debug_file->find_section(name);
       if (section && (section->type == SHT_NOBITS || section->size == 0)) section.reset();
     }
-    cfi.format = CfiFormat::kDebugFrame;
+    input.cfi.format = CfiFormat::kDebugFrame;
   }
   if (!section) {
     return Error{ENOENT, obj.path() + ": no call-frame information (no .eh_frame" +
@@ -268,19 +267,42 @@ Result<UnwindTable> build_unwind_table(const ElfFile& obj, const ElfFile* debug_
   }
   Result<ElfSectionData> data = source->read_section(name, limits.max_section_bytes);
   if (!data) return data.error();
-  cfi.bytes = data->bytes;
-  cfi.vaddr = data->vaddr;
+  input.bytes = std::move(data->bytes);
+  input.cfi.vaddr = data->vaddr;
   // Relative bases come from the object the pointers were linked for.
-  if (std::optional<ElfSection> text = obj.find_section(".text")) cfi.text_vaddr = text->vaddr;
-  if (std::optional<ElfSection> got = obj.find_section(".got")) cfi.data_vaddr = got->vaddr;
-  Result<UnwindTable> table = build_unwind_table_from_cfi(cfi, obj.segments(), limits);
+  if (std::optional<ElfSection> text = obj.find_section(".text")) input.cfi.text_vaddr = text->vaddr;
+  if (std::optional<ElfSection> got = obj.find_section(".got")) input.cfi.data_vaddr = got->vaddr;
+  input.segments = obj.segments();
+  input.source_path = source->path();
+  return input;
+}
+
+Result<UnwindTable> build_unwind_table(const CfiInput& input, const UnwindBuildLimits& limits) {
+  const auto started = std::chrono::steady_clock::now();
+  CfiSection cfi = input.cfi;
+  cfi.bytes = input.bytes;
+  Result<UnwindTable> table = build_unwind_table_from_cfi(cfi, input.segments, limits);
   if (!table) {
     Error e = table.error();
-    e.message = source->path() + ": " + e.message;
+    e.message = input.source_path + ": " + e.message;
     return e;
   }
   table->stats.build_ms = std::chrono::duration<double, std::milli>(
                               std::chrono::steady_clock::now() - started).count();
+  return table;
+}
+
+Result<UnwindTable> build_unwind_table(const ElfFile& obj, const ElfFile* debug_file,
+                                       const UnwindBuildLimits& limits) {
+  const auto started = std::chrono::steady_clock::now();
+  Result<CfiInput> input = read_cfi_input(obj, debug_file, limits);
+  if (!input) return input.error();
+  Result<UnwindTable> table = build_unwind_table(*input, limits);
+  // Reading the section included.
+  if (table) {
+    table->stats.build_ms = std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - started).count();
+  }
   return table;
 }
 

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/unwind/cfi_parser.h"
@@ -46,6 +47,30 @@ struct UnwindTable {
     return rows.size() * sizeof(lw_unwind_row) + pages.size() * sizeof(uint32_t);
   }
 };
+
+// What a table is compiled from: the call-frame section (its bytes in
+// `bytes`; `cfi.bytes` is left empty, so a copy never dangles), where it sits, and the object's PT_LOAD
+// segments. A table is a function of these alone: cfi_identity() of two
+// inputs is the same exactly when they compile to the same table, whatever
+// else the files hold (decision file-identity).
+struct CfiInput {
+  std::vector<uint8_t> bytes;
+  CfiSection cfi;
+  std::vector<ElfSegment> segments;
+  std::string source_path;  // the file the section came from, for messages
+};
+
+// Reads what build_unwind_table() compiles (same choice of section, same
+// errors).
+Result<CfiInput> read_cfi_input(const ElfFile& obj, const ElfFile* debug_file,
+                                const UnwindBuildLimits& limits = {});
+Result<UnwindTable> build_unwind_table(const CfiInput& input, const UnwindBuildLimits& limits = {});
+
+// SHA-256 (64 lowercase hex digits) of everything in `input` that the
+// table depends on: format, section address, relative bases, the segments
+// and the section's bytes. Collision-resistant: another user's file cannot
+// be made to share a victim's table unless it compiles to that table.
+std::string cfi_identity(const CfiInput& input);
 
 // Compiles `obj`'s .eh_frame; when it has none, the .debug_frame of
 // `debug_file` (its separate debug file, found by build-id; may be null).

@@ -190,6 +190,30 @@ TEST(Symbolizer, ModulesAreSharedByBuildId) {
   EXPECT_EQ(s.errors(), 0u);
 }
 
+// Another file that claims the build-id (issue 32, item 3; decision
+// file-identity: anyone can link a copy of it into their own binary) is
+// another module: the loaded one is not reused for it, and its own file is
+// what names its frames.
+TEST(Symbolizer, ModulesAreNotSharedAcrossFilesWithOneBuildId) {
+  Symbolizer s;
+  Located l = free_function_return();
+  auto elf = ElfFile::open_path(l.ref.path);
+  ASSERT_TRUE(elf.ok());
+  l.ref.build_id = elf.value()->build_id();
+  ASSERT_EQ(s.symbolize(l.ref, l.offset).function, "lw_symbolizer_test_function");
+  ModuleRef claimant = l.ref;
+  claimant.open_path = "/nonexistent/lw/another-users-file";
+  claimant.inode = l.ref.inode + 1;
+  EXPECT_NE(shared_module_key(claimant), shared_module_key(l.ref));
+  EXPECT_EQ(s.symbolize(claimant, l.offset).function, "");
+  EXPECT_STREQ(s.module_info(claimant).failure, kSymbolsFileReplaced);
+  ModuleRef other_device = l.ref;
+  other_device.dev = l.ref.dev + 1;
+  EXPECT_NE(shared_module_key(other_device), shared_module_key(l.ref));
+  // The first file's module is still its own.
+  EXPECT_EQ(s.symbolize(l.ref, l.offset).function, "lw_symbolizer_test_function");
+}
+
 // A process that exited (issue 35, item 2): its map_files and root are
 // gone, so the file at the mapping's path is opened, and trusted only when
 // it is provably the object the process mapped.
@@ -198,12 +222,25 @@ TEST(Symbolizer, ExitedProcessNamedFromTheFileWithItsBuildId) {
   Located l = free_function_return();
   auto elf = ElfFile::open_path(l.ref.path);
   ASSERT_TRUE(elf.ok());
+  struct stat st;
+  ASSERT_EQ(stat(l.ref.path.c_str(), &st), 0);
   ModuleRef gone = l.ref;
   gone.open_path = "/nonexistent/lw/map_files/1000-2000";
   gone.root = "/nonexistent/lw/root";
   gone.build_id = elf.value()->build_id();
+  gone.inode = st.st_ino;
+  gone.dev = st.st_dev;
   EXPECT_EQ(s.symbolize(gone, l.offset).function, "lw_symbolizer_test_function");
   EXPECT_STREQ(s.module_info(gone).failure, "");
+
+  // The build-id is not enough: a file at that path with it is another
+  // file unless it is the device and inode the process mapped (decision
+  // file-identity).
+  Symbolizer claimed;
+  ModuleRef elsewhere = gone;
+  elsewhere.inode = st.st_ino + 1;
+  EXPECT_EQ(claimed.symbolize(elsewhere, l.offset).function, "");
+  EXPECT_STREQ(claimed.module_info(elsewhere).failure, kSymbolsFileReplaced);
 
   Symbolizer other;
   gone.build_id = "00112233";  // the file on disk is not the one mapped

@@ -5,6 +5,7 @@
 // crash, a hang or unbounded memory.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <random>
 
 #include "core/unwind/unwind_cache.h"
@@ -279,21 +280,25 @@ bool same_rows(const UnwindTable& a, const UnwindTable& b) {
                     });
 }
 
+// A cfi_identity() as the daemon stores it: 64 hex digits.
+const std::string kIdentity(64, 'e');
+
 TEST(UnwindCache, RoundTrip) {
   const UnwindTable t = sample_table();
   const std::string id = "0123456789abcdef0123456789abcdef01234567";
-  const std::string bytes = serialize(t, id);
-  auto back = parse_cached_table(bytes, id);
+  const std::string bytes = serialize(t, id, kIdentity);
+  auto back = parse_cached_table(bytes, id, kIdentity);
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_TRUE(same_rows(t, *back));
   EXPECT_EQ(back->stats.source, CfiSource::kEhFrame);
   EXPECT_EQ(back->stats.cfi.fdes, 2u);
   EXPECT_EQ(back->stats.rows_by_cfa_type, t.stats.rows_by_cfa_type);
   UnwindTable empty;
-  auto e = parse_cached_table(serialize(empty, ""), "");
+  auto e = parse_cached_table(serialize(empty, "", ""), "", "");
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(e->rows.empty());
-  EXPECT_EQ(serialize(t, std::string(300, 'a')), "");
+  EXPECT_EQ(serialize(t, std::string(300, 'a'), kIdentity), "");
+  EXPECT_EQ(serialize(t, id, std::string(200, 'a')), "");
 }
 
 TEST(UnwindCache, RealLibraryRoundTrip) {
@@ -301,7 +306,11 @@ TEST(UnwindCache, RealLibraryRoundTrip) {
   if (!libc) GTEST_SKIP() << libc.error().message;
   auto t = build_unwind_table(**libc, nullptr);
   ASSERT_TRUE(t.ok());
-  auto back = parse_cached_table(serialize(*t, (*libc)->build_id()), (*libc)->build_id());
+  auto input = read_cfi_input(**libc, nullptr);
+  ASSERT_TRUE(input.ok());
+  const std::string identity = cfi_identity(*input);
+  EXPECT_EQ(identity.size(), 64u);
+  auto back = parse_cached_table(serialize(*t, (*libc)->build_id(), identity), (*libc)->build_id(), identity);
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_TRUE(same_rows(*t, *back));
 }
@@ -309,10 +318,10 @@ TEST(UnwindCache, RealLibraryRoundTrip) {
 TEST(UnwindCache, RefusesAnythingInconsistent) {
   const UnwindTable t = sample_table();
   const std::string id = "abcd";
-  const std::string good = serialize(t, id);
-  ASSERT_TRUE(parse_cached_table(good, id).ok());
+  const std::string good = serialize(t, id, kIdentity);
+  ASSERT_TRUE(parse_cached_table(good, id, kIdentity).ok());
   auto refused = [&](const std::string& bytes, const std::string& expected_id = "abcd") {
-    return !parse_cached_table(bytes, expected_id).ok();
+    return !parse_cached_table(bytes, expected_id, kIdentity).ok();
   };
   EXPECT_TRUE(refused(good, "abce"));
   EXPECT_TRUE(refused(good, ""));
@@ -330,7 +339,7 @@ TEST(UnwindCache, RefusesAnythingInconsistent) {
   auto reserialized = [&](auto mutate) {
     UnwindTable bad = t;
     mutate(bad);
-    return serialize(bad, id);
+    return serialize(bad, id, kIdentity);
   };
   EXPECT_TRUE(refused(reserialized([](UnwindTable& x) { std::swap(x.rows[0], x.rows[1]); })));
   EXPECT_TRUE(refused(reserialized([](UnwindTable& x) { x.pages[1] = 1000; })));
@@ -341,11 +350,87 @@ TEST(UnwindCache, RefusesAnythingInconsistent) {
   // Over the row limit, refused before anything is allocated for it.
   UnwindBuildLimits small;
   small.max_rows = 2;
-  EXPECT_FALSE(parse_cached_table(good, id, small).ok());
+  EXPECT_FALSE(parse_cached_table(good, id, kIdentity, small).ok());
   // A header that claims 2^32-1 rows in a short file.
   std::string huge = good;
   huge[32] = huge[33] = huge[34] = huge[35] = '\xff';
   EXPECT_TRUE(refused(huge));
+}
+
+// A sound cache file written for another file with the same build-id (its
+// CFI identity differs) is refused as ESTALE, which the daemon counts as a
+// mismatch (decision file-identity); damage stays EINVAL.
+TEST(UnwindCache, AnotherFilesTableIsAMismatchNotATable) {
+  const UnwindTable t = sample_table();
+  const std::string id = "0123456789abcdef0123456789abcdef01234567";
+  const std::string victim(64, 'a'), attacker(64, 'b');
+  const std::string written_by_attacker = serialize(t, id, attacker);
+  auto read = parse_cached_table(written_by_attacker, id, victim);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().code, ESTALE) << read.error().message;
+  auto other_id = parse_cached_table(written_by_attacker, "ffff", attacker);
+  ASSERT_FALSE(other_id.ok());
+  EXPECT_EQ(other_id.error().code, ESTALE);
+  // No identity at all (what a build-id-only key would have matched).
+  EXPECT_FALSE(parse_cached_table(serialize(t, id, ""), id, victim).ok());
+  EXPECT_TRUE(parse_cached_table(written_by_attacker, id, attacker).ok());
+  // Damage is not a mismatch.
+  std::string damaged = written_by_attacker;
+  damaged[damaged.size() - 1] ^= 1;
+  auto bad = parse_cached_table(damaged, id, attacker);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, EINVAL);
+  // A format-1 file (keyed by build-id alone) is not read.
+  std::string v1 = written_by_attacker;
+  v1[8] = 1;
+  auto old = parse_cached_table(v1, id, attacker);
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.error().code, EINVAL);
+}
+
+// The identity covers everything the table is compiled from, and nothing
+// else: two inputs that differ in any of it differ.
+TEST(CfiIdentity, ChangesWithEverythingTheTableIsBuiltFrom) {
+  CfiInput base;
+  base.bytes = {1, 2, 3, 4, 5, 6, 7, 8};
+  base.cfi.vaddr = 0x2000;
+  base.cfi.text_vaddr = 0x1000;
+  base.segments = {{0x1000, 0x800, 0x1000, 0x800, true}, {0, 0x1000, 0, 0x1000, false}};
+  base.source_path = "/a";
+  const std::string id = cfi_identity(base);
+  ASSERT_EQ(id.size(), 64u);
+  CfiInput same = base;
+  same.source_path = "/elsewhere";  // where it came from is not what it is
+  EXPECT_EQ(cfi_identity(same), id);
+  std::vector<CfiInput> changed(7, base);
+  changed[0].bytes[3] ^= 1;
+  changed[1].bytes.push_back(0);
+  changed[2].cfi.vaddr += 8;
+  changed[3].cfi.text_vaddr.reset();
+  changed[4].cfi.data_vaddr = 0x3000;
+  changed[5].segments[0].offset += 0x1000;
+  changed[6].cfi.format = CfiFormat::kDebugFrame;
+  for (size_t i = 0; i < changed.size(); ++i) EXPECT_NE(cfi_identity(changed[i]), id) << "change " << i;
+  // Same bytes, split otherwise between the section and the segments.
+  CfiInput shifted = base;
+  shifted.segments.pop_back();
+  EXPECT_NE(cfi_identity(shifted), id);
+}
+
+// The table built from a file's input is the one build_unwind_table()
+// builds from the file.
+TEST(CfiIdentity, InputBuildsTheSameTableAsTheFile) {
+  auto libc = ElfFile::open_path("/lib/x86_64-linux-gnu/libc.so.6");
+  if (!libc) GTEST_SKIP() << libc.error().message;
+  auto direct = build_unwind_table(**libc, nullptr);
+  auto input = read_cfi_input(**libc, nullptr);
+  ASSERT_TRUE(direct.ok() && input.ok());
+  auto from_input = build_unwind_table(*input);
+  ASSERT_TRUE(from_input.ok());
+  EXPECT_TRUE(same_rows(*direct, *from_input));
+  auto again = read_cfi_input(**libc, nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(cfi_identity(*input), cfi_identity(*again));
 }
 
 }  // namespace
