@@ -76,3 +76,33 @@ int noop_sys_enter(struct bpf_raw_tracepoint_args *ctx) { return 0; }
 
 SEC("raw_tp/sys_exit")
 int noop_sys_exit(struct bpf_raw_tracepoint_args *ctx) { return 0; }
+
+/*
+ * The tensor tier's layout (bench/tensor_tier_cost.py, config noop-tensors;
+ * lw_bench_noop --tensor): c10::alloc_cpu as one uprobe session whose entry
+ * skips the return for alloc_cpu(0), as leakwatch's lw_tensor_session does,
+ * and c10::free_cpu at its entry. What is left is the traps and the return
+ * hijacks of the calls leakwatch records: the floor its tier cannot go below
+ * on these probes. Without session support, entry + uretprobe
+ * (noop_malloc_entry, noop_malloc_return).
+ */
+extern bool bpf_session_is_return(void) __ksym __weak;
+__u64 tensor_entries;
+__u64 tensor_returns;
+__u64 tensor_frees;
+
+SEC("uprobe")
+int noop_tensor_session(struct pt_regs *ctx) {
+  if (bpf_session_is_return()) {
+    __sync_fetch_and_add(&tensor_returns, 1);
+    return 0;
+  }
+  __sync_fetch_and_add(&tensor_entries, 1);
+  return ctx->di == 0;
+}
+
+SEC("uprobe")
+int noop_tensor_free(struct pt_regs *ctx) {
+  __sync_fetch_and_add(&tensor_frees, 1);
+  return 0;
+}

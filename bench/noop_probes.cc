@@ -5,6 +5,7 @@
 //   lw_bench_noop -p PID [--free-at-entry]
 //   lw_bench_noop -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]
 //   lw_bench_noop -p PID --syscall-tp
+//   lw_bench_noop -p PID --tensor [--no-session]
 //
 // Probes, all on the libc that PID maps:
 //   - malloc entry (uprobe) and malloc return (uretprobe): leakwatch needs
@@ -31,6 +32,13 @@
 // With --syscall-tp it attaches no uprobe, only no-op programs on the
 // raw_syscalls sys_enter/sys_exit tracepoints (host-wide, as leakwatch's
 // light mode does), and stays until the target PID exits or a signal.
+//
+// With --tensor, the tensor tier's layout on the libc10.so PID maps
+// (bench/tensor_tier_cost.py, config noop-tensors): c10::alloc_cpu as one
+// uprobe session whose entry skips the return for 0 bytes, placed where
+// leakwatch places it, and c10::free_cpu at its entry; with --no-session
+// (or where the kernel lacks sessions) alloc_cpu gets entry + uretprobe.
+// On stop it prints the hit counts.
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -50,6 +58,7 @@
 
 #include "core/symbols/elf_file.h"
 #include "core/probes/probe_placement.h"
+#include "engine/uprobe_links.h"
 #include "noop_probes.skel.h"
 
 namespace {
@@ -60,6 +69,8 @@ struct Options {
   std::string memalign;              // "", "entry", "moved", "retsites"
   std::vector<uint64_t> ret_offsets;  // for "retsites"
   bool syscall_tp = false;
+  bool tensor = false;
+  bool no_session = false;
 };
 
 bool parse_offsets(const char* s, std::vector<uint64_t>* out) {
@@ -96,6 +107,10 @@ std::optional<Options> parse_args(int argc, char** argv) {
       }
     } else if (a == "--syscall-tp") {
       o.syscall_tp = true;
+    } else if (a == "--tensor") {
+      o.tensor = true;
+    } else if (a == "--no-session") {
+      o.no_session = true;
     } else if (a == "--ret-offsets" && i + 1 < argc) {
       if (!parse_offsets(argv[++i], &o.ret_offsets)) return std::nullopt;
     } else {
@@ -117,7 +132,11 @@ bool is_libc_name(std::string_view path) {
 // the process (/proc/PID/root/...), so a target in another mount namespace
 // resolves to its own file. A minimal parse: this tool needs one field of
 // one line, not a general maps reader.
-lw::Result<std::string> find_libc(pid_t pid) {
+bool is_libc10_name(std::string_view path) {
+  return path.substr(path.rfind('/') + 1).starts_with("libc10.so");
+}
+
+lw::Result<std::string> find_mapped(pid_t pid, bool (*wanted)(std::string_view)) {
   std::string maps_path = "/proc/" + std::to_string(pid) + "/maps";
   std::ifstream in(maps_path);
   if (!in) return lw::errno_error("open " + maps_path);
@@ -128,11 +147,11 @@ lw::Result<std::string> find_libc(pid_t pid) {
     std::string range, perms, offset, dev, inode, path;
     fields >> range >> perms >> offset >> dev >> inode >> path;
     if (perms.size() == 4 && perms[2] == 'x' && !path.empty() && path[0] == '/' &&
-        is_libc_name(path)) {
+        wanted(path)) {
       return "/proc/" + std::to_string(pid) + "/root" + path;
     }
   }
-  return lw::Error{ENOENT, "no executable libc mapping in " + maps_path};
+  return lw::Error{ENOENT, "no executable mapping of the library in " + maps_path};
 }
 
 struct ResolvedProbe {
@@ -287,6 +306,94 @@ int run_syscall_tp(const Options& opt, const sigset_t& stop_signals) {
   return 0;
 }
 
+// The file offset leakwatch probes `func` at: where place_return_probe()
+// puts an allocating call's entry and return, or the symbol itself.
+lw::Result<ResolvedProbe> resolve_tensor(const lw::ElfFile& elf, std::string_view func, bool with_return) {
+  auto sym = elf.find_function(func);
+  if (!sym) return lw::Error{ENOENT, std::string(func) + ": no such function in " + elf.path()};
+  uint64_t vaddr = sym->vaddr;
+  std::string where(func);
+  if (with_return) {
+    lw::ProbePlacement p = lw::place_return_probe(elf, *sym);
+    vaddr = p.vaddr;
+    where += " (" + p.reason + ")";
+  }
+  auto off = elf.vaddr_to_offset(vaddr);
+  if (!off) return lw::Error{EINVAL, where + ": address not in a PT_LOAD segment"};
+  return ResolvedProbe{*off, where};
+}
+
+// alloc_cpu's links: one session, or entry + uretprobe.
+lw::Result<std::vector<Link>> attach_tensor_alloc(noop_probes* skel, pid_t pid, const std::string& path,
+                                                  const ResolvedProbe& alloc, bool session) {
+  std::vector<Link> links;
+  if (session) {
+    lw::Result<int> fd = lw::create_uprobe_link(bpf_program__fd(skel->progs.noop_tensor_session),
+                                                lw::kAttachUprobeSession, pid, path, {alloc.file_offset},
+                                                {0}, false);
+    if (!fd) return fd.error();
+    // Not a libbpf link: held by its fd, closed on exit like the others.
+    std::fprintf(stderr, "lw_bench_noop: session link fd %d\n", *fd);
+    return links;
+  }
+  for (bool ret : {false, true}) {
+    auto l = attach(ret ? skel->progs.noop_malloc_return : skel->progs.noop_malloc_entry, pid, path, alloc, ret);
+    if (!l) return l.error();
+    links.push_back(std::move(*l));
+  }
+  return links;
+}
+
+int run_tensor(const Options& opt, const sigset_t& stop_signals) {
+  auto lib = find_mapped(opt.pid, is_libc10_name);
+  if (!lib) {
+    std::fprintf(stderr, "lw_bench_noop: libc10: %s\n", lib.error().message.c_str());
+    return 1;
+  }
+  auto elf = lw::ElfFile::open_path(*lib);
+  if (!elf) {
+    std::fprintf(stderr, "lw_bench_noop: libc10: %s\n", elf.error().message.c_str());
+    return 1;
+  }
+  auto alloc = resolve_tensor(**elf, "_ZN3c109alloc_cpuEm", true);
+  auto free_probe = resolve_tensor(**elf, "_ZN3c108free_cpuEPv", false);
+  if (!alloc || !free_probe) {
+    std::fprintf(stderr, "lw_bench_noop: %s\n", (!alloc ? alloc : free_probe).error().message.c_str());
+    return 1;
+  }
+  const bool session = !opt.no_session && lw::kernel_has_uprobe_session();
+  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open());
+  if (skel && session)
+    bpf_program__set_expected_attach_type(skel->progs.noop_tensor_session,
+                                          static_cast<bpf_attach_type>(lw::kAttachUprobeSession));
+  else if (skel)
+    bpf_program__set_autoload(skel->progs.noop_tensor_session, false);
+  if (!skel || noop_probes__load(skel.get()) != 0) {
+    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
+    return 1;
+  }
+  auto alloc_links = attach_tensor_alloc(skel.get(), opt.pid, *lib, *alloc, session);
+  auto free_link = attach(skel->progs.noop_tensor_free, opt.pid, *lib, *free_probe, false);
+  if (!alloc_links || !free_link) {
+    std::fprintf(stderr, "lw_bench_noop: %s\n",
+                 (!alloc_links ? alloc_links.error() : free_link.error()).message.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "lw_bench_noop: pid %d, %s: %s%s, %s\n", static_cast<int>(opt.pid), lib->c_str(),
+               alloc->where.c_str(), session ? " as a uprobe session" : " entry + uretprobe",
+               free_probe->where.c_str());
+  std::printf("attached\n");
+  std::fflush(stdout);
+  wait_for_stop(opt.pid, stop_signals);
+  const auto* bss = skel->bss;
+  std::printf("tensor_hits entries %llu returns %llu frees %llu\n",
+              static_cast<unsigned long long>(bss->tensor_entries),
+              static_cast<unsigned long long>(bss->tensor_returns),
+              static_cast<unsigned long long>(bss->tensor_frees));
+  std::fflush(stdout);
+  return 0;
+}
+
 int run(const Options& opt) {
   // Block the stop signals before attaching so a SIGINT that arrives while
   // attaching is not lost (it stays pending for sigtimedwait).
@@ -297,7 +404,8 @@ int run(const Options& opt) {
   sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   if (opt.syscall_tp) return run_syscall_tp(opt, stop_signals);
 
-  auto libc = find_libc(opt.pid);
+  if (opt.tensor) return run_tensor(opt, stop_signals);
+  auto libc = find_mapped(opt.pid, is_libc_name);
   if (!libc) {
     std::fprintf(stderr, "lw_bench_noop: %s\n", libc.error().message.c_str());
     return 1;
@@ -348,8 +456,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s -p PID [--free-at-entry]\n"
                  "       %s -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]\n"
-                 "       %s -p PID --syscall-tp\n",
-                 argv[0], argv[0], argv[0]);
+                 "       %s -p PID --syscall-tp\n"
+                 "       %s -p PID --tensor [--no-session]\n",
+                 argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   return run(*opt);

@@ -14,6 +14,10 @@ CONFIGs (default: bare light light-nosessions light-notensors):
   light-nosessions  the same with LW_BENCH_NO_UPROBE_SESSIONS (entry + return probes)
   light-notensors   `mode: light`, `tensors: false`
   auto              the default config (mode auto)
+  noop-tensors      no daemon: lw_bench_noop --tensor puts no-op programs where the tier's
+                    probes go (alloc_cpu as a uprobe session skipping 0 bytes, free_cpu at entry):
+                    the floor of the tier's traps, which no work in its programs can go below
+  noop-tensors-nosession  the same with alloc_cpu's entry + uretprobe
 
 Prints, per chunk, iterations/s, CPU ms per iteration and, from the
 kernel's BPF statistics (kernel.bpf_stats_enabled, set for the run and
@@ -34,7 +38,8 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFIGS = ("bare", "light", "light-nosessions", "light-notensors", "auto")
+CONFIGS = ("bare", "light", "light-nosessions", "light-notensors", "auto", "noop-tensors",
+           "noop-tensors-nosession")
 
 
 def bpf_stats():
@@ -91,6 +96,24 @@ def start_daemon(cfg, build, pid, scratch):
     return proc
 
 
+def start_noop(cfg, build, pid):
+    cmd = [os.path.join(build, "bench", "lw_bench_noop"), "-p", str(pid), "--tensor"]
+    if cfg == "noop-tensors-nosession":
+        cmd.append("--no-session")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    if proc.stdout.readline().strip() != "attached":
+        sys.exit(f"tensor_tier_cost.py: {' '.join(cmd)} did not attach")
+    return proc
+
+
+def stop(proc):
+    """Stops a daemon or lw_bench_noop; the latter's hit counts, or ''."""
+    proc.terminate()
+    out = "  " + proc.stdout.read().strip() if proc.stdout else ""
+    proc.wait()
+    return out
+
+
 def programs(before, after, its):
     out = []
     for k, (name, runs, ns) in after.items():
@@ -124,16 +147,19 @@ def main():
         with tempfile.TemporaryDirectory(prefix="lw-tensor-cost.") as scratch:
             for r in range(args.rounds):
                 for cfg in args.configs:
-                    daemon = None if cfg == "bare" else start_daemon(cfg, args.build, target.pid, scratch)
+                    if cfg == "bare":
+                        daemon = None
+                    elif cfg.startswith("noop"):
+                        daemon = start_noop(cfg, args.build, target.pid)
+                    else:
+                        daemon = start_daemon(cfg, args.build, target.pid, scratch)
                     before = bpf_stats()
                     its, cpu = target.chunk(args.chunk_seconds)
                     after = bpf_stats()
-                    if daemon:
-                        daemon.terminate()
-                        daemon.wait()
+                    hits = stop(daemon) if daemon else ""
                     results[cfg].append((its, cpu))
                     print(f"round {r + 1} {cfg:17s} {its:8.1f} it/s {cpu:.4f} CPU ms/it  "
-                          f"{programs(before, after, its * args.chunk_seconds)}", flush=True)
+                          f"{programs(before, after, its * args.chunk_seconds)}{hits}", flush=True)
     finally:
         target.proc.stdin.close()
         target.proc.wait()

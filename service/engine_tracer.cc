@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "service/engine_tracer.h"
 
+#include "core/platform/clock.h"
 #include "engine/snapshot.h"
 
 namespace lw {
@@ -32,7 +33,16 @@ Status EngineTracer::attach(pid_t pid, const TraceOptions& options) {
 uint64_t EngineTracer::explained_bytes(pid_t pid) const {
   const TracedProcess* proc = find(pid);
   if (!proc) return 0;
-  return proc->heap.live_bytes(LW_KIND_TENSOR_CPU) + proc->heap.live_bytes(LW_KIND_CUDA_HOST);
+  // Only records that have lived kSettledNs: a serving loop's tensors in
+  // flight (0.2-1.5 MB from one check to the next on the conv loop) are not
+  // in VmData's high-water mark, and taking them off it made the remainder
+  // jump by about the growth threshold (decision tensor-tier, "Tensors in
+  // flight"). A tensor kept for good counts kSettledNs after it was made.
+  constexpr uint64_t kSettledNs = 5'000'000'000;
+  const uint64_t now = monotonic_ns();
+  const uint64_t before = now > kSettledNs ? now - kSettledNs : 0;
+  return proc->heap.live_bytes_settled(LW_KIND_TENSOR_CPU, before) +
+         proc->heap.live_bytes_settled(LW_KIND_CUDA_HOST, before);
 }
 
 std::optional<uint64_t> EngineTracer::start_ticks(pid_t pid) const {

@@ -165,7 +165,9 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
     state_.dirty = true;
     return;
   }
-  if (action != EscalationAction::kReadMemory) return;
+  // While escalated a reading changes nothing (the step-down forgets the
+  // history) and the explained bytes would walk every heap record.
+  if (action != EscalationAction::kReadMemory || t.escalation.full()) return;
   std::optional<StatmBytes> mem = read_memory_(pid);
   // Growth the tensor tier and CUDA pinned memory explain is named already:
   // only the rest calls for the heap tier (decision tensor-tier).

@@ -96,8 +96,9 @@ class TracerControl {
   virtual Status set_tensor_tracing(pid_t, bool) { return ok_status(); }
   virtual void note_tensor_rate(pid_t, double) {}
   // The live bytes of `pid` that its tensor tier and CUDA pinned memory
-  // explain (tensor_cpu + cuda_host): growth an `auto` process's escalation
-  // does not count (decision tensor-tier).
+  // explain (tensor_cpu + cuda_host), counting records that have lived a
+  // few seconds: growth an `auto` process's escalation does not count
+  // (decision tensor-tier).
   virtual uint64_t explained_bytes(pid_t) const { return 0; }
   // The host-wide raw syscall tracepoints may be attached (false while the
   // kill switch holds).

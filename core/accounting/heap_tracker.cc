@@ -40,6 +40,15 @@ std::vector<FilteredLive> HeapTracker::filtered_live(const LiveFilter& filter, u
   return out;
 }
 
+uint64_t HeapTracker::live_bytes_settled(uint32_t kind, uint64_t before_ns) const {
+  if (kind >= LW_KIND_MAX || live_bytes_[kind] == 0) return 0;
+  uint64_t bytes = 0;
+  for_each_live_at([&](uint64_t addr, const LiveRecord& r) {
+    if (r.kind == kind && r.alloc_ns <= before_ns) bytes += committed_bytes(addr, r);
+  });
+  return bytes;
+}
+
 uint64_t HeapTracker::counted_allocations(const LiveRecord& r) const {
   if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return 1;
   return sample_weight_count(r.size, sample_mean_, r.alloc_ns);

@@ -223,6 +223,13 @@ class HeapTracker {
   uint64_t live_bytes_total() const;
   // Estimated when sampling (sum of counted_allocations()).
   uint64_t live_allocations_total() const;
+  // The live bytes of `kind` allocated at or before `before_ns` (records
+  // that have lived a while): what escalation takes as explained, so that
+  // a serving loop's tensors in flight, allocated and freed within one
+  // iteration, do not move the figure from one check to the next
+  // (decision tensor-tier, "Tensors in flight"). One pass over the live
+  // records; 0 at once when the kind holds none.
+  uint64_t live_bytes_settled(uint32_t kind, uint64_t before_ns) const;
   const HeapCounters& counters() const { return counters_; }
   size_t memory_bytes() const;
 

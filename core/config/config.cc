@@ -354,8 +354,12 @@ void parse_escalation(ErrorSink& errors, const YAML::Node& node, const std::stri
                   [&](const Node& x, const Path& q) {
                     read_seconds(errors, x, q, 1, 7 * 86400, e.full_window_seconds);
                   }},
-                 {"cooldown_seconds", [&](const Node& x, const Path& q) {
+                 {"cooldown_seconds",
+                  [&](const Node& x, const Path& q) {
                     read_seconds(errors, x, q, 0, 7 * 86400, e.cooldown_seconds);
+                  }},
+                 {"confirm_checks", [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, EscalationConfig::kMaxConfirmChecks, e.confirm_checks);
                   }}});
 }
 

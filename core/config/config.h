@@ -130,11 +130,15 @@ struct SamplingConfig {
 
 // `auto` targets: light, escalated to full while their memory keeps growing.
 struct EscalationConfig {
+  static constexpr uint32_t kMaxConfirmChecks = 10;
   uint32_t check_interval_seconds = 10;  // how often anonymous RSS is read
   uint64_t growth_bytes = 1u << 20;      // growth within growth_window that escalates
   uint32_t growth_window_seconds = 300;
   uint32_t full_window_seconds = 600;    // time in full before stepping down
   uint32_t cooldown_seconds = 600;       // after a step-down, before the next escalation
+  // A rise counts once it has held for this many checks in a row: each
+  // figure is the lowest of its last N readings (1: every reading as is).
+  uint32_t confirm_checks = 3;
 };
 
 // Per-process budget of allocator probe hits; over it, the heap probes are

@@ -4,9 +4,13 @@
 // its memory keeps growing, full -> light after `full_window_seconds`, then no
 // escalation for `cooldown_seconds`. Growth is watched on VmData and on
 // anonymous resident memory (core/policy/overhead_policy.h: GrowthWatch), one
-// /proc/PID/statm read per `check_interval_seconds`. The defaults (1 MiB within
-// 300 s, checked every 10 s) escalate a 1 MiB/min leak about a minute after it
-// starts (decision auto-mode-detection).
+// /proc/PID/statm read per `check_interval_seconds`, each figure taken as the
+// lowest of its last `confirm_checks` readings: a rise counts once it has
+// held that long, so memory in flight (a busy loop's large buffers mapped and
+// unmapped, a heap top grown and trimmed) is not growth (decision
+// tensor-tier, "Tensors in flight"). The defaults (1 MiB within 300 s,
+// checked every 10 s, confirmed over 3 checks) escalate a 1 MiB/min leak
+// 70-90 s after it starts (decision auto-mode-detection).
 //
 // The state returns actions and does nothing itself: the caller
 // (service/overhead_controller.cc) reads statm when asked (kReadMemory),
@@ -14,6 +18,9 @@
 // kEscalate and kStepDown. Time is passed in (seconds, any monotonic origin).
 // Thread-safety: not thread-safe; plain data owned by one caller.
 #pragma once
+
+#include <array>
+#include <utility>
 
 #include "core/config/config.h"
 #include "core/policy/overhead_policy.h"
@@ -76,6 +83,16 @@ class EscalationState {
   GrowthWatch growth_;           // VmData
   GrowthWatch growth_resident_;  // anonymous resident
   GrowthWatch explained_;        // explained_bytes
+  // The last readings of each unexplained figure, newest at
+  // (recent_count_ - 1) % kMaxConfirmChecks: what confirm_checks takes the
+  // lowest of.
+  struct Recent {
+    std::array<uint64_t, EscalationConfig::kMaxConfirmChecks> data{};
+    std::array<uint64_t, EscalationConfig::kMaxConfirmChecks> resident{};
+  } recent_;
+  uint64_t recent_count_ = 0;
+  // Adds a reading; the lowest of each figure's last `confirm` readings.
+  std::pair<uint64_t, uint64_t> confirmed(uint64_t data, uint64_t resident, uint32_t confirm);
 };
 
 }  // namespace lw

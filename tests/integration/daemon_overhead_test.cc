@@ -81,6 +81,7 @@ escalation:
   growth_window_seconds: 3
   full_window_seconds: 8
   cooldown_seconds: 1
+  confirm_checks: 1
 governor:
   max_hits_per_second: 0
 )"});

@@ -118,6 +118,7 @@ escalation:
   growth_window_seconds: 300
   full_window_seconds: 600
   cooldown_seconds: 600
+  confirm_checks: 1
 )";
 
 // ---- discovery ----

@@ -81,6 +81,25 @@ TEST(HeapTracker, FilteredLiveCountsOnlyRecordsThatPass) {
   EXPECT_EQ(site(t, 7)->live_bytes, 5400u) << "the site's own figures are not filtered";
 }
 
+// Escalation's explained bytes (decision tensor-tier, "Tensors in
+// flight"): only the kind's records allocated at or before the cut count;
+// other kinds and younger records do not.
+TEST(HeapTracker, LiveBytesSettledCountsOnlyOlderRecordsOfTheKind) {
+  HeapTracker t;
+  constexpr uint64_t kS = 1'000'000'000;
+  EXPECT_EQ(t.live_bytes_settled(LW_KIND_TENSOR_CPU, 100 * kS), 0u);
+  t.apply(alloc_ev(0x1000, 65536, 1 * kS, 7, LW_KIND_TENSOR_CPU));   // kept
+  t.apply(alloc_ev(0x2000, 4096, 10 * kS, 7, LW_KIND_TENSOR_CPU));   // in flight
+  t.apply(alloc_ev(0x3000, 777, 1 * kS, 7, LW_KIND_HEAP));           // other kind
+  t.apply(alloc_ev(0x4000, 1000, 2 * kS, 8, LW_KIND_TENSOR_CPU));
+  t.apply(free_ev(0x4000, 1000, 2 * kS, LW_KIND_TENSOR_CPU));        // freed
+  EXPECT_EQ(t.live_bytes(LW_KIND_TENSOR_CPU), 65536u + 4096u);
+  EXPECT_EQ(t.live_bytes_settled(LW_KIND_TENSOR_CPU, 5 * kS), 65536u);
+  EXPECT_EQ(t.live_bytes_settled(LW_KIND_TENSOR_CPU, 10 * kS), 65536u + 4096u);
+  EXPECT_EQ(t.live_bytes_settled(LW_KIND_TENSOR_CPU, 0), 0u);
+  EXPECT_EQ(t.live_bytes_settled(LW_KIND_MAX, 100 * kS), 0u);
+}
+
 TEST(HeapTracker, KindsAreSeparateAtTheSameAddress) {
   HeapTracker t;
   t.apply(alloc_ev(0x1000, 4096, 1, 7, LW_KIND_MMAP));

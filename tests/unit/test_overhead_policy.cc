@@ -125,7 +125,7 @@ TEST(OverheadConfig, KeysParseWithDefaultsAndBounds) {
     match: {comm: "^b$"}
 sampling: {enabled: true, mean_bytes: 65536}
 escalation: {check_interval_seconds: 2, growth_bytes: 8192, growth_window_seconds: 30,
-             full_window_seconds: 40, cooldown_seconds: 0}
+             full_window_seconds: 40, cooldown_seconds: 0, confirm_checks: 2}
 governor: {max_hits_per_second: 0, backoff_initial_seconds: 5, backoff_max_seconds: 50}
 analysis: {primed_min_span_seconds: 1m30s}
 kill_switch: true
@@ -137,6 +137,7 @@ kill_switch: true
   EXPECT_EQ(c->sampling.mean_bytes, 65536u);
   EXPECT_EQ(c->escalation.full_window_seconds, 40u);
   EXPECT_EQ(c->escalation.cooldown_seconds, 0u);
+  EXPECT_EQ(c->escalation.confirm_checks, 2u);
   EXPECT_EQ(c->governor.backoff_max_seconds, 50u);
   EXPECT_TRUE(c->kill_switch);
   EXPECT_EQ(c->analysis.primed_min_span_seconds, 90u);
