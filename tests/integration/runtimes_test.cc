@@ -184,7 +184,16 @@ TEST(Runtimes, NodeBuffersLandUnderTheJsFunction) {
   if (access(node_binary().c_str(), X_OK) != 0)
     GTEST_SKIP() << node_binary() << " missing: apt-get install nodejs (scripts/install-deps.sh)";
   const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
-  Process target({node_binary(), "--perf-basic-prof", "--interpreted-frames-native-stack", script, "256"});
+  // --perf-basic-prof also has V8 write isolate-*-v8.log into the working
+  // directory: node runs in a scratch one (sh execs it: the same pid).
+  char scratch[] = "/tmp/lw-node-cwd.XXXXXX";
+  ASSERT_NE(mkdtemp(scratch), nullptr);
+  struct RemoveScratch {
+    const char* path;
+    ~RemoveScratch() { std::filesystem::remove_all(path); }
+  } remove_scratch{scratch};
+  Process target({"/bin/sh", "-c", "cd " + std::string(scratch) + " && exec " + node_binary() +
+                                       " --perf-basic-prof --interpreted-frames-native-stack " + script + " 256"});
   PerfMapCleanup cleanup{target.pid()};
   expect_named(run_runtime(target, nullptr, nullptr), true);
 }
@@ -200,7 +209,7 @@ TEST(Runtimes, NodeInItsOwnPidAndMountNamespaces) {
   if (access(kUnshare, X_OK) != 0) GTEST_SKIP() << kUnshare << " missing (util-linux)";
   const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
   Process target({kUnshare, "--pid", "--fork", "--mount", "--mount-proc", "/bin/sh", "-c",
-                  "mount -t tmpfs tmpfs /tmp && exec " + node_binary() +
+                  "mount -t tmpfs tmpfs /tmp && cd /tmp && exec " + node_binary() +
                       " --perf-basic-prof --interpreted-frames-native-stack " + script + " 256"});
   // unshare forks once: node is its only child.
   auto node_pid = [&] {
