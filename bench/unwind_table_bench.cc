@@ -110,10 +110,14 @@ void measure(const std::string& path, int repeat, bool cache, Totals& totals) {
          (unsigned long)s.cfi.steps, (unsigned long)s.cfi.records_refused,
          (unsigned long)s.cfi.fdes_malformed);
   if (cache) {
+    // The cache key the daemon uses (decision file-identity): the
+    // build-id and the hash of what the table is built from.
+    auto input = lw::read_cfi_input(**elf, nullptr);
+    const std::string identity = input ? lw::cfi_identity(*input) : "";
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string bytes = lw::serialize(kept, (*elf)->build_id());
+    const std::string bytes = lw::serialize(kept, (*elf)->build_id(), identity);
     const auto t1 = std::chrono::steady_clock::now();
-    auto back = lw::parse_cached_table(bytes, (*elf)->build_id());
+    auto back = lw::parse_cached_table(bytes, (*elf)->build_id(), identity);
     const auto t2 = std::chrono::steady_clock::now();
     printf(", cache %zu bytes: write %.1f ms, read %.1f ms%s", bytes.size(),
            std::chrono::duration<double, std::milli>(t1 - t0).count(),
