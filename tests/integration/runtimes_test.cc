@@ -208,9 +208,12 @@ TEST(Runtimes, NodeInItsOwnPidAndMountNamespaces) {
     GTEST_SKIP() << node_binary() << " missing: apt-get install nodejs (scripts/install-deps.sh)";
   if (access(kUnshare, X_OK) != 0) GTEST_SKIP() << kUnshare << " missing (util-linux)";
   const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
+  // The script is read before the tmpfs hides /tmp (a checkout may live
+  // there) and written into it.
   Process target({kUnshare, "--pid", "--fork", "--mount", "--mount-proc", "/bin/sh", "-c",
-                  "mount -t tmpfs tmpfs /tmp && cd /tmp && exec " + node_binary() +
-                      " --perf-basic-prof --interpreted-frames-native-stack " + script + " 256"});
+                  "s=$(cat '" + script + "') && mount -t tmpfs tmpfs /tmp && cd /tmp && "
+                  "printf '%s\\n' \"$s\" > keep_buffers.js && exec " + node_binary() +
+                      " --perf-basic-prof --interpreted-frames-native-stack /tmp/keep_buffers.js 256"});
   // unshare forks once: node is its only child.
   auto node_pid = [&] {
     const std::string self = std::to_string(target.pid());
@@ -249,7 +252,8 @@ TEST(Runtimes, JavaDirectBuffersLandUnderTheJitCompiledMethod) {
   std::string err;
   ASSERT_TRUE(run_tool({kJavac, "-d", dir, std::string(LW_SOURCE_DIR) + "/tests/targets/java/KeepDirect.java"}, &err))
       << err;
-  Process target({kJava, "-XX:+PreserveFramePointer", "-XX:MaxDirectMemorySize=64m", "-cp", dir, "KeepDirect", "256"});
+  Process target({kJava, "-XX:+PreserveFramePointer", "-XX:MaxDirectMemorySize=64m", "-Xbatch", "-cp", dir,
+                  "KeepDirect", "256"});
   PerfMapCleanup cleanup{target.pid()};
   const std::string pid = std::to_string(target.pid());
   // The map as the code cache is now: after warm-up, and again after the

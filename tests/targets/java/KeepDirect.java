@@ -31,8 +31,8 @@ public class KeepDirect {
 
   public static void main(String[] args) throws Exception {
     int count = args.length > 0 ? Integer.parseInt(args[0]) : 256;
-    // A fresh list each time, 16 buffers: the list grows (and copies) as the
-    // kept run's does. A path the compiled code never saw is an uncommon
+    // A fresh list each time: the list grows (and copies) as the kept run's
+    // does. A path the compiled code never saw is an uncommon
     // trap: the method would be deoptimized and run interpreted, and an
     // interpreted frame's return address (pushed by the interpreter, not by
     // a call) ends the walk.
@@ -40,7 +40,12 @@ public class KeepDirect {
     // branch in DirectByteBuffer's constructor unseen): run with
     // -XX:MaxDirectMemorySize=64m, so that the JVM collects them (its own
     // System.gc when the limit is reached) as they pile up.
-    for (int i = 0; i < 1500; i++) keepDirectInJava(16, SIZE, new ArrayList<>());
+    // The kept run's own count too: with 16 a clean-clone run deoptimized
+    // keepDirectInJava during the kept run (an uncommon trap, then
+    // interpreted) and 61% of the bytes ended above it. 200 calls of 256
+    // pass C2's back-edge threshold; the test runs with -Xbatch, so the
+    // compiled code is installed before the loop goes on.
+    for (int i = 0; i < 200; i++) keepDirectInJava(count, SIZE, new ArrayList<>());
     System.gc();  // the warm-up's buffers freed (their cleaners) before tracing starts
     Thread.sleep(300);
     System.out.println("ready " + ProcessHandle.current().pid());
