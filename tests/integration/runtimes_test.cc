@@ -241,6 +241,15 @@ bool run_tool(const std::vector<std::string>& argv, std::string* err) {
 
 TEST(Runtimes, JavaDirectBuffersLandUnderTheJitCompiledMethod) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  // Not in CI: whether HotSpot runs keepDirectInJava compiled for the whole
+  // kept run depends on when its compilations land, and the walk ends at an
+  // interpreted frame (docs/runtimes.md). Runs here gave all 16,777,216
+  // bytes, and 50% or 39% of them (clean clones, quiet machine): a figure
+  // CI cannot hold. Run by hand: LW_JAVA_TEST=1 (docs/testing.md).
+  const char* opt_in = std::getenv("LW_JAVA_TEST");
+  if (!opt_in || std::string(opt_in) != "1")
+    GTEST_SKIP() << "by hand only (LW_JAVA_TEST=1): HotSpot's compilation timing makes the bytes under the "
+                    "JIT-compiled method vary from 39% to 100% between runs (interpreted frames end the walk)";
   for (const char* tool : {kJava, kJavac, kJcmd})
     if (access(tool, X_OK) != 0) GTEST_SKIP() << tool << " missing: apt-get install openjdk-17-jdk-headless";
   char dir[] = "/tmp/lw-java-XXXXXX";
