@@ -415,5 +415,17 @@ std::pair<uint64_t, uint64_t> live_map_fdinfo(pid_t pid, uint64_t entries) {
   return found;
 }
 
+Json next_json(Process &leakwatch, double timeout_s) {
+  auto line = leakwatch.read_line(std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+  if (!line) throw std::runtime_error("leakwatch ended its output; stderr: " + leakwatch.stderr_text());
+  Json j = Json::parse(*line, nullptr, false);
+  if (!j.is_object()) throw std::runtime_error("not JSON: " + *line);
+  return j;
+}
+
+bool tables_ready(const Json &snap) {
+  const Json &u = snap.at("unwind").at("objects");
+  return u.at("pending").get<int64_t>() == 0 && snap.at("unwind").at("queue_depth").get<int64_t>() == 0;
+}
 
 }  // namespace lw::itest

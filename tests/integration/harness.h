@@ -157,4 +157,11 @@ void expect_matches_truth(const TraceSession &session, const std::set<std::strin
 void expect_matches_truth(const Json &snapshot, const Json &truth, const std::set<std::string> &target_modules,
                           const std::string &diagnostics);
 
+// The next line of `top --json` (a running leakwatch) as a JSON object;
+// throws when the output ends, the wait passes or the line is not one.
+Json next_json(Process &leakwatch, double timeout_s);
+// Whether a `top --json` snapshot says every unwind table is built (none
+// pending, none queued).
+bool tables_ready(const Json &snap);
+
 }  // namespace lw::itest

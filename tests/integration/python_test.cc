@@ -57,19 +57,6 @@ struct PyRun {
   double ready_wait_s = 0;
 };
 
-Json next_json(Process& leakwatch, double timeout_s) {
-  auto line = leakwatch.read_line(std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
-  if (!line) throw std::runtime_error("leakwatch ended its output; stderr: " + leakwatch.stderr_text());
-  Json j = Json::parse(*line, nullptr, false);
-  if (!j.is_object()) throw std::runtime_error("not JSON: " + *line);
-  return j;
-}
-
-bool tables_ready(const Json& snap) {
-  const Json& u = snap.at("unwind").at("objects");
-  return u.at("pending").get<int64_t>() == 0 && snap.at("unwind").at("queue_depth").get<int64_t>() == 0;
-}
-
 PyRun run_python(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                  double max_ready_wait_s = 120, const std::vector<std::string>& leakwatch_env = {}) {
   PyRun r;

@@ -56,19 +56,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Json next_json(Process& leakwatch, double timeout_s) {
-  auto line = leakwatch.read_line(std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
-  if (!line) throw std::runtime_error("leakwatch ended its output; stderr: " + leakwatch.stderr_text());
-  Json j = Json::parse(*line, nullptr, false);
-  if (!j.is_object()) throw std::runtime_error("not JSON: " + *line);
-  return j;
-}
-
-bool tables_ready(const Json& snap) {
-  const Json& u = snap.at("unwind").at("objects");
-  return u.at("pending").get<int64_t>() == 0 && snap.at("unwind").at("queue_depth").get<int64_t>() == 0;
-}
-
 bool has_function(const Json& site, const std::string& name) {
   for (const Json& f : site.at("frames"))
     if (f.at("function").get<std::string>().find(name) != std::string::npos) return true;

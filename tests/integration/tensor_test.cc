@@ -562,14 +562,6 @@ TEST_F(LeakwatchTensor, DaemonTierOverItsOwnBudgetIsSuspended) {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-Json next_json(Process &leakwatch, double timeout_s) {
-  auto line = leakwatch.read_line(std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
-  if (!line) throw std::runtime_error("leakwatch ended its output; stderr: " + leakwatch.stderr_text());
-  Json j = Json::parse(*line, nullptr, false);
-  if (!j.is_object()) throw std::runtime_error("not JSON: " + *line);
-  return j;
-}
-
 // Live bytes by (innermost Python frame's function, kind).
 std::map<std::pair<std::string, std::string>, int64_t> live_by_python_function(const Json &snap) {
   std::map<std::pair<std::string, std::string>, int64_t> out;
