@@ -355,6 +355,11 @@ enum lw_target_flags {
   /* Tensor-tier probes are attached: account them (decision tensor-tier).
    * Independent of LW_TARGET_HEAP; their hits count in lw_target.tensor_hits. */
   LW_TARGET_TENSOR = 1u << 9,
+  /* Fair shares (decision fair-shares), set by the daemon: the process or
+   * its user holds more than its share of the live map, and sampling cannot
+   * bring it back under: its new records of every kind are refused
+   * (unrec.over_share). The stack map's share is lw_target.stack_limit. */
+  LW_TARGET_OVER_SHARE = 1u << 10,
 };
 
 /* Attach cookie bit: the probe's link is shared by every process mapping
@@ -370,6 +375,12 @@ struct lw_unrec {
   __u64 map_full;        /* live map insert failed: not tracked at all */
   __u64 map_full_bytes;  /* their bytes */
   __u64 stack_full;      /* recorded, but the stack map was full: stack unknown */
+  /* Fair shares (decision fair-shares): the process (or its user) held more
+   * than its share of the live map (LW_TARGET_OVER_SHARE) or of the stack
+   * map (LW_TARGET_STACK_OVER_SHARE). */
+  __u64 over_share;        /* not tracked at all */
+  __u64 over_share_bytes;  /* their bytes */
+  __u64 stack_over_share;  /* recorded, stack unknown */
 };
 
 struct lw_target {
@@ -404,6 +415,19 @@ struct lw_target {
    * the BPF side with atomic adds on the pointer the hot path holds, on the
    * failure paths only. The daemon keeps them across set_target. */
   struct lw_unrec unrec[LW_KIND_MAX];
+  /* Fair shares of the stack map (decision fair-shares): stacks this
+   * process stored (added by the BPF side), and one more than the count at
+   * which it stores no more (set by the daemon at attach and every second:
+   * what it stored by then plus what is left of its share, plus one; 0: no
+   * limit). */
+  __u64 stacks_added;
+  __u64 stack_limit;
+  /* ...and of the live map: records this process inserted (not counting
+   * replacements), and the same kind of limit, set by the daemon at attach
+   * and every second (its share less what it holds and what is in flight to
+   * the daemon). Past it, live_insert refuses (unrec.over_share). */
+  __u64 records_added;
+  __u64 record_limit;
 };
 
 /* At most one stack walk of re-grown heap per process per 100 ms. */
@@ -554,8 +578,8 @@ static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-static_assert(sizeof(struct lw_unrec) == 24, "lw_unrec ABI");
-static_assert(sizeof(struct lw_target) == 80 + 24 * LW_KIND_MAX, "lw_target ABI");
+static_assert(sizeof(struct lw_unrec) == 48, "lw_unrec ABI");
+static_assert(sizeof(struct lw_target) == 112 + 48 * LW_KIND_MAX, "lw_target ABI");
 static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #else
 _Static_assert(sizeof(struct lw_live_key) == 16, "lw_live_key ABI");
@@ -568,8 +592,8 @@ _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
 _Static_assert(sizeof(struct lw_task_ctxs) == 56 * LW_CTX_MAX, "lw_task_ctxs ABI");
-_Static_assert(sizeof(struct lw_unrec) == 24, "lw_unrec ABI");
-_Static_assert(sizeof(struct lw_target) == 80 + 24 * LW_KIND_MAX, "lw_target ABI");
+_Static_assert(sizeof(struct lw_unrec) == 48, "lw_unrec ABI");
+_Static_assert(sizeof(struct lw_target) == 112 + 48 * LW_KIND_MAX, "lw_target ABI");
 _Static_assert(sizeof(struct lw_event) == 56, "lw_event ABI");
 #endif
 

@@ -36,10 +36,25 @@ static __always_inline int live_insert(struct lw_target *t, __u32 tgid, __u32 ki
 {
   struct lw_live_key key = {.tgid = tgid, .kind = kind, .addr = addr};
   *replaced = false;
+  if ((t->flags & LW_TARGET_OVER_SHARE) || (t->record_limit && t->records_added + 1 >= t->record_limit)) {
+    /* Over its share (decision fair-shares): nothing new is recorded. A
+     * record still at the address is of a block freed unseen: it goes too. */
+    if (kind < LW_KIND_MAX) {
+      __sync_fetch_and_add(&t->unrec[kind].over_share, 1);
+      __sync_fetch_and_add(&t->unrec[kind].over_share_bytes, val->size);
+    }
+    if (!bpf_map_delete_elem(&live, &key)) {
+      *replaced = true;
+      emit(t, LW_EV_FREE, tgid, kind, addr, 0, 0, 0, LW_EVF_REPLACED);
+    }
+    return -1;
+  }
   /* One map operation in the common case (no record at the address). */
   long err = bpf_map_update_elem(&live, &key, val, BPF_NOEXIST);
-  if (!err)
+  if (!err) {
+    __sync_fetch_and_add(&t->records_added, 1);
     return 0;
+  }
   if (err == -17 /* EEXIST */) {
     count(LW_CNT_MISSED_FREE);
     *replaced = true;

@@ -57,11 +57,14 @@ static __always_inline void lw_fp_stack(void *ctx, __u64 hint, struct lw_stack *
 
 /* Stores the per-CPU scratch stack in `stacks` (once per distinct stack)
  * and returns its hash, or 0 when it is unknown (counted). Global: verified
- * once for every caller. */
+ * once for every caller. `may_add` 0: only a stack already stored is found
+ * (fair shares, decision fair-shares). A hash has bit 63 clear: the answer
+ * carries LW_STACK_ADDED when this call stored the stack. */
 /* lw_store_stack()'s answer when the stack map is full (no hash maps to it). */
 #define LW_STACK_HASH_MAP_FULL 2ULL
+#define LW_STACK_ADDED (1ULL << 63)
 
-__noinline __u64 lw_store_stack(void)
+__noinline __u64 lw_store_stack(__u32 may_add)
 {
   __u32 zero = 0;
   struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
@@ -100,11 +103,18 @@ __noinline __u64 lw_store_stack(void)
   }
   /* 0, 1 (LW_STACK_HEAP_REGROWN, leakwatch_abi.h) and 2 (this function's
    * "stack map full") are reserved: a real stack never hashes to them. */
+  h &= ~LW_STACK_ADDED;
   if (h <= LW_STACK_HASH_MAP_FULL)
     h = LW_STACK_HASH_MAP_FULL + 1;
   if (!bpf_map_lookup_elem(&stacks, &h)) {
+    /* Over its share of the stack map (decision fair-shares): only the
+     * stacks already stored are found. */
+    if (!may_add)
+      return LW_STACK_HASH_MAP_FULL;
     long err = bpf_map_update_elem(&stacks, &h, s, BPF_NOEXIST);
-    if (err && err != -17 /* EEXIST: another CPU stored it */) {
+    if (!err)
+      return h | LW_STACK_ADDED;
+    if (err != -17 /* EEXIST: another CPU stored it */) {
       count(LW_CNT_STACK_MAP_FULL);
       return LW_STACK_HASH_MAP_FULL; /* the caller counts it on its target */
     }
@@ -141,13 +151,21 @@ static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
     lw_fp_stack(ctx, hint, s);
   }
   lw_python_stack();
-  __u64 h = lw_store_stack();
+  struct lw_target *tw = (struct lw_target *)t; /* the map value is writable */
+  const bool over_share = t->stack_limit && t->stacks_added + 1 >= t->stack_limit;
+  __u64 h = lw_store_stack(!over_share);
+  if (h & LW_STACK_ADDED) {
+    __sync_fetch_and_add(&tw->stacks_added, 1);
+    return h & ~LW_STACK_ADDED;
+  }
   if (h == LW_STACK_HASH_MAP_FULL) {
     /* Per process and kind too (decision unrecorded-per-kind): the map value is
      * writable. `kind` is the record's, a constant at every caller but CUDA's.
      * */
-    if (kind < LW_KIND_MAX)
-      __sync_fetch_and_add(&((struct lw_target *)t)->unrec[kind].stack_full, 1);
+    if (kind < LW_KIND_MAX) {
+      struct lw_unrec *u = &tw->unrec[kind];
+      __sync_fetch_and_add(over_share ? &u->stack_over_share : &u->stack_full, 1);
+    }
     return 0;
   }
   return h;

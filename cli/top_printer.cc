@@ -274,6 +274,24 @@ void summary_lines(const ProcessSnapshot& s, size_t width, std::vector<std::stri
   }
 }
 
+// Fair shares (decision fair-shares): what this process lost for holding
+// more than its share of the live map or the stack map.
+void over_share_lines(const ProcessSnapshot& s, uint32_t k, size_t width, std::vector<std::string>& out) {
+  const UnrecordedCounts& u = s.unrecorded.kinds[k];
+  const std::string kind = kind_name(k);
+  if (u.over_share > 0)
+    add_lines(out, pack(words("WARNING: " + std::to_string(u.over_share) + " " + kind + " allocations (" +
+                              human_bytes(u.over_share_bytes) +
+                              ") of this process not recorded: it or its user held more than its share "
+                              "of the live map (limits.fair_share_percent); * = verdict incomplete"),
+                        width, " ", 2));
+  if (u.stack_over_share > 0)
+    add_lines(out, pack(words("WARNING: " + std::to_string(u.stack_over_share) + " " + kind +
+                              " allocations of this process recorded without a stack: it or its user "
+                              "held more than its share of the stack map (limits.fair_share_percent)"),
+                        width, " ", 2));
+}
+
 // What was not recorded: the kernel's losses, then this process's own.
 void loss_warning_lines(const ProcessSnapshot& s, size_t width, std::vector<std::string>& out) {
   // What the kernel could not record (docs/cli.md, "Warnings"): the
@@ -309,6 +327,7 @@ void loss_warning_lines(const ProcessSnapshot& s, size_t width, std::vector<std:
                                 " allocations of this process recorded without a stack: stack map "
                                 "full (--stack-max, limits.stack_map_entries); * = verdict incomplete"),
                           width, " ", 2));
+    over_share_lines(s, k, width, out);
   }
 }
 

@@ -425,6 +425,11 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
   if (auto old = get_target(tgid)) {
     t.lost = old->lost;
     t.hits = old->hits;
+    t.tensor_hits = old->tensor_hits;
+    t.stacks_added = old->stacks_added;
+    t.stack_limit = old->stack_limit;
+    t.records_added = old->records_added;
+    t.record_limit = old->record_limit;
     t.seen = old->seen;
     t.maps_gen = old->maps_gen;
     t.brk_last = old->brk_last;
@@ -441,6 +446,15 @@ Status BpfSession::set_target(pid_t tgid, uint32_t flags, uint64_t start_ns,
     return errno_error("registering target " + std::to_string(tgid) +
                        " (targets map full or out of memory)");
   return ok_status();
+}
+
+bool BpfSession::set_share_limits(pid_t tgid, uint64_t record_limit, uint64_t stack_limit) {
+  auto key = static_cast<uint32_t>(tgid);
+  std::optional<lw_target> t = get_target(tgid);
+  if (!t) return false;
+  t->record_limit = record_limit;
+  t->stack_limit = stack_limit;
+  return bpf_map_update_elem(bpf_map__fd(skel_->maps.targets), &key, &*t, BPF_EXIST) == 0;
 }
 
 bool BpfSession::seed_brk(pid_t tgid, uint64_t brk) {

@@ -79,6 +79,10 @@ struct BpfOptions {
   // stack no tracked record referenced for this long is deleted; 0: never.
   // A pass runs every quarter of it (100 ms..10 s).
   uint32_t stack_gc_grace_ms = 60000;
+  // Fair shares (decision fair-shares): the most of the live map and of the
+  // stack map one process, or one user other than root, may hold, in
+  // percent; 100: no shares (`top`, one user's command).
+  uint32_t fair_share_percent = 100;
 };
 
 // One uprobe to place: where, and which allocator function it stands for
@@ -241,6 +245,10 @@ class BpfSession {
   // Per-target state in the kernel.
   // `sample_mean`: byte-sampling mean (bpf/lw_sampling.h), 0 = record all.
   Status set_target(pid_t tgid, uint32_t flags, uint64_t start_ns, uint64_t sample_mean = 0);
+  // Fair shares (decision fair-shares): lw_target.record_limit and
+  // stack_limit, the rest of the target kept. False when it is not
+  // registered.
+  bool set_share_limits(pid_t tgid, uint64_t record_limit, uint64_t stack_limit);
   Status remove_target(pid_t tgid);
   std::optional<lw_target> get_target(pid_t tgid) const;
   // Seeds lw_target.brk_last, the break before the next brk call, where the

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,8 +52,19 @@ class RecordBudget {
   // arrival (automatic sampling).
   void delete_thinned(TracedProcess& p);
   // TracerStats::live_records from every tracker (after whole record sets
-  // were replaced).
+  // were replaced), and each user's records.
   void recount_records();
+
+  // Fair shares (decision fair-shares): one process, or the processes of
+  // one user other than root, may hold `percent` of the live-record capacity
+  // and of the stack map's `stack_entries` (100: no shares).
+  void set_fair_share(uint32_t percent, uint64_t stack_entries);
+  uint64_t process_share() const { return share_; }
+  // Once a second (engine/fair_share.cc): unmarks the processes back under
+  // 7/8 of their shares, and sets each one's limits in the kernel.
+  void check_shares();
+  // A process just attached: its stack-map allowance until the first look.
+  void on_attach(TracedProcess& p);
 
  private:
   void update_auto_sampling();
@@ -62,6 +74,19 @@ class RecordBudget {
   void sample_largest();
   const char* share_reason() const;
   void shed_largest();
+  // A record change of `p` by `delta` records: its user's count.
+  void count_user(const TracedProcess& p, int64_t delta);
+  uint64_t user_records(const TracedProcess& p) const;
+  // `p` or its user passed its share of the live map: sample its heap, or
+  // mark it over share. "process" or "user".
+  void enforce_share(TracedProcess& p, const char* whose);
+  void set_over_share(TracedProcess& p, const char* whose);
+  // The live-map share's 7/8 check of check_shares().
+  void unmark_under_share(TracedProcess& p);
+  uint64_t stack_share() const;
+  uint64_t user_stacks(const TracedProcess& p) const;
+  void write_limits(TracedProcess& p, const lw_target& t, uint64_t stacks_held);
+  void shed_other_kinds(TracedProcess& p);
 
   BpfSession& session_;
   ProcessTable& procs_;
@@ -72,6 +97,11 @@ class RecordBudget {
   uint64_t shed_blocked_at_ = 0;
   AutoSampling auto_sampling_;
   uint64_t sample_blocked_at_ = 0;  // as shed_blocked_at_, for sample_largest()
+  uint32_t share_percent_ = 100;
+  uint64_t share_ = 0;           // live records, per process and per user; 0: none
+  uint64_t stack_entries_ = 0;
+  std::unordered_map<uint32_t, uint64_t> user_records_;  // users other than root
+  std::unordered_map<uint32_t, uint64_t> user_stacks_;   // ...their stacks in use at the last look
 };
 
 }  // namespace lw

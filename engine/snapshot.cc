@@ -88,6 +88,8 @@ void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pr
   fill_tensor(snap, tracer, proc);
   snap.tracer_stats = tracer_stats;
   snap.unrecorded = tracer.unrecorded(proc.pid);
+  snap.over_share = proc.over_share;
+  snap.stack_over_share = proc.stack_over_share;
   if (read_kernel_live) {
     // Less the mmap records' bytes that are address space, not memory
     // (decision reserved-address-space): comparable with live_bytes.

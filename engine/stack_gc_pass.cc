@@ -28,6 +28,7 @@ StackUses StackGcPass::stack_uses(const ProcessTable& procs) {
     for (const SiteStats& s : proc->heap.sites()) {
       if (s.stack_hash == 0) continue;
       StackUse& u = uses[s.stack_hash];
+      if (u.owner == 0) u.owner = pid;
       u.allocations += s.allocations;
       u.live = u.live || s.live_allocations > 0;
     }
@@ -45,7 +46,7 @@ void StackGcPass::restore_live(const StackUses& uses) {
   collected_.clear();
 }
 
-void StackGcPass::run(const ProcessTable& procs) {
+void StackGcPass::run(ProcessTable& procs) {
   if (!stack_gc_) return;
   const uint64_t now = monotonic_ns();
   if (now < stack_gc_due_ns_) return;
@@ -63,6 +64,9 @@ void StackGcPass::run(const ProcessTable& procs) {
     if (session_.read_raw_stack(hash, copy)) collected_.emplace(hash, copy);
   }
   const size_t deleted = session_.delete_stacks(doomed);
+  for (uint64_t hash : doomed)
+    if (auto u = uses.find(hash); u != uses.end())
+      if (auto p = procs.find(u->second.owner); p != procs.end()) ++p->second->stacks_freed;
   stats_.stacks_collected += deleted;
   stack_walk_count_ += stored->size() - std::min(deleted, stored->size());
   // The next slice starts after the last hash still stored (after a deleted

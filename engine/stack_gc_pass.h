@@ -26,7 +26,8 @@ class StackGcPass {
   StackGcPass(BpfSession& session, TracerStats& stats, uint32_t grace_ms);
 
   // A pass when one is due (after a poll's events).
-  void run(const ProcessTable& procs);
+  // Credits each deleted stack to its owner's TracedProcess::stacks_freed.
+  void run(ProcessTable& procs);
   // The stored stack of a hash, or of one the last pass deleted (stored
   // again then: a record names it).
   StoredStack read_stack(uint64_t stack_hash);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -97,6 +98,9 @@ struct AttachOptions {
   // The lifecycle budget (decision lifecycle-budget): link-map rescans per
   // second, with a burst of twice that; more wait, coalesced, until one is due.
   uint32_t max_rescans_per_second = 5;
+  // Whose process it is, for its user's fair share (decision fair-shares);
+  // nullopt: unknown, only its own share applies.
+  std::optional<uint32_t> uid;
 };
 
 struct TracedProcess {
@@ -174,6 +178,24 @@ struct TracedProcess {
   // (CLOCK_MONOTONIC ns; decision jit-perf-maps).
   std::unique_ptr<PerfMapFile> perf_map;
   uint64_t perf_map_read_ns = 0;
+  // Fair shares (decision fair-shares): marked over its share of the live
+  // map or of the stack map, and whose share it passed ("process", "user",
+  // "memory_budget"; "" when not marked). The kernel flags carry
+  // LW_TARGET_OVER_SHARE while over the live map's; the stack map's is
+  // lw_target.stack_limit, set every second.
+  const char* over_share = "";
+  const char* stack_over_share = "";
+  // Its stacks the stack map's collection deleted (decision stack-map-gc):
+  // with lw_target.stacks_added, the stacks it holds in the map.
+  uint64_t stacks_freed = 0;
+  uint64_t stacks_held = 0;  // lw_target.stacks_added - stacks_freed at the last look
+  // lw_target.record_limit and stack_limit as last written (written only
+  // when they change), and the records the kernel inserted for it that the
+  // daemon has applied (ALLOC events but replacements; set again at a
+  // resync): lw_target.records_added less this is in flight.
+  uint64_t stack_limit = 0;
+  uint64_t record_limit = 0;
+  uint64_t records_added_seen = 0;
 };
 
 // The processes attached, by pid.
@@ -198,6 +220,7 @@ inline uint32_t current_flags(const TracedProcess& p) {
   if (p.tensor_suspended) flags &= ~static_cast<uint32_t>(LW_TARGET_TENSOR);
   if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
   if (p.syscall_sites && p.shared_sites) flags |= LW_TARGET_SHARED_SITES;
+  if (*p.over_share) flags |= LW_TARGET_OVER_SHARE;
   return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
 }
 

@@ -80,6 +80,7 @@ Tracer::Tracer(std::unique_ptr<BpfSession> session, const BpfOptions& options,
       stack_gc_(*session_, stats_, options.collect_stacks ? options.stack_gc_grace_ms : 0),
       resolver_(stack_gc_, unwind_.get()) {
   session_->set_record_handler([this](const void* data, size_t len) { on_record(data, len); });
+  budget_.set_fair_share(options.fair_share_percent, options.stack_max_entries);
 }
 
 // ---- overhead ----
@@ -239,7 +240,9 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (auto t = session_->get_target(pid)) {
     proc->lost_seen = t->lost;
     proc->maps_gen_seen = t->maps_gen;
+    proc->records_added_seen = t->records_added;
   }
+  budget_.on_attach(*proc);  // its stack-map allowance (decision fair-shares)
   // Before the first read of its maps (attach_objects); an event in the
   // ring already is served once the process is registered below.
   session_->take_rescan_request(pid);
@@ -381,6 +384,11 @@ void Tracer::after_poll() {
   // A resync (events lost) may have brought records the event path never
   // counted: automatic sampling looks again (decision auto-sampling).
   if (resynced) budget_.check_auto_sampling();
+  // Fair shares (decision fair-shares): marks lifted, stack-map users counted.
+  if (const uint64_t now = monotonic_ns(); now >= shares_due_ns_) {
+    shares_due_ns_ = now + 1000000000ull;
+    budget_.check_shares();
+  }
   update_raw_syscalls();
   stack_gc_.run(procs_);
 }
@@ -433,6 +441,9 @@ void Tracer::resync(TracedProcess& proc) {
     if (proc.heap.frozen(k)) skip |= 1u << k;
   const uint64_t t0 = monotonic_ns();
   const uint64_t cpu0 = thread_cpu_ns();
+  // What the kernel inserted by now is in the map read next: nothing of it
+  // is in flight any more (decision fair-shares).
+  if (auto t = session_->get_target(proc.pid)) proc.records_added_seen = t->records_added;
   Result<std::vector<KernelRecord>> records = session_->read_live(proc.pid, skip);
   if (!records) {  // retried on the next loss
     LW_LOG_WARN("resync of pid %d failed: %s", proc.pid, records.error().message.c_str());
@@ -465,6 +476,13 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.auto_sample_reason = "";
   proc.auto_sample_since = 0;
   proc.heap.set_sample_mean(proc.options.sample_mean_bytes);
+  // ...and within its fair shares again (decision fair-shares).
+  proc.over_share = "";
+  proc.stack_over_share = "";
+  proc.stacks_freed = 0;
+  proc.stack_limit = 0;
+  proc.record_limit = 0;
+  if (auto t = session_->get_target(proc.pid)) proc.records_added_seen = t->records_added;
   proc.cuda_devices.clear();
   proc.stacks.clear();
   proc.sites_checked = 0;
@@ -531,7 +549,8 @@ Unrecorded Tracer::unrecorded(pid_t pid) const {
   Unrecorded u;
   if (auto t = session_->get_target(pid))
     for (uint32_t k = 0; k < LW_KIND_MAX; ++k)
-      u.add(k, {t->unrec[k].map_full, t->unrec[k].map_full_bytes, t->unrec[k].stack_full});
+      u.add(k, {t->unrec[k].map_full, t->unrec[k].map_full_bytes, t->unrec[k].stack_full,
+                t->unrec[k].over_share, t->unrec[k].over_share_bytes, t->unrec[k].stack_over_share});
   return u;
 }
 

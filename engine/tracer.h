@@ -218,6 +218,7 @@ class Tracer {
   uint64_t drops_seen_ = 0;
   std::function<void(const void*, size_t)> tap_;
   uint64_t kernel_read_allowed_ns_ = 0;  // kernel_live_bytes()'s next read
+  uint64_t shares_due_ns_ = 0;           // the next fair-share look (decision fair-shares)
 };
 
 

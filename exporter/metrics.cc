@@ -283,6 +283,13 @@ const FamilyDef kDaemonFamilies[] = {
     {"leakwatch_automatic_sampling_thinned_records_total", kCounter,
      "Heap records dropped by those switches (each kept one stands for more).",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.auto_sampling_thinned); }},
+    {"leakwatch_fair_share_marks_total", kCounter,
+     "Times a process was marked over its fair share (limits.fair_share_percent), by map: live "
+     "(nothing new recorded for it) or stack (its new stacks not stored).",
+     [](Scrape& s, MetricFamily& f) {
+       s.fam.add(f, {{"map", "live"}}, static_cast<double>(s.snap.tracer_stats.fair_share_marks));
+       s.fam.add(f, {{"map", "stack"}}, static_cast<double>(s.snap.tracer_stats.fair_share_stack_marks));
+     }},
     {"leakwatch_kill_switch_engaged", kGauge, "1 while the kill switch has every probe detached.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.kill_switch_engaged ? 1 : 0); }},
     {"leakwatch_syscall_tracepoints_attached", kGauge,
@@ -368,6 +375,7 @@ const FamilyDef kDaemonFamilies[] = {
        const DaemonCounters& dc = s.snap.counters;
        s.fam.add(f, {{"reason", "max_processes"}}, static_cast<double>(dc.refused_max_processes));
        s.fam.add(f, {{"reason", "memory_budget"}}, static_cast<double>(dc.refused_memory_budget));
+       s.fam.add(f, {{"reason", "user_share"}}, static_cast<double>(dc.refused_user_share));
      }},
     {"leakwatch_attached_processes_total", kCounter, "Processes attached since start.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.attached_total); }},
@@ -550,10 +558,11 @@ const FamilyDef kProcessFamilies[] = {
     // suspended.
     {"leakwatch_process_unrecorded_allocations_total", kCounter,
      "Allocations of the process not recorded, by kind and reason: map_full (live map full, not "
-     "tracked), stack_map_full (recorded, stack unknown).",
+     "tracked), stack_map_full (recorded, stack unknown), over_share (over its fair share of the live "
+     "map, not tracked), stack_over_share (over its share of the stack map, stack unknown).",
      nullptr},
     {"leakwatch_process_unrecorded_bytes_total", kCounter,
-     "Bytes of the allocations not recorded because the live map was full (reason map_full), by kind.",
+     "Bytes of the allocations not tracked at all (reasons map_full and over_share), by kind.",
      nullptr},
     {"leakwatch_process_recorded_coverage_ratio", kGauge,
      "Recorded allocations / (recorded + not recorded): 1 when nothing was lost.", nullptr},
@@ -655,6 +664,16 @@ void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& 
             static_cast<double>(u.stack_map_full));
     fam.add(*rows[kUnrecordedBytes], with(base, {{"kind", k}, {"reason", "map_full"}}),
             static_cast<double>(u.map_full_bytes));
+    // Fair shares (decision fair-shares): only a process that went over its
+    // share has these series.
+    if (u.over_share > 0 || u.stack_over_share > 0) {
+      fam.add(*rows[kUnrecorded], with(base, {{"kind", k}, {"reason", "over_share"}}),
+              static_cast<double>(u.over_share));
+      fam.add(*rows[kUnrecorded], with(base, {{"kind", k}, {"reason", "stack_over_share"}}),
+              static_cast<double>(u.stack_over_share));
+      fam.add(*rows[kUnrecordedBytes], with(base, {{"kind", k}, {"reason", "over_share"}}),
+              static_cast<double>(u.over_share_bytes));
+    }
   }
   fam.add(*rows[kCoverage], base, ps.coverage);
   fam.add(*rows[kAllocatorInfo],

@@ -19,6 +19,7 @@ BpfOptions bpf_options(const Config& c, const DaemonOptions& options) {
   o.live_prealloc = options.bench_live_prealloc.value_or(options.live_map.preallocated);
   o.uprobe_sessions = options.bench_uprobe_sessions;
   o.stack_max_entries = c.limits.stack_map_entries;
+  o.fair_share_percent = c.limits.fair_share_percent;
   o.stack_gc_grace_ms = c.limits.stack_gc_grace_seconds * 1000u;
   o.max_targets = std::max<uint32_t>(c.limits.max_processes * 2, 64);
   o.report_all_execs = true;

@@ -116,6 +116,20 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
                                   ") reached: new matching processes are not attached");
     return;
   }
+  // A user's share of the slots (decision fair-shares): one user cannot
+  // keep another's processes untraced.
+  if (id.real_uid && *id.real_uid != 0 && config.limits.fair_share_percent < 100) {
+    const size_t slots = config.limits.max_processes;
+    const size_t share = std::max<size_t>(slots * config.limits.fair_share_percent / 100, 1);
+    size_t held = 0;
+    for (const auto& [p, t] : state_.tracked) held += t.info.identity.real_uid == id.real_uid;
+    if (held >= share) {
+      ++counters.refused_user_share;
+      log_once("user_share", "limits.fair_share_percent: a user holds its share of limits.max_processes (" +
+                                 std::to_string(share) + "): its new processes are not attached");
+      return;
+    }
+  }
   // Over the memory budget, keep what is tracked and take on nothing new.
   if (state_.tracked_memory > config.limits.max_daemon_memory_bytes) {
     ++counters.refused_memory_budget;
@@ -124,7 +138,9 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
     return;
   }
   const uint64_t probes_ns = monotonic_ns();
-  Status st = tracer_.attach(pid, trace_options(target, config));
+  TraceOptions options = trace_options(target, config);
+  options.uid = id.real_uid;
+  Status st = tracer_.attach(pid, options);
   const uint64_t checks_ns = monotonic_ns();
   if (!st) {
     ++counters.attach_failures;

@@ -27,6 +27,7 @@ Status EngineTracer::attach(pid_t pid, const TraceOptions& options) {
   o.auto_sampling = options.auto_sampling;
   o.max_rescans_per_second = options.max_rescans_per_second;
   o.tensors = options.tensors;
+  o.uid = options.uid;
   return tracer_->attach(pid, o);
 }
 

@@ -42,6 +42,9 @@ struct TraceOptions {
   uint64_t sample_mean_bytes = 0;  // byte sampling of the heap; 0 = every allocation
   bool auto_sampling = true;       // automatic sampling (decision auto-sampling)
   uint32_t max_rescans_per_second = 5;  // limits.max_rescans_per_second
+  // Whose process it is (ProcessIdentity::real_uid): its user's fair share
+  // (decision fair-shares); nullopt when unknown (counted as its own).
+  std::optional<uint32_t> uid;
 };
 
 // An exec anywhere, or a fork of a target that follows forks; an OOM kill

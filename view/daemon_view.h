@@ -51,6 +51,7 @@ struct DaemonCounters {
   uint64_t detached_total = 0;
   uint64_t refused_max_processes = 0;     // not attached: limits.max_processes
   uint64_t refused_memory_budget = 0;     // not attached: limits.max_daemon_memory_bytes
+  uint64_t refused_user_share = 0;        // not attached: its user's share of limits.max_processes
   uint64_t attach_failures = 0;           // by the last error's reason in attach_errors
   std::map<std::string, uint64_t> attach_errors;  // reason -> count
   uint64_t reconciliations = 0;

@@ -14,7 +14,23 @@ nlohmann::json sampling_json(const ProcessSnapshot& snap) {
           {"since", snap.sampling_automatic ? json(snap.sampling_since) : json(nullptr)}};
 }
 
+namespace {
+
+nlohmann::json unrecorded_allocations_json(const UnrecordedCounts& c) {
+  return {{"map_full", c.map_full},
+          {"stack_map_full", c.stack_map_full},
+          {"over_share", c.over_share},
+          {"stack_over_share", c.stack_over_share}};
+}
+
+nlohmann::json unrecorded_bytes_json(const UnrecordedCounts& c) {
+  return {{"map_full", c.map_full_bytes}, {"over_share", c.over_share_bytes}};
+}
+
+}  // namespace
+
 nlohmann::json unrecorded_json(const ProcessSnapshot& snap) {
+  using nlohmann::json;
   const Unrecorded& u = snap.unrecorded;
   // Per kind (decision unrecorded-per-kind): only the kinds that lost
   // something.
@@ -22,16 +38,20 @@ nlohmann::json unrecorded_json(const ProcessSnapshot& snap) {
   for (uint32_t k = 0; k < LW_KIND_MAX; ++k) {
     const UnrecordedCounts& c = u.kinds[k];
     if (!c.any()) continue;
-    kinds[kind_name(k)] = {{"allocations", {{"map_full", c.map_full}, {"stack_map_full", c.stack_map_full}}},
-                           {"bytes", {{"map_full", c.map_full_bytes}}},
+    kinds[kind_name(k)] = {{"allocations", unrecorded_allocations_json(c)},
+                           {"bytes", unrecorded_bytes_json(c)},
                            {"verdicts_incomplete", u.kind_incomplete(k)}};
   }
-  return {{"allocations", {{"map_full", u.map_full}, {"stack_map_full", u.stack_map_full}}},
-          {"bytes", {{"map_full", u.map_full_bytes}}},
+  return {{"allocations", unrecorded_allocations_json(u)},
+          {"bytes", unrecorded_bytes_json(u)},
           {"coverage", snap.coverage},
           // The leak verdicts were made on incomplete data: live bytes (and
           // so growth) are a lower bound.
-          {"verdicts_incomplete", u.map_full > 0},
+          {"verdicts_incomplete", u.lost() > 0},
+          // Marked over its fair share (decision fair-shares): whose share.
+          {"fair_share",
+           {{"live_map", snap.over_share.empty() ? json(nullptr) : json(snap.over_share)},
+            {"stack_map", snap.stack_over_share.empty() ? json(nullptr) : json(snap.stack_over_share)}}},
           {"kinds", std::move(kinds)}};
 }
 

@@ -198,6 +198,11 @@ struct TracerStats {
   uint64_t mapping_reads = 0;
   uint64_t mapping_read_errors = 0;
   UnwindStats unwind;
+  // Fair shares (decision fair-shares): processes marked over their share
+  // of the live map (or shed by the memory budget for their other kinds),
+  // and of the stack map.
+  uint64_t fair_share_marks = 0;
+  uint64_t fair_share_stack_marks = 0;
 };
 
 // A process's CPython, when it runs one (engine/python_process.h;
@@ -265,7 +270,15 @@ struct UnrecordedCounts {
   uint64_t map_full = 0;        // live map insert failed: not tracked at all
   uint64_t map_full_bytes = 0;  // their bytes
   uint64_t stack_map_full = 0;  // recorded, stack unknown
-  bool any() const { return map_full > 0 || stack_map_full > 0; }
+  // Fair shares (decision fair-shares): the process or its user held more
+  // than its share of the live map (not tracked at all) or of the stack map
+  // (recorded, stack unknown).
+  uint64_t over_share = 0;
+  uint64_t over_share_bytes = 0;
+  uint64_t stack_over_share = 0;
+  bool any() const { return lost() > 0 || stack_map_full > 0 || stack_over_share > 0; }
+  // Allocations not tracked at all, whatever the reason.
+  uint64_t lost() const { return map_full + over_share; }
 };
 
 // The process's totals (the fields inherited) and each kind's (enum
@@ -278,24 +291,31 @@ struct Unrecorded : UnrecordedCounts {
     kinds[kind].map_full += c.map_full;
     kinds[kind].map_full_bytes += c.map_full_bytes;
     kinds[kind].stack_map_full += c.stack_map_full;
+    kinds[kind].over_share += c.over_share;
+    kinds[kind].over_share_bytes += c.over_share_bytes;
+    kinds[kind].stack_over_share += c.stack_over_share;
     map_full += c.map_full;
     map_full_bytes += c.map_full_bytes;
     stack_map_full += c.stack_map_full;
+    over_share += c.over_share;
+    over_share_bytes += c.over_share_bytes;
+    stack_over_share += c.stack_over_share;
   }
   // A process-level verdict of `kind` was made on incomplete data: some of
   // its allocations are not tracked, so its live bytes and growth are a
   // lower bound.
-  bool kind_incomplete(uint32_t kind) const { return kind < LW_KIND_MAX && kinds[kind].map_full > 0; }
+  bool kind_incomplete(uint32_t kind) const { return kind < LW_KIND_MAX && kinds[kind].lost() > 0; }
   // A site's verdict of `kind`: also when its kind lost stacks, whose
   // allocations count under an unknown stack instead of their own site.
   bool site_incomplete(uint32_t kind) const { return kind < LW_KIND_MAX && kinds[kind].any(); }
 };
 
 // recorded / (recorded + not recorded) allocations, in [0, 1]; 1 when
-// nothing was seen at all. Only `map_full` loses an allocation (a
-// stack_map_full one is recorded, under an unknown stack).
+// nothing was seen at all. Only `map_full` and `over_share` lose an
+// allocation (a stack_map_full or stack_over_share one is recorded, under an
+// unknown stack).
 inline double unrecorded_coverage(uint64_t recorded, const UnrecordedCounts& u) {
-  const double total = static_cast<double>(recorded) + static_cast<double>(u.map_full);
+  const double total = static_cast<double>(recorded) + static_cast<double>(u.lost());
   if (total <= 0) return 1.0;
   return static_cast<double>(recorded) / total;
 }
@@ -359,6 +379,11 @@ struct ProcessSnapshot {
   TensorTierInfo tensor;
   std::vector<GpuExplained> gpu_explained;
   JitInfo jit;  // present = false until a stack had a JIT frame
+  // Fair shares (decision fair-shares): marked over its share of the live
+  // map or of the stack map, and whose share it passed ("process", "user",
+  // "memory_budget"); "" when not marked.
+  std::string over_share;
+  std::string stack_over_share;
 };
 
 // What the snapshot's accounting gives the RSS breakdown (heap and mmap

@@ -25,6 +25,9 @@ namespace lw {
 struct StackUse {
   uint64_t allocations = 0;  // SiteStats::allocations, summed
   bool live = false;         // some site on it has live allocations
+  // A process with a site on it (the first found): credited when the stack
+  // is deleted, for its share of the stack map (decision fair-shares).
+  int32_t owner = 0;
 };
 
 using StackUses = std::unordered_map<uint64_t, StackUse>;

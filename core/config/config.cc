@@ -238,6 +238,10 @@ void parse_limits(ErrorSink& errors, const YAML::Node& node, const std::string& 
                   [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 0, 100000, l.max_discoveries_per_second);
                   }},
+                 {"fair_share_percent",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 1, 100, l.fair_share_percent);
+                  }},
                  {"stack_map_entries",
                   [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 1, 1u << 22, l.stack_map_entries);

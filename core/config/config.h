@@ -107,6 +107,10 @@ struct LimitsConfig {
   // (burst twice that); more wait, in a bounded queue (issue 32,
   // core/policy/discovery_budget.h). 0: no budget.
   uint32_t max_discoveries_per_second = 20;
+  // The most of the live map, the stack map and the process slots one
+  // process, or one user other than root, may hold, in percent
+  // (decision fair-shares). 100: no shares.
+  uint32_t fair_share_percent = 50;
 };
 
 // Carried for the analysis; validated only for range here.

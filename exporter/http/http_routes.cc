@@ -218,6 +218,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"detached_total", c.detached_total},
                {"refused_max_processes", c.refused_max_processes},
                {"refused_memory_budget", c.refused_memory_budget},
+               {"refused_user_share", c.refused_user_share},
                {"attach_failures", c.attach_failures},
                {"attach_errors", std::move(errors)},
                {"reconciliations", c.reconciliations},

@@ -79,6 +79,7 @@ sampling:
   automatic: )" + std::string(automatic_sampling ? "true" : "false") + R"(
 limits:
   live_map_entries: 2097152
+  fair_share_percent: 100
   max_daemon_memory_bytes: )" + std::to_string(budget) + R"(
 governor:
   max_hits_per_second: 0

@@ -28,7 +28,7 @@ TEST(LeakwatchDaemonStackGc, CollectsAndExports) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
   TempDir bin;
   const std::string churn_bin = private_target_copy(bin.path(), "stack_churn");
-  DaemonProcess daemon({.config_body = "limits:\n  stack_map_entries: 64\n  stack_gc_grace_seconds: 1\n"
+  DaemonProcess daemon({.config_body = "limits:\n  stack_map_entries: 64\n  stack_gc_grace_seconds: 1\n  fair_share_percent: 100\n"
                                        "targets:\n  - name: churn\n    match: " +
                                        comm_selector(file_name_of(churn_bin)) + "\n    mode: full\n"});
   daemon.wait_notify("READY=1", kReadyTimeout);

@@ -22,7 +22,7 @@ TEST(LeakwatchDaemonUnrecorded, LiveMapFullShowsInApiAndMetrics) {
   if (geteuid() != 0) GTEST_SKIP() << "not root";
   TempDir bin;
   const std::string holder_bin = private_target_copy(bin.path(), "holder");
-  DaemonProcess daemon({.config_body = "limits:\n  live_map_entries: 64\nsampling:\n  automatic: false\ntargets:\n  - name: holders\n    match: " +
+  DaemonProcess daemon({.config_body = "limits:\n  live_map_entries: 64\n  fair_share_percent: 100\nsampling:\n  automatic: false\ntargets:\n  - name: holders\n    match: " +
                                        comm_selector(file_name_of(holder_bin)) + "\n    mode: full\n"});
   daemon.wait_notify("READY=1", kReadyTimeout);
   Process holder({holder_bin, "1000"});

@@ -29,6 +29,18 @@ TEST(Config, EscalationConfirmChecksInRange) {
   }
 }
 
+// limits.fair_share_percent: 1..100 (100: no shares), 50 by default
+// (decision fair-shares).
+TEST(Config, FairSharePercentInRange) {
+  EXPECT_EQ(Config{}.limits.fair_share_percent, 50u);
+  EXPECT_EQ(parse_ok("limits: {fair_share_percent: 100}\n").limits.fair_share_percent, 100u);
+  EXPECT_EQ(parse_ok("limits: {fair_share_percent: 1}\n").limits.fair_share_percent, 1u);
+  for (const char* bad : {"limits: {fair_share_percent: 0}\n", "limits: {fair_share_percent: 101}\n"}) {
+    auto errors = parse_bad(bad);
+    ASSERT_EQ(errors.size(), 1u) << bad << all_errors(errors);
+    EXPECT_NE(errors[0].message.find("fair_share_percent"), std::string::npos) << errors[0].message;
+  }
+}
 
 // Keys that are durations take Prometheus durations as well as seconds
 // (the issue: `window_seconds: 10m` was refused).

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The coverage of recorded allocations, and what was not recorded by kind
 // (decision unrecorded-per-kind).
+#include <sstream>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,6 +38,57 @@ TEST(UnrecordedCoverage, StackMapFullIsNotLost) {
   u.stack_map_full = 50;
   EXPECT_EQ(unrecorded_coverage(100, u), 1.0);
   EXPECT_TRUE(u.any());
+}
+
+// Fair shares (decision fair-shares): over_share is lost as map_full is;
+// stack_over_share is recorded, under an unknown stack.
+TEST(UnrecordedCoverage, OverShareIsLostStackOverShareIsNot) {
+  Unrecorded u;
+  u.add(LW_KIND_MMAP, {0, 0, 0, 3, 12288, 0});
+  EXPECT_DOUBLE_EQ(unrecorded_coverage(1, u), 0.25);
+  EXPECT_TRUE(u.kind_incomplete(LW_KIND_MMAP));
+  EXPECT_EQ(u.over_share_bytes, 12288u);
+  Unrecorded s;
+  s.add(LW_KIND_HEAP, {0, 0, 0, 0, 0, 50});
+  EXPECT_EQ(unrecorded_coverage(100, s), 1.0);
+  EXPECT_TRUE(s.any());
+  EXPECT_FALSE(s.kind_incomplete(LW_KIND_HEAP));
+  EXPECT_TRUE(s.site_incomplete(LW_KIND_HEAP));
+}
+
+// JSON and metrics of a process over its share: both reasons, whose share,
+// and the bytes; a process within its share has no over_share series.
+TEST(UnrecordedByKind, OverShareInJsonAndMetrics) {
+  ProcessSnapshot snap;
+  snap.pid = 9;
+  snap.unrecorded.add(LW_KIND_MMAP, {0, 0, 0, 4, 16384, 2});
+  snap.over_share = "user";
+  const nlohmann::json u = to_json(snap).at("unrecorded");
+  EXPECT_EQ(u.at("allocations").at("over_share"), 4);
+  EXPECT_EQ(u.at("allocations").at("stack_over_share"), 2);
+  EXPECT_EQ(u.at("bytes").at("over_share"), 16384);
+  EXPECT_TRUE(u.at("verdicts_incomplete").get<bool>());
+  EXPECT_EQ(u.at("fair_share").at("live_map"), "user");
+  EXPECT_TRUE(u.at("fair_share").at("stack_map").is_null());
+  EXPECT_EQ(u.at("kinds").at("mmap").at("allocations").at("over_share"), 4);
+  DaemonSnapshot d;
+  ProcessEntry e;
+  e.process.identity.pid = 9;
+  e.process.identity.comm = "filler";
+  e.snapshot = snap;
+  d.processes.push_back(e);
+  e.process.identity.pid = 10;
+  e.snapshot = ProcessSnapshot{};
+  d.processes.push_back(e);
+  const std::string text = render_metrics(d, {});
+  EXPECT_NE(text.find("kind=\"mmap\",reason=\"over_share\"} 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kind=\"mmap\",reason=\"over_share\"} 16384\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kind=\"mmap\",reason=\"stack_over_share\"} 2\n"), std::string::npos) << text;
+  // The process within its share has no over_share series.
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_FALSE(line.find("pid=\"10\"") != std::string::npos && line.find("over_share") != std::string::npos)
+        << line;
 }
 
 // Per kind (decision unrecorded-per-kind): add() keeps each kind's counts and
