@@ -331,6 +331,9 @@ const FamilyDef kDaemonFamilies[] = {
     {"leakwatch_stack_map_restored_total", kCounter,
      "Deleted stacks stored again because a record queued before the delete named one.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.stacks_restored); }},
+    {"leakwatch_cut_sites_folded_total", kCounter,
+     "Sites whose stacks were cut at a pending unwind table, folded into the whole stack they start.",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.cut_sites_folded); }},
     {"leakwatch_kernel_map_capacity", kGauge, "Capacity of a kernel map.",
      [](Scrape& s, MetricFamily& f) {
        s.fam.add(f, {{"map", "live"}}, s.snap.live_map_capacity);

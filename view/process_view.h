@@ -198,6 +198,9 @@ struct TracerStats {
   uint64_t mapping_reads = 0;
   uint64_t mapping_read_errors = 0;
   UnwindStats unwind;
+  // Sites whose stacks were cut at a pending unwind table, folded into the
+  // whole stack they start (issue 35, item 5; core/accounting/cut_sites.h).
+  uint64_t cut_sites_folded = 0;
 };
 
 // A process's CPython, when it runs one (engine/python_process.h;
