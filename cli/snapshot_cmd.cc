@@ -35,6 +35,9 @@ void snapshot_usage(FILE* out) {
           "  -d, --duration SECONDS      how long to trace (0..86400, default 10)\n"
           "  -o, --output FILE           where to write the profile\n"
           "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
+          "      --unwind-cache-dir DIR  keep built unwind tables in DIR (absolute path;\n"
+          "                              default /var/cache/leakwatch/unwind when run as\n"
+          "                              root, else none); --unwind-cache-dir '': none\n"
           "  -h, --help                  this text\n");
 }
 // What `snapshot`'s command line asks for.
@@ -42,17 +45,19 @@ struct SnapshotOptions {
   pid_t pid = 0;
   double duration = 10;  // seconds
   std::string out;       // the profile's path
+  std::optional<std::string> unwind_cache_dir;  // --unwind-cache-dir; "": none
 };
 
 // Parses `snapshot`'s options into `o`. Returns the exit code when the
 // command ends here (help, usage error), else -1.
 int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
-  enum { kOptLogLevel = 256 };
+  enum { kOptLogLevel = 256, kOptUnwindCacheDir };
   static const struct option kLong[] = {
       {"pid", required_argument, nullptr, 'p'},
       {"duration", required_argument, nullptr, 'd'},
       {"output", required_argument, nullptr, 'o'},
       {"log-level", required_argument, nullptr, kOptLogLevel},
+      {"unwind-cache-dir", required_argument, nullptr, kOptUnwindCacheDir},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -87,6 +92,11 @@ int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
         set_log_level(*level);
         break;
       }
+      case kOptUnwindCacheDir:
+        if (*optarg && *optarg != '/')
+          return bad("--unwind-cache-dir must be an absolute path or '' (got '%s')", optarg);
+        o.unwind_cache_dir = optarg;
+        break;
       case 'h':
         snapshot_usage(stdout);
         return exit_code::kOk;
@@ -168,7 +178,7 @@ int run_snapshot(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  auto tracer = Tracer::create(BpfOptions{}, default_unwind_options());
+  auto tracer = Tracer::create(BpfOptions{}, default_unwind_options(o.unwind_cache_dir));
   if (!tracer) {
     fprintf(stderr, "leakwatch: %s\n", tracer.error().message.c_str());
     return exit_code_for(tracer.error());

@@ -67,6 +67,7 @@ struct TopOptions {
   double rss_interval_s = 15;      // --rss-interval: smaps read at most this often; 0: off
   BpfOptions bpf;
   uint32_t live_max = 0;  // --live-max; 0: automatic (decision live-map-sizing)
+  std::optional<std::string> unwind_cache_dir;  // --unwind-cache-dir; "": none
 };
 
 void top_usage(FILE* out) {
@@ -95,6 +96,9 @@ void top_usage(FILE* out) {
           "      --unwind cfi|frame_pointers\n"
           "                              how stacks are found: call-frame information\n"
           "                              (default) or the kernel's frame-pointer walk\n"
+          "      --unwind-cache-dir DIR  keep built unwind tables in DIR (absolute path;\n"
+          "                              default /var/cache/leakwatch/unwind when run as\n"
+          "                              root, else none); --unwind-cache-dir '': none\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
           "      --no-auto-sampling      never switch the heap to sampling when its records\n"
@@ -169,6 +173,7 @@ enum LongOnly {
   kOptNoPythonFrames,
   kOptNoTensors,
   kOptRssInterval,
+  kOptUnwindCacheDir,
   kOptTopByRate,
 };
 
@@ -228,6 +233,11 @@ int parse_trace_option(int c, TopOptions& o, bool& have_pid, bool& have_command)
       if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
         return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
       o.bpf.unwind_cfi = strcmp(optarg, "cfi") == 0;
+      return kTaken;
+    case kOptUnwindCacheDir:  // the config's unwind.cache_dir
+      if (*optarg && *optarg != '/')
+        return usage_error("--unwind-cache-dir must be an absolute path or '' (got '%s')", optarg);
+      o.unwind_cache_dir = optarg;
       return kTaken;
     case kOptNoPythonFrames:  // decision python-frames
       o.bpf.python_frames = false;
@@ -346,6 +356,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"analysis-window", required_argument, nullptr, kOptWindow},
       {"log-level", required_argument, nullptr, kOptLogLevel},
       {"unwind", required_argument, nullptr, kOptUnwind},
+      {"unwind-cache-dir", required_argument, nullptr, kOptUnwindCacheDir},
       {"config", required_argument, nullptr, kOptConfig},
       {"no-python-frames", no_argument, nullptr, kOptNoPythonFrames},
       {"no-tensors", no_argument, nullptr, kOptNoTensors},
@@ -427,7 +438,7 @@ void install_stop_handlers() {
 // with the `symbols` section of --config. Returns an exit code on failure,
 // or -1.
 int create_tracer(TopOptions& opt, const BenchSwitches& bench, std::unique_ptr<Tracer>& out) {
-  UnwindTableOptions unwind_opts = default_unwind_options();
+  UnwindTableOptions unwind_opts = default_unwind_options(opt.unwind_cache_dir);
   unwind_opts.debug_job_delay_ms = static_cast<uint32_t>(opt.slow_tables_ms);
   const LiveMapSizing live_map = top_live_map_sizing(opt.live_max);
   opt.bpf.live_max_entries = live_map.entries;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/accounting/cuda_devices.h"
+#include "core/accounting/cut_sites.h"
 #include "core/accounting/heap_tracker.h"
 #include "core/platform/token_bucket.h"
 #include "core/proc/proc_maps.h"
@@ -173,6 +174,9 @@ struct TracedProcess {
   // Sites of `heap` (an index into heap.sites()) whose stacks the poll path
   // has checked against `maps` (StackResolver::maps_miss_frames).
   size_t sites_checked = 0;
+  // Its sites cut at a pending unwind table, waiting for their whole stack
+  // (core/accounting/cut_sites.h; issue 35, item 5).
+  CutSites cut_sites;
   // Its runtime's perf map (/tmp/perf-NSPID.map in its root), opened at the
   // first JIT frame of its stacks, and when it was last read
   // (CLOCK_MONOTONIC ns; decision jit-perf-maps).

@@ -378,6 +378,7 @@ void Tracer::after_poll() {
     // A new site's stack with a frame outside the maps last read: read them
     // now, so that a snapshot (resolve_stack) only reads (decision named-parts).
     if (resolver_.maps_miss_frames(*proc)) refresh_maps(*proc);
+    fold_cut_sites(*proc);
     refresh_reserved(*proc);
   }  // Resyncs and execs replaced whole record sets.
   budget_.recount_records();
@@ -391,6 +392,25 @@ void Tracer::after_poll() {
   }
   update_raw_syscalls();
   stack_gc_.run(procs_);
+}
+
+// Sites whose stacks were cut at a pending unwind table go into the whole
+// stack they start, once one is recorded (core/accounting/cut_sites.h;
+// issue 35, item 5): one site for one call path, whatever the tables'
+// timing. Each new site's stored stack is read once.
+void Tracer::fold_cut_sites(TracedProcess& proc) {
+  auto peek = [this](uint64_t hash) {
+    const StoredStack stored = stack_gc_.peek_stack(hash);
+    WalkedStack walked{stored.flags & LW_STACK_END_MASK, {}};
+    walked.frames.reserve(stored.frames.size());
+    for (const StoredFrame& f : stored.frames) walked.frames.push_back({f.ino, f.dev, f.addr, f.how});
+    return walked;
+  };
+  const std::vector<SiteFold> folds = find_cut_site_folds(proc.cut_sites, proc.heap.sites(), peek);
+  if (folds.empty()) return;
+  const uint64_t before = proc.heap.counters().sites_folded;
+  proc.heap.fold_sites(folds);
+  stats_.cut_sites_folded += proc.heap.counters().sites_folded - before;
 }
 
 // A dlopen/dlclose loop (or an mmap storm of executable mappings) asks for
@@ -486,6 +506,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   proc.cuda_devices.clear();
   proc.stacks.clear();
   proc.sites_checked = 0;
+  proc.cut_sites = {};
   if (proc.python) proc.python->reset(*session_);
   proc.perf_map.reset();  // the new image's runtime writes its own (decision jit-perf-maps)
   proc.perf_map_read_ns = 0;

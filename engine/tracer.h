@@ -197,6 +197,7 @@ class Tracer {
   void after_poll();
   void resync(TracedProcess& proc);
   void rescan_within_budget(TracedProcess& proc);
+  void fold_cut_sites(TracedProcess& proc);
   void count_code_changes(TracedProcess& proc);
   void reattach_after_exec(TracedProcess& proc);
   Status attach_objects(TracedProcess& proc, bool heap);

@@ -82,11 +82,19 @@ bool write_atomically(const std::string& path, const std::string& bytes) {
 
 }  // namespace
 
-UnwindTableOptions default_unwind_options() {
+UnwindTableOptions default_unwind_options(const std::optional<std::string>& cache_dir) {
   UnwindTableOptions o;
   std::error_code ec;
-  if (geteuid() == 0 && (std::filesystem::create_directories(kDefaultUnwindCacheDir, ec), !ec))
+  if (cache_dir) {
+    o.cache_dir = *cache_dir;
+  } else if (geteuid() == 0 && (std::filesystem::create_directories(kDefaultUnwindCacheDir, ec), !ec)) {
     o.cache_dir = kDefaultUnwindCacheDir;
+  }
+  if (o.cache_dir.empty())
+    LW_LOG_INFO("unwind tables: no disk cache (--unwind-cache-dir DIR keeps them across runs)");
+  else
+    LW_LOG_INFO("unwind tables: cached in %s (--unwind-cache-dir DIR moves it, --unwind-cache-dir '' turns it off)",
+                o.cache_dir.c_str());
   return o;
 }
 

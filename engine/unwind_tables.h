@@ -62,9 +62,11 @@ struct UnwindTableOptions {
 
 inline constexpr const char* kDefaultUnwindCacheDir = "/var/cache/leakwatch/unwind";
 
-// `top` and `snapshot`: the daemon's default cache directory when it can be
-// created (root), else no disk cache.
-UnwindTableOptions default_unwind_options();
+// `top` and `snapshot`: `cache_dir` when given (--unwind-cache-dir; "":
+// no disk cache), else the daemon's default cache directory when it can be
+// created (root), else no disk cache. The choice is logged at info, so the
+// command never writes there without saying so (issue 35, item 13).
+UnwindTableOptions default_unwind_options(const std::optional<std::string>& cache_dir = std::nullopt);
 
 class UnwindTables {
  public:

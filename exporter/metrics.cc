@@ -97,15 +97,22 @@ Labels clean(Labels l) {
   return l;
 }
 
-Labels process_labels(const ProcessInfo& t) {
+// A process's key on every per-process and per-site series: pid and
+// start_time (pid reuse gives another start_time).
+Labels process_key(const ProcessIdentity& id) {
+  return {{"pid", std::to_string(id.pid)}, {"start_time", std::to_string(id.start_time)}};
+}
+
+// leakwatch_process_info's labels: the key and the identity, once per
+// process (issue 35, item 12). Spelled as kube-state-metrics spells them,
+// so PromQL joins on uid and container_id need no relabelling. Absent
+// values are empty labels.
+Labels process_info_labels(const ProcessInfo& t) {
   const ProcessIdentity& id = t.identity;
-  Labels l = {{"pid", std::to_string(id.pid)},
-              {"start_time", std::to_string(id.start_time)},
-              {"comm", id.comm},
-              {"exe", id.exe},
-              {"target", t.target}};
-  // Spelled as kube-state-metrics spells them, so PromQL joins on uid and
-  // container_id need no relabelling. Absent values are empty labels.
+  Labels l = process_key(id);
+  l.push_back({"comm", id.comm});
+  l.push_back({"exe", id.exe});
+  l.push_back({"target", t.target});
   l.push_back({"unit", id.unit.value_or("")});
   l.push_back({"uid", id.pod_uid.value_or("")});
   l.push_back({"container_id", id.container_id.value_or("")});
@@ -117,33 +124,6 @@ Labels process_labels(const ProcessInfo& t) {
 Labels with(Labels l, std::initializer_list<ClientMetric::Label> more) {
   l.insert(l.end(), more.begin(), more.end());
   return l;
-}
-
-// "leaf_function (file:line)", short, for the `site` label: the innermost
-// Python frame where the stack has one (the function that keeps the
-// memory, not the interpreter's allocator), else the leaf. Full stacks go
-// to the API and pprof, never into labels.
-std::string site_label(const SiteSnapshot& s) {
-  for (const Frame& f : s.frames) {
-    if (f.language != "python") continue;
-    std::string out = f.function;
-    size_t slash = f.file.rfind('/');
-    out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
-           std::to_string(f.line) + ")";
-    return out;
-  }
-  for (const Frame& f : s.frames) {
-    if (f.function.empty() && f.file.empty()) continue;
-    std::string out = frame_display_name(f);
-    if (!f.file.empty()) {
-      size_t slash = f.file.rfind('/');
-      out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
-             std::to_string(f.line) + ")";
-    }
-    return out;
-  }
-  // Nothing symbolized (yet): the leaf as module+offset.
-  return s.frames.empty() ? "unknown" : frame_display_name(s.frames.front());
 }
 
 // One scrape: what the families are built from, and the families so far.
@@ -358,6 +338,9 @@ const FamilyDef kDaemonFamilies[] = {
     {"leakwatch_stack_map_restored_total", kCounter,
      "Deleted stacks stored again because a record queued before the delete named one.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.stacks_restored); }},
+    {"leakwatch_cut_sites_folded_total", kCounter,
+     "Sites whose stacks were cut at a pending unwind table, folded into the whole stack they start.",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.cut_sites_folded); }},
     {"leakwatch_kernel_map_capacity", kGauge, "Capacity of a kernel map.",
      [](Scrape& s, MetricFamily& f) {
        s.fam.add(f, {{"map", "live"}}, s.snap.live_map_capacity);
@@ -519,13 +502,17 @@ const FamilyDef kHttpFamilies[] = {
 // (add_process_rows), a process's series together, so the series cap cuts
 // whole processes in order. The rows are in ProcessRow's order.
 enum ProcessRow : size_t {
-  kLiveBytes, kLiveAllocations, kAllocatedBytes, kAllocations, kFreedBytes, kFrees, kLeakRate, kSuspectedLeak,
+  kProcessInfo, kLiveBytes, kLiveAllocations, kAllocatedBytes, kAllocations, kFreedBytes, kFrees, kLeakRate, kSuspectedLeak,
   kSiteLiveBytes, kSiteLiveAllocations, kSiteLeakRate, kSiteSuspectedLeak, kSiteLiveBytesByAge,
-  kSamplingMean, kStaleSince, kStaleSinceOldName, kUnrecorded, kUnrecordedBytes, kCoverage, kStartTime,
+  kSamplingMean, kStaleSince, kUnrecorded, kUnrecordedBytes, kCoverage, kStartTime,
   kMode, kTracingSuspended, kCudaDeviceLiveBytes, kAllocatorInfo, kRssBytes, kTensorTierInfo, kGpuTensorBytes,
   kGpuPoolCachedBytes, kGpuPoolReservedBytes, kGpuOutsidePoolBytes, kProcessRowCount
 };
 const FamilyDef kProcessFamilies[] = {
+    {"leakwatch_process_info", kGauge,
+     "1 per process: its identity (comm, exe, target, systemd unit, pod); every other per-process and "
+     "per-site series carries only pid and start_time, to join on.",
+     nullptr},
     {"leakwatch_process_live_bytes", kGauge, "Bytes live now, by kind.", nullptr},
     {"leakwatch_process_live_allocations", kGauge, "Allocations live now.", nullptr},
     {"leakwatch_process_allocated_bytes_total", kCounter, "Bytes allocated since attach.", nullptr},
@@ -549,10 +536,6 @@ const FamilyDef kProcessFamilies[] = {
      "Byte-sampling mean of the process's heap; > 0: its heap figures are estimates.", nullptr},
     {"leakwatch_process_heap_stale_since_timestamp_seconds", kGauge,
      "When the heap probes were detached (unix seconds): heap figures frozen since; 0 when current.",
-     nullptr},
-    // The old name, for one release (docs/metrics.md, "Renamed").
-    {"leakwatch_process_heap_stale_since_seconds", kGauge,
-     "Deprecated: leakwatch_process_heap_stale_since_timestamp_seconds, under its old name for one release.",
      nullptr},
     // Unrecorded (decision unrecorded-per-kind): lost, apart from sampled and
     // suspended.
@@ -635,12 +618,13 @@ bool kind_always_exported(uint32_t kind) { return kind == LW_KIND_HEAP || kind =
 
 // The per-process series of one process, site rows aside.
 void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& e) {
-  const Labels base = process_labels(e.process);
+  const Labels base = process_key(e.process.identity);
   const ProcessSnapshot& ps = e.snapshot;
   Families& fam = s.fam;
+  // First: a process cut by the series cap keeps its name while any of it fits.
+  fam.add(*rows[kProcessInfo], process_info_labels(e.process), 1);
   fam.add(*rows[kSamplingMean], base, static_cast<double>(ps.sample_mean_bytes));
   fam.add(*rows[kStaleSince], base, ps.heap_stale_since);
-  fam.add(*rows[kStaleSinceOldName], base, ps.heap_stale_since);
   fam.add(*rows[kStartTime], base, start_time_unix_seconds(s.snap, e.process.identity.start_time));
   if (const RssBreakdown& r = ps.rss; r.valid) {  // decision rss-explained
     const std::pair<const char*, uint64_t> parts[] = {
@@ -708,10 +692,7 @@ void add_site_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& e, 
   const ProcessSnapshot& ps = e.snapshot;
   Families& fam = s.fam;
   std::array<uint64_t, LW_KIND_MAX> shown_bytes{}, shown_allocs{};
-  const Labels site_base = clean({{"pid", std::to_string(e.process.identity.pid)},
-                                  {"start_time", std::to_string(e.process.identity.start_time)},
-                                  {"comm", e.process.identity.comm},
-                                  {"target", e.process.target}});
+  const Labels site_base = process_key(e.process.identity);
   std::vector<const SiteSnapshot*> shown;
   for (const SiteSnapshot& site : ps.sites)
     if (site.suspected_leak) shown.push_back(&site);

@@ -203,6 +203,9 @@ struct TracerStats {
   // and of the stack map.
   uint64_t fair_share_marks = 0;
   uint64_t fair_share_stack_marks = 0;
+  // Sites whose stacks were cut at a pending unwind table, folded into the
+  // whole stack they start (issue 35, item 5; core/accounting/cut_sites.h).
+  uint64_t cut_sites_folded = 0;
 };
 
 // A process's CPython, when it runs one (engine/python_process.h;

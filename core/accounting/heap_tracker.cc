@@ -239,6 +239,35 @@ void HeapTracker::resync_records(const std::vector<KernelRecord>& kernel) {
   rebuild_mmap_index();
 }
 
+void HeapTracker::fold_sites(const std::vector<SiteFold>& folds) {
+  std::vector<uint32_t> into;
+  for (const SiteFold& f : folds) {
+    if (f.from >= sites_.size() || f.to >= sites_.size() || f.from == f.to) continue;
+    SiteStats& from = sites_[f.from];
+    SiteStats& to = sites_[f.to];
+    const uint32_t* to_now = site_by_stack_[to.kind].find(to.stack_hash);
+    if (from.kind != to.kind || !to_now || *to_now != f.to) continue;  // `to` was folded itself
+    to.live_bytes += from.live_bytes;
+    to.live_allocations += from.live_allocations;
+    to.allocated_bytes += from.allocated_bytes;
+    to.allocations += from.allocations;
+    to.freed_bytes += from.freed_bytes;
+    to.frees += from.frees;
+    to.reserved_bytes += from.reserved_bytes;
+    to.unmapped_bytes += from.unmapped_bytes;
+    from = SiteStats{from.stack_hash, from.kind};
+    if (uint32_t* idx = site_by_stack_[from.kind].find(from.stack_hash)) *idx = f.to;
+    if (into.empty()) {
+      into.resize(sites_.size());
+      for (uint32_t i = 0; i < into.size(); ++i) into[i] = i;
+    }
+    into[f.from] = f.to;
+    ++counters_.sites_folded;
+  }
+  if (into.empty()) return;
+  live_.for_each_value([&](uint64_t, LiveRecord& r) { r.site = into[r.site]; });
+}
+
 void HeapTracker::clear() {
   live_.clear();
   mmap_index_.clear();

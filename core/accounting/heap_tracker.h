@@ -98,6 +98,13 @@ struct FilteredLive {
   uint64_t allocations = 0;
 };
 
+// A site folded into another of the same kind (fold_sites()): indices of
+// HeapTracker::sites().
+struct SiteFold {
+  uint32_t from = 0;
+  uint32_t to = 0;
+};
+
 struct HeapCounters {
   uint64_t missed_frees = 0;      // ALLOC over a still-live record
   uint64_t duplicate_allocs = 0;  // ALLOC already applied (resync overlap)
@@ -113,6 +120,7 @@ struct HeapCounters {
   uint64_t thinned_records = 0;
   uint64_t thinned_late = 0;
   uint64_t thinnings = 0;         // thinning passes
+  uint64_t sites_folded = 0;      // sites folded into another (fold_sites())
 };
 
 class HeapTracker {
@@ -127,6 +135,15 @@ class HeapTracker {
   // count as frees whose events were lost. Cumulative totals stay consistent:
   // allocated_bytes - freed_bytes == live_bytes per site.
   void resync(const std::vector<KernelRecord>& kernel);
+
+  // Folds each `from` site into its `to` site of the same kind (issue 35,
+  // item 5: a stack cut at a pending unwind table into the whole stack it
+  // is the start of): its records, live and cumulative figures move to
+  // `to`, and records that name its stack later (a queued event, a resync)
+  // land there too. `from` stays, at zero, so indices stay valid. Folds
+  // whose sites differ in kind, are out of range, or whose `to` was folded
+  // itself are ignored. One pass over the live records.
+  void fold_sites(const std::vector<SiteFold>& folds);
 
   // Forgets everything (exec: the image and its heap are gone).
   void clear();

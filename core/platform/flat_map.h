@@ -102,6 +102,14 @@ class FlatMap {
       if (keys_[i] != 0) fn(keys_[i], values_[i]);
   }
 
+  // The same with each value writable (the keys are not).
+  template <typename F>
+  void for_each_value(F&& fn) {
+    if (has_zero_) fn(uint64_t{0}, zero_value_);
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (keys_[i] != 0) fn(keys_[i], values_[i]);
+  }
+
   size_t memory_bytes() const { return keys_.capacity() * (sizeof(uint64_t) + sizeof(V)); }
 
  private:

@@ -79,6 +79,19 @@ rows = [p for p in dash["panels"] if p.get("type") == "row"]
 check(any("${pid:text}" in r["title"] and "$process_instance" in r["title"] for r in rows),
       "the process row's title names the process as the picker does (${pid:text}) and its instance")
 
+# Per-process and per-site series carry only pid and start_time (issue 35,
+# item 12): a query whose legend names the process's comm, target or pod
+# takes them from leakwatch_process_info, joined on (instance, pid,
+# start_time).
+IDENTITY = ("comm", "exe", "target", "unit", "uid", "container_id", "namespace", "pod")
+for pnl in dash["panels"]:
+    for t in pnl.get("targets", []):
+        named = [n for n in IDENTITY if "{{" + n + "}}" in t.get("legendFormat", "")]
+        if named and re.search(r"leakwatch_(process|site)_|leakwatch_cuda_device", t["expr"]):
+            check("leakwatch_process_info" in t["expr"] and "on (instance, pid, start_time) group_left" in t["expr"],
+                  f"panel {pnl['id']} query {t['refId']}: legend names {named} but the query does not join "
+                  "leakwatch_process_info on (instance, pid, start_time)")
+
 # The links.
 url = variables.get("leakwatch_url", {})
 default = url.get("query", "")
@@ -98,14 +111,14 @@ for panel, link in links:
 # query_result formatting (metric{labels in Prometheus' order,...} value
 # timestamp_ms) and the regex make the options.
 series = [
-    ('leakwatch_process_live_bytes{instance="host1:9478",job="leakwatch",pid="10",comm="web",kind="heap"}', "100x5"),
-    ('leakwatch_process_live_bytes{instance="host1:9478",job="leakwatch",pid="10",comm="web",kind="mmap"}', "5x5"),
-    ('leakwatch_process_live_bytes{instance="host1:9478",job="leakwatch",pid="20",comm="model server",kind="heap"}', "7x5"),
-    ('leakwatch_process_live_bytes{instance="host2:9478",job="leakwatch",pid="10",comm="batch",kind="heap"}', "9x5"),
+    ('leakwatch_process_info{instance="host1:9478",job="leakwatch",pid="10",start_time="5",comm="web",target="t"}', "1x5"),
+    ('leakwatch_process_live_bytes{instance="host1:9478",job="leakwatch",pid="10",start_time="5",kind="heap"}', "100x5"),
+    ('leakwatch_process_info{instance="host1:9478",job="leakwatch",pid="20",start_time="6",comm="model server",target="t"}', "1x5"),
+    ('leakwatch_process_info{instance="host2:9478",job="leakwatch",pid="10",start_time="7",comm="batch",target="t"}', "1x5"),
 ]
 promql = pid_promql.replace("$process_instance", "host1:9478")
-exp = [{"labels": '{pid="10",process="web (10)"}', "value": 100},
-       {"labels": '{pid="20",process="model server (20)"}', "value": 7}]
+exp = [{"labels": '{pid="10",process="web (10)"}', "value": 1},
+       {"labels": '{pid="20",process="model server (20)"}', "value": 1}]
 test = {"rule_files": ["empty.yml"], "tests": [{
     "interval": "1m", "input_series": [{"series": s, "values": v} for s, v in series],
     "promql_expr_test": [{"expr": promql, "eval_time": "4m", "exp_samples": exp}]}]}

@@ -116,6 +116,7 @@ case "$version" in *leakwatch*[0-9].[0-9]*) ;; *) echo "deb_test: unexpected --v
 inroot leakwatch check-config /etc/leakwatch/leakwatch.yaml
 for f in /usr/bin/leakwatch /lib/systemd/system/leakwatch.service /etc/leakwatch/leakwatch.yaml \
          /usr/share/leakwatch/grafana/leakwatch.json /usr/share/leakwatch/prometheus/leakwatch-rules.yml \
+         /usr/share/leakwatch/prometheus/set-runbook-url.sh \
          /usr/share/doc/leakwatch/README.md /usr/share/doc/leakwatch/runbooks.md \
          /usr/share/doc/leakwatch/examples/leakwatch.yaml /usr/share/doc/leakwatch/copyright \
          /usr/share/man/man1/leakwatch.1.gz /usr/share/leakwatch/bpf/leakwatch.bpf.c \

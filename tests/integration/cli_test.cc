@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -136,7 +137,7 @@ TEST_F(LeakwatchCli, EveryCommandsHelpExitsZeroAndBadOptionsExitTwo) {
   // Full help names every option of its command.
   const std::string top_help = run_leakwatch({"top", "--help"}).text();
   for (const char *opt : {"--pid", "--command", "--older", "--min-size", "--max-size", "--analysis-window",
-                          "--log-level", "--json", "--interval", "--top", "--top-by-rate"})
+                          "--log-level", "--json", "--interval", "--top", "--top-by-rate", "--unwind-cache-dir"})
     EXPECT_NE(top_help.find(opt), std::string::npos) << opt << "\n" << top_help;
   const std::string run_help = run_leakwatch({"run", "--help"}).text();
   for (const char *opt : {"--config", "--log-level", "--web.config.file", "--pods-dir"})
@@ -161,6 +162,8 @@ TEST_F(LeakwatchCli, EveryCommandsHelpExitsZeroAndBadOptionsExitTwo) {
       {"top", "-p", "1", "--top-by-rate=100001"},
       {"top", "-p", "1", "-p", "2"},
       {"top", "-c", "/bin/true", "-c", "/bin/false"},
+      {"top", "-p", "1", "--unwind-cache-dir", "relative/dir"},
+      {"snapshot", "-p", "1", "-o", "x.pb.gz", "--unwind-cache-dir=relative"},
       {"snapshot", "-p", "1", "-p", "2", "-o", "x.pb.gz"},
       {"help", "bogus"},
       {"snapshot", "--bogus"},
@@ -436,6 +439,27 @@ void expect_command_traced_from_main(const std::vector<std::string> &command_arg
 TEST_F(LeakwatchCli, CommandTracedFromTheFirstStatementOfMain) {
   expect_command_traced_from_main({"-c", target_path("first_in_main")});
   expect_command_traced_from_main({"--", target_path("first_in_main")});
+}
+
+// Issue 35, item 13: where top keeps the unwind tables it builds is said at
+// start and set by --unwind-cache-dir; '' writes none.
+TEST_F(LeakwatchCli, UnwindCacheDirIsSaidAndSet) {
+  char tmpl[] = "/tmp/lw_unwind_cache_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/tables";
+  Outcome moved = run_leakwatch({"top", "--json", "--unwind-cache-dir", dir, "--", "/bin/true"});
+  EXPECT_TRUE(exited_with(moved.status, 0)) << moved.text();
+  EXPECT_NE(moved.err.find("unwind tables: cached in " + dir), std::string::npos) << moved.text();
+  size_t files = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++files;
+  EXPECT_GT(files, 0u) << "no table written to " << dir << "\n" << moved.text();
+  Outcome none = run_leakwatch({"top", "--json", "--unwind-cache-dir", "", "--", "/bin/true"});
+  EXPECT_TRUE(exited_with(none.status, 0)) << none.text();
+  EXPECT_NE(none.err.find("unwind tables: no disk cache"), std::string::npos) << none.text();
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST_F(LeakwatchCli, CommandThatCannotRunExitsOne) {

@@ -291,6 +291,20 @@ targets:
               "(deadline %.0f s)\n", first_flag_s, kFlagDeadlineSeconds);
   RecordProperty("first_flag_s", std::to_string(first_flag_s));
   EXPECT_LE(first_flag_s, kFlagDeadlineSeconds) << evidence;
+  // The site's series carry the process's key only; its name and target
+  // come from leakwatch_process_info, joined as the rules and the
+  // dashboard join it (issue 35, item 12).
+  EXPECT_EQ(live.at("result").at(0).at("metric").count("comm"), 0u) << live.dump();
+  const Json named = prometheus.query("leakwatch_site_live_bytes" + leak_site +
+                                          " * on (instance, pid, start_time) group_left (comm, target) "
+                                          "leakwatch_process_info",
+                                      end);
+  ASSERT_EQ(named.at("result").size(), 1u) << named.dump() << evidence;
+  EXPECT_EQ(named.at("result").at(0).at("metric").value("comm", ""), "steady_leaker") << named.dump();
+  EXPECT_EQ(named.at("result").at(0).at("metric").value("target", ""), "steady") << named.dump();
+  const Json infos = prometheus.query("count(leakwatch_process_info == 1)", end);
+  ASSERT_EQ(infos.at("result").size(), 1u) << infos.dump();
+  EXPECT_EQ(instant_sample(infos.at("result").at(0)).value, 4) << "one info series per traced process";
   const Json rate = prometheus.query("leakwatch_site_leak_rate_bytes_per_second" + leak_site, end);
   for (const Json &series : rate.at("result"))
     std::printf("[ metric   ] leak_steadily rate: leakwatch %.1f B/s, truth %.1f B/s\n",
@@ -306,7 +320,7 @@ targets:
     // The range ends at `end` and reaches back to the fill, not before it.
     const int since_fill_s = static_cast<int>(std::floor(end - filled));
     const std::string range = "[" + std::to_string(since_fill_s) + "s]";
-    const std::string all_sites = pid_selector(target->pid(), "comm=\"plateau_cache\"");
+    const std::string all_sites = pid_selector(target->pid());
     const std::string cache_site = pid_selector(target->pid(), "site=~\"cache_insert.*\"");
 
     const Json site_flags = prometheus.query("max_over_time(leakwatch_site_suspected_leak" + all_sites + range + ")", end);

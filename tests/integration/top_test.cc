@@ -272,6 +272,50 @@ TEST_F(LeakwatchTop, SigintWhileTablesLoadEndsAtOnce) {
   EXPECT_FALSE(last->at("final").get<bool>());
 }
 
+// Issue 35, item 5: a process that leaks from its first moments, without
+// frame pointers, while its unwind tables are built (made slow here, as a
+// cold library's are): the stacks taken meanwhile end `table_pending` at
+// leak_early, those taken after are whole. The cut site is folded into the
+// whole one: one site holds every byte, with one verdict (it was two, the
+// cut one kept for the whole session).
+TEST_F(LeakwatchTop, CutStacksFoldIntoTheirFullSite) {
+  Process target({target_path("pending_leaker")});
+  const std::optional<std::string> ready = target.read_line(milliseconds(10000));
+  ASSERT_TRUE(ready && ready->rfind("ready ", 0) == 0) << ready.value_or("EOF") << target.stderr_text();
+  // No disk cache: a table cached by an earlier run would skip nothing
+  // (each load waits too), but nothing need be written.
+  Process leakwatch({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--json", "--interval", "0.25",
+                     "--debug-slow-tables-ms", "1000", "--unwind-cache-dir", ""});
+  std::optional<Json> last;
+  // The first snapshot comes once the tables are in; then a second of
+  // whole stacks, and the symbols.
+  for (int i = 0; i < 40; ++i) {
+    const std::optional<std::string> line = leakwatch.read_line(milliseconds(60000));
+    ASSERT_TRUE(line.has_value()) << leakwatch.stderr_text();
+    last = Json::parse(*line);
+    if (i < 6) continue;
+    bool named = true;
+    for (const Json &site : last->at("sites")) named = named && !site.at("symbols_pending").get<bool>();
+    if (named) break;
+  }
+  target.write_line("exit");
+  const std::string context = describe_sites(*last) + leakwatch.stderr_text();
+  // The precondition: stacks were cut while the tables were built.
+  ASSERT_GT(last->at("counters").at("stack_end_table_pending").get<int64_t>(), 0) << context;
+  std::vector<const Json *> leak_sites;
+  for (const Json &site : last->at("sites")) {
+    const Json &frames = site.at("frames");
+    if (!frames.empty() && frames.at(0).value("function", "") == "leak_early") leak_sites.push_back(&site);
+  }
+  ASSERT_EQ(leak_sites.size(), 1u) << "one call path, one site\n" << context;
+  const Json &site = *leak_sites[0];
+  EXPECT_TRUE(site.at("truncated").is_null()) << context;
+  EXPECT_GT(site.at("frames").size(), 2u) << context;
+  // Every heap byte since attach is leak_early's.
+  EXPECT_EQ(site.at("live_bytes").get<int64_t>(), last->at("kinds").at("heap").at("live_bytes").get<int64_t>())
+      << context;
+}
+
 TEST_F(LeakwatchTop, NoSuchPidExits3) {
   // A pid that just existed and was reaped: nothing else has it now.
   pid_t gone = fork();

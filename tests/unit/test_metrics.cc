@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <map>
 #include <set>
@@ -310,12 +312,13 @@ TEST(Metrics, DefaultsFitUnderTheDefaultSeriesCap) {
   EXPECT_EQ(defaults.max_series, Config{}.limits.max_series);
 }
 
-TEST(Metrics, StaleTimestampUnderItsNewAndOldNamesAndStartTimeSeconds) {
+// The old name, deprecated in 0.1.0, is gone (issue 35, item 12).
+TEST(Metrics, StaleTimestampUnderItsNameOnlyAndStartTimeSeconds) {
   DaemonSnapshot snap = sample_snapshot("svc");
   snap.processes[0].snapshot.heap_stale_since = 1795000000.5;
   std::string text = render_metrics(snap, {});
   EXPECT_NE(text.find("leakwatch_process_heap_stale_since_timestamp_seconds{"), std::string::npos);
-  EXPECT_NE(text.find("leakwatch_process_heap_stale_since_seconds{"), std::string::npos);
+  EXPECT_EQ(text.find("leakwatch_process_heap_stale_since_seconds"), std::string::npos) << text;
   EXPECT_NE(text.find("} 1795000000.5"), std::string::npos) << text;
   // start_time stays in ticks (identity), its time is a value.
   EXPECT_NE(text.find("leakwatch_process_start_time_seconds{"), std::string::npos);
@@ -327,6 +330,91 @@ TEST(Metrics, StaleTimestampUnderItsNewAndOldNamesAndStartTimeSeconds) {
   text = render_metrics(snap, {});
   EXPECT_NE(text.find("leakwatch_process_start_time_seconds{pid=\"1000\""), std::string::npos);
   EXPECT_NE(text.find("} 1700000000.42\n"), std::string::npos) << text;
+}
+
+// The labels of a sample line ("name{a=\"x\",b=\"y\"} value"), plain
+// values only (no escaped quotes), and its name.
+std::pair<std::string, std::map<std::string, std::string>> sample_labels(const std::string& line) {
+  std::map<std::string, std::string> labels;
+  const size_t open = line.find('{');
+  const std::string name = line.substr(0, std::min(open, line.find(' ')));
+  if (open == std::string::npos) return {name, labels};
+  size_t i = open + 1;
+  while (i < line.size() && line[i] != '}') {
+    const size_t eq = line.find("=\"", i);
+    const size_t end = line.find('"', eq + 2);
+    labels[line.substr(i, eq - i)] = line.substr(eq + 2, end - eq - 2);
+    i = end + 1;
+    if (line[i] == ',') ++i;
+  }
+  return {name, labels};
+}
+
+// Issue 35, item 12: the identity is on one leakwatch_process_info series
+// per process; every other per-process and per-site series carries only
+// the pid and start_time key.
+TEST(Metrics, IdentityOnlyOnTheProcessInfoSeries) {
+  DaemonSnapshot snap = sample_snapshot("svc", 3);
+  ProcessIdentity& id = snap.processes[1].process.identity;
+  id.unit = "web.service";
+  id.pod_uid = "u-1";
+  id.container_id = "containerd://abc";
+  id.pod_namespace = "prod";
+  id.pod_name = "web-0";
+  const std::string text = render_metrics(snap, {});
+  const std::set<std::string> identity = {"comm", "exe", "target", "unit", "uid", "container_id", "namespace", "pod"};
+  std::map<std::string, std::map<std::string, std::string>> info;  // by pid
+  size_t keyed = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto [name, labels] = sample_labels(line);
+    if (name == "leakwatch_process_info") {
+      EXPECT_TRUE(info.emplace(labels.at("pid"), labels).second) << "two info series for pid " << labels.at("pid");
+      continue;
+    }
+    if (!labels.count("pid")) continue;
+    ++keyed;
+    EXPECT_TRUE(labels.count("start_time")) << line;
+    for (const auto& [label, value] : labels) EXPECT_FALSE(identity.count(label)) << line;
+  }
+  EXPECT_GT(keyed, 3u * 20);
+  ASSERT_EQ(info.size(), 3u) << text;
+  const std::map<std::string, std::string> expected = {
+      {"pid", "1001"}, {"start_time", "42"}, {"comm", "svc"}, {"exe", "/usr/bin/svc"}, {"target", "t"},
+      {"unit", "web.service"}, {"uid", "u-1"}, {"container_id", "containerd://abc"}, {"namespace", "prod"},
+      {"pod", "web-0"}};
+  EXPECT_EQ(info.at("1001"), expected);
+  EXPECT_EQ(info.at("1000").at("pod"), "");
+  std::string out;
+  EXPECT_TRUE(promtool_accepts(text, &out)) << out;
+}
+
+// The series cap cuts whole processes in order, and each process's info
+// series comes first: a process with any series exported has its info
+// series, so a join never loses a series that made it under the cap.
+TEST(Metrics, SeriesCapNeverKeepsFiguresWithoutTheirInfoSeries) {
+  const DaemonSnapshot snap = sample_snapshot("svc", 40, 20);
+  RenderStats full;
+  (void)render_metrics(snap, {}, &full);
+  size_t cut_somewhere = 0;
+  for (size_t cap = 150; cap < full.series; cap += 97) {
+    MetricsOptions opts;
+    opts.max_series = cap;
+    RenderStats stats;
+    const std::string text = render_metrics(snap, opts, &stats);
+    if (stats.series_dropped > 0) ++cut_somewhere;
+    std::set<std::string> with_info, with_series;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const auto [name, labels] = sample_labels(line);
+      if (!labels.count("pid")) continue;
+      (name == "leakwatch_process_info" ? with_info : with_series).insert(labels.at("pid"));
+    }
+    for (const std::string& pid : with_series) EXPECT_TRUE(with_info.count(pid)) << "cap " << cap << ": pid " << pid;
+  }
+  EXPECT_GT(cut_somewhere, 0u);
 }
 
 TEST(Metrics, HttpFrontFamilies) {
