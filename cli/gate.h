@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The leak gate's rules (`leakwatch test`, docs/cli.md; decision 0063,
-// leak-gate): which sites still holding memory at exit fail a run, matched
+// The leak gate's rules (`leakwatch test`, docs/cli.md; decision leak-gate):
+// which sites still holding memory at exit fail a run, matched
 // against suppressions and a baseline by names, never by addresses or stack
 // ids (ASLR and rebuilds change those). Pure: no tracer, no files; the
 // command (cli/test_cmd.cc) reads the files and hands their text here.

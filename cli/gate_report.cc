@@ -72,7 +72,8 @@ std::string text_report(const Verdict& v, const Rules& rules, const RunEnd& end,
   std::string out = "leakwatch test: " + end.program + " " + how_it_ended(end) + "\n";
   size_t suppressed = 0;
   for (const GateSite& g : v.sites) suppressed += g.suppressed_by != 0;
-  out += "leakwatch test: " + std::to_string(v.sites.size() - suppressed) + " sites hold " +
+  const size_t held = v.sites.size() - suppressed;
+  out += "leakwatch test: " + std::to_string(held) + (held == 1 ? " site holds " : " sites hold ") +
          human_bytes(v.total_bytes) + " at exit; " + std::to_string(suppressed) + " suppressed (" +
          human_bytes(v.suppressed_bytes) + ")\n";
   size_t shown = 0;

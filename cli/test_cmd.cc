@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `leakwatch test [options] -- CMD ARGS`: the leak gate for CI (docs/cli.md;
-// decision 0063, leak-gate). Starts CMD stopped at its entry point (as
+// decision leak-gate). Starts CMD stopped at its entry point (as
 // `top -c`, cli/launch.h), traces it to its exit, then reports the sites
 // still holding memory, writes JSON, pprof and a baseline on request, and
 // exits with the gate's failure code or the program's own (cli/gate_report.h).
@@ -281,6 +281,19 @@ int start_traced(TestOptions& o, std::unique_ptr<Tracer>& tracer, std::unique_pt
   return -1;
 }
 
+// Resolves the stacks of the sites live now, at most every 50 ms, while
+// the program runs: a Python frame's names are read from the code object in
+// the process's memory, which is gone after the exit; once read they are
+// cached. (Native frames are named from the files, also after the exit.)
+void resolve_while_alive(Tracer& t, pid_t pid) {
+  static std::chrono::steady_clock::time_point next;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next) return;
+  next = now + std::chrono::milliseconds(50);
+  TracedProcess* proc = t.process(pid);
+  if (proc && !proc->exited) (void)take_snapshot(t, *proc, SiteLimits(100000, 0), false);
+}
+
 // Consumes events until the program exits (or a signal ends the run: the
 // program is then ended too), then what is still buffered (bounded: a
 // program that allocates without pause refills the ring as fast as it
@@ -303,10 +316,11 @@ bool trace_to_exit(Tracer& t, LaunchedCommand& launched, bool& interrupted) {
       interrupted = true;
       launched.terminate();
     }
-    if (Result<int> n = t.poll(100); !n) {
+    if (Result<int> n = t.poll(50); !n) {
       fprintf(stderr, "leakwatch test: %s\n", n.error().message.c_str());
       return false;
     }
+    resolve_while_alive(t, pid);
   }
   const auto drain_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < drain_end) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `leakwatch test`, the leak gate (docs/cli.md; decision 0063, leak-gate),
+// `leakwatch test`, the leak gate (docs/cli.md; decision leak-gate),
 // end to end with real probes: a clean program passes, a leaking one fails
 // naming its site, a suppression lets it pass, and a baseline lets known
 // sites pass and fails a new one. Targets: tests/targets/native/gate_leaker.cc
@@ -170,7 +170,14 @@ TEST_F(LeakwatchGate, PythonThresholdSuppressionAndBaseline) {
   ASSERT_FALSE(failing.empty()) << leak.err;
   EXPECT_NE(failing[0].at("key").get<std::string>().find("gate_leaker.py!leak_native_buffers"), std::string::npos)
       << leak.err;
-  EXPECT_GE(failing[0].at("live_bytes").get<uint64_t>(), 8u << 21) << leak.err;
+  // Every leaked block is under leak_native_buffers; a first call may land
+  // on a stack cut at table_pending (libffi's table still loading), a site
+  // of its own.
+  uint64_t named_bytes = 0;
+  for (const Json& site : leak.json.at("gate").at("sites"))
+    if (site.at("key").get<std::string>().find("gate_leaker.py!leak_native_buffers") != std::string::npos)
+      named_bytes += site.at("live_bytes").get<uint64_t>();
+  EXPECT_EQ(named_bytes, 8u << 21) << leak.err;
 
   std::ofstream(file("py.supp")) << "function:^leak_native_buffers$\n";
   const GateRun suppressed = run_gate(json, {limit[0], limit[1], "--suppressions", file("py.supp")}, py("leak"));

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The leak gate's rules (cli/gate.h; decision 0063, leak-gate): keys that
+// The leak gate's rules (cli/gate.h; decision leak-gate): keys that
 // survive ASLR, LeakSanitizer-style patterns, the suppression and baseline
 // files, and which sites fail a run.
 #include "cli/gate.h"

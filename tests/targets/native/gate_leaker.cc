@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The leak gate's C++ target (tests/integration/gate_test.cc; decision
-// 0063, leak-gate), built as users build: -O2, no frame pointers. Not a
+// leak-gate), built as users build: -O2, no frame pointers. Not a
 // line-protocol target: `leakwatch test` starts it and reads what it holds
 // at its exit. The mode is argv[1]:
 //   clean   allocates and frees (vectors, strings, new/delete), exits 0

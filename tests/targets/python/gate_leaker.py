@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # The leak gate's Python target (tests/integration/gate_test.cc; decision
-# 0063, leak-gate), run by `leakwatch test -- python3.11 gate_leaker.py MODE`.
+# leak-gate), run by `leakwatch test -- python3.11 gate_leaker.py MODE`.
 #   clean  builds and drops Python objects, exits 0
 #   leak   also leaks 8 blocks of 2 MiB from leak_native_buffers(): memory
 #          a C library call made and nobody frees (a native extension's
