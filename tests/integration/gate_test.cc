@@ -4,7 +4,7 @@
 // naming its site, a suppression lets it pass, and a baseline lets known
 // sites pass and fails a new one. Targets: tests/targets/native/gate_leaker.cc
 // (-O2, no frame pointers) and tests/targets/python/gate_leaker.py
-// (/usr/bin/python3.11, leaking through a named Python function).
+// (/usr/bin/python3.11, keeping buffers from a named Python function).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -164,22 +164,20 @@ TEST_F(LeakwatchGate, PythonThresholdSuppressionAndBaseline) {
 
   const GateRun leak = run_gate(json, limit, py("leak"));
   EXPECT_EQ(leak.code, kLeaksFound) << leak.err;
-  std::vector<Json> failing;
+  bool named_fails = false;
   for (const Json& site : leak.json.at("gate").at("sites"))
-    if (site.at("fails").get<bool>()) failing.push_back(site);
-  ASSERT_FALSE(failing.empty()) << leak.err;
-  EXPECT_NE(failing[0].at("key").get<std::string>().find("gate_leaker.py!leak_native_buffers"), std::string::npos)
-      << leak.err;
-  // Every leaked block is under leak_native_buffers; a first call may land
-  // on a stack cut at table_pending (libffi's table still loading), a site
-  // of its own.
+    if (site.at("fails").get<bool>() &&
+        site.at("key").get<std::string>().find("gate_leaker.py!hold_buffers") != std::string::npos)
+      named_fails = true;
+  EXPECT_TRUE(named_fails) << leak.err;
+  // Every kept block is under hold_buffers.
   uint64_t named_bytes = 0;
   for (const Json& site : leak.json.at("gate").at("sites"))
-    if (site.at("key").get<std::string>().find("gate_leaker.py!leak_native_buffers") != std::string::npos)
+    if (site.at("key").get<std::string>().find("gate_leaker.py!hold_buffers") != std::string::npos)
       named_bytes += site.at("live_bytes").get<uint64_t>();
-  EXPECT_EQ(named_bytes, 8u << 21) << leak.err;
+  EXPECT_GE(named_bytes, 8u << 21) << leak.err;  // and the list's own growth
 
-  std::ofstream(file("py.supp")) << "function:^leak_native_buffers$\n";
+  std::ofstream(file("py.supp")) << "function:^hold_buffers$\n";
   const GateRun suppressed = run_gate(json, {limit[0], limit[1], "--suppressions", file("py.supp")}, py("leak"));
   EXPECT_EQ(suppressed.code, 0) << suppressed.err;
 
@@ -191,7 +189,7 @@ TEST_F(LeakwatchGate, PythonThresholdSuppressionAndBaseline) {
   bool named_new = false;
   for (const Json& site : fresh.json.at("gate").at("sites"))
     if (site.at("new_site").get<bool>() &&
-        site.at("key").get<std::string>().find("gate_leaker.py!leak_native_buffers") != std::string::npos)
+        site.at("key").get<std::string>().find("gate_leaker.py!hold_buffers") != std::string::npos)
       named_new = true;
   EXPECT_TRUE(named_new) << fresh.err;
 }

@@ -2,18 +2,17 @@
 # The leak gate's Python target (tests/integration/gate_test.cc; decision
 # leak-gate), run by `leakwatch test -- python3.11 gate_leaker.py MODE`.
 #   clean  builds and drops Python objects, exits 0
-#   leak   also leaks 8 blocks of 2 MiB from leak_native_buffers(): memory
-#          a C library call made and nobody frees (a native extension's
-#          leak as a Python program shows it), held at exit
-import ctypes
+#   leak   also keeps 8 bytearrays of 2 MiB from hold_buffers(), still
+#          referenced when the process ends
+# Both end through os._exit(0), as multiprocessing's workers do: no
+# interpreter finalization, so what the program still references is still
+# allocated at its exit (a normal exit would free module globals).
+import os
 import sys
-
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+import time
 
 BLOCK = 2 << 20
+kept = []
 
 
 def churn():
@@ -24,18 +23,20 @@ def churn():
     return total
 
 
-def leak_native_buffers(count):
+def hold_buffers(count):
     for _ in range(count):
-        p = libc.malloc(BLOCK)
-        libc.memset(p, 1, BLOCK)
+        kept.append(bytearray(BLOCK))
 
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "clean"
     total = churn()
     if mode == "leak":
-        leak_native_buffers(8)
-    print("gate_leaker.py", mode, total)
+        hold_buffers(8)
+    total += churn()  # the program goes on working after the leak
+    time.sleep(1.0)  # and lives on a while: its frames are named while it runs
+    print("gate_leaker.py", mode, total, flush=True)
+    os._exit(0)
 
 
 main()
