@@ -76,6 +76,9 @@ std::string text_report(const Verdict& v, const Rules& rules, const RunEnd& end,
   out += "leakwatch test: " + std::to_string(held) + (held == 1 ? " site holds " : " sites hold ") +
          human_bytes(v.total_bytes) + " at exit; " + std::to_string(suppressed) + " suppressed (" +
          human_bytes(v.suppressed_bytes) + ")\n";
+  if (end.children_untraced > 0)
+    out += "leakwatch test: warning: " + end.program + " forked " + std::to_string(end.children_untraced) +
+           " child process(es), not traced: their memory is not counted\n";
   size_t shown = 0;
   for (const GateSite& g : v.sites) {
     if (!g.fails && shown >= others) continue;
@@ -126,6 +129,7 @@ nlohmann::json verdict_json(const Verdict& v, const Rules& rules, const RunEnd& 
           {"program", end.program},
           {"program_status", status},
           {"interrupted", end.interrupted},
+          {"children_untraced", end.children_untraced},
           {"total_bytes", v.total_bytes},
           {"suppressed_bytes", v.suppressed_bytes},
           {"over_total_limit", v.over_total_limit},

@@ -20,6 +20,9 @@ struct RunEnd {
   std::optional<int> wait_status;  // the program's, once reaped
   bool interrupted = false;      // leakwatch got SIGINT/SIGTERM and ended it
   int gate_failure_code = 0;     // --error-exitcode
+  // Processes the program forked: not traced (docs/cli.md, `leakwatch
+  // test`, Limits), so their memory is not in the verdict; said, not silent.
+  uint64_t children_untraced = 0;
 };
 
 // The exit code of `leakwatch test`: the gate's failure code when the gate

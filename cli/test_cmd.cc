@@ -299,7 +299,7 @@ void resolve_while_alive(Tracer& t, pid_t pid) {
 // program is then ended too), then what is still buffered (bounded: a
 // program that allocates without pause refills the ring as fast as it
 // drains). False on a poll error.
-bool trace_to_exit(Tracer& t, LaunchedCommand& launched, bool& interrupted) {
+bool trace_to_exit(Tracer& t, LaunchedCommand& launched, bool& interrupted, uint64_t& children) {
   const pid_t pid = launched.pid();
   std::optional<std::chrono::steady_clock::time_point> zombie_since;
   while (!t.process(pid)->exited) {
@@ -322,6 +322,7 @@ bool trace_to_exit(Tracer& t, LaunchedCommand& launched, bool& interrupted) {
       return false;
     }
     resolve_while_alive(t, pid);
+    for (const Discovery& d : t.take_discoveries()) children += d.parent == pid;
   }
   const auto drain_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < drain_end) {
@@ -397,7 +398,7 @@ int run_test(int argc, char** argv) {
   gate::RunEnd end;
   end.program = o.command[0];
   end.gate_failure_code = o.error_exitcode;
-  if (!trace_to_exit(*tracer, *launched, end.interrupted)) return exit_code::kError;
+  if (!trace_to_exit(*tracer, *launched, end.interrupted, end.children_untraced)) return exit_code::kError;
   const ProcessSnapshot snap = final_snapshot(*tracer, launched->pid());
   tracer.reset();  // every probe detached before the program is reaped
   end.wait_status = launched->reap(true);

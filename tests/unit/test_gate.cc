@@ -189,7 +189,11 @@ TEST(GateReport, NamesTheFailingSiteWithItsStack) {
   EXPECT_NE(text.find("FAIL 4.0 KiB in 1 allocation [heap]"), std::string::npos) << text;
   EXPECT_NE(text.find("    leak_big [p]\n    main [p]\n"), std::string::npos) << text;
   EXPECT_NE(text.find("FAILED: 1 site(s)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("not traced"), std::string::npos) << text;
+  end.children_untraced = 2;
+  EXPECT_NE(text_report(v, Rules{}, end, 10).find("./p forked 2 child process(es), not traced"), std::string::npos);
   const nlohmann::json j = verdict_json(v, Rules{}, end);
+  EXPECT_EQ(j.at("children_untraced").get<uint64_t>(), 2u);
   EXPECT_FALSE(j.at("passed").get<bool>());
   EXPECT_EQ(j.at("exit_code").get<int>(), 23);
   EXPECT_EQ(j.at("sites")[0].at("key").get<std::string>(), "heap\tp!leak_big\tp!main");
