@@ -266,6 +266,7 @@ int start_traced(TestOptions& o, std::unique_ptr<Tracer>& tracer, std::unique_pt
   launched = std::move(*started);
   AttachOptions attach;
   attach.heap = !o.light;
+  attach.follow_forks = true;  // only reported and counted: children are not traced
   if (Status st = tracer->attach(launched->pid(), attach); !st) {
     fprintf(stderr, "leakwatch test: attaching to %d: %s\n", launched->pid(), st.error().message.c_str());
     return exit_code_for(st.error());

@@ -150,6 +150,16 @@ TEST_F(LeakwatchGate, ProgramExitCodePassesThroughUnlessTheGateFails) {
   EXPECT_EQ(bad.code, 99) << bad.err;
 }
 
+// Children are not traced, and the run says how many there were: the shell
+// forks once for /bin/true (not its last command, so not exec'd in place).
+TEST_F(LeakwatchGate, ForkedChildrenAreCountedNotTraced) {
+  const GateRun run = run_gate(file("out.json"), {"--max-site-bytes", "100000000"},
+                               {"/bin/sh", "-c", "/bin/true; exit 4"});
+  EXPECT_EQ(run.code, 4) << run.err;
+  EXPECT_EQ(run.json.at("gate").at("children_untraced").get<uint64_t>(), 1u) << run.err;
+  EXPECT_NE(run.err.find("forked 1 child process(es), not traced"), std::string::npos) << run.err;
+}
+
 // Python: the interpreter holds its own memory at exit, so the gate runs
 // with a per-site threshold (and a baseline) as a Python project would.
 TEST_F(LeakwatchGate, PythonThresholdSuppressionAndBaseline) {
