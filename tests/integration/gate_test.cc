@@ -100,8 +100,16 @@ TEST_F(LeakwatchGate, CxxCleanPassesLeakFailsSuppressionPasses) {
   EXPECT_EQ(clean.code, 0) << clean.err;
   EXPECT_NE(clean.err.find("leakwatch test: passed"), std::string::npos) << clean.err;
 
-  const GateRun leak = run_gate(json, {}, cxx("leak"));
+  const GateRun leak = run_gate(json, {"--pprof", file("heap.pb.gz")}, cxx("leak"));
   EXPECT_EQ(leak.code, kLeaksFound) << leak.err;
+  // The JSON carries the final snapshot too, and the profile is written
+  // (gzip; its contents are the snapshot's pprof, read by go tool pprof in
+  // snapshot_test.cc).
+  EXPECT_TRUE(leak.json.at("snapshot").at("final").get<bool>());
+  const std::string profile = read_all(file("heap.pb.gz"));
+  ASSERT_GE(profile.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(profile[0]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(profile[1]), 0x8b);
   const std::vector<Json> sites = sites_named(leak, "gate::leak_first");
   ASSERT_EQ(sites.size(), 1u) << leak.err;
   EXPECT_TRUE(sites[0].at("fails").get<bool>());
