@@ -15,6 +15,10 @@ constexpr int kUsage = 2;           // bad command line
 constexpr int kNoSuchProcess = 3;
 constexpr int kPermissionDenied = 4;
 constexpr int kUnsupportedKernel = 5;  // no BTF, no uprobes, BPF not loadable
+// `leakwatch test`: the leak gate failed (--error-exitcode changes it). 23,
+// LeakSanitizer's default exitcode, far from a program's usual 1 and 2; any
+// other code of `test` after the program ran is the program's own.
+constexpr int kLeaksFound = 23;
 }  // namespace lw::exit_code
 
 namespace lw {

@@ -24,6 +24,9 @@ void usage(FILE* out) {
           "  check-config FILE    validate a config file (every error, with file:line:column)\n"
           "  snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n"
           "                       write a pprof heap profile of a running process\n"
+          "  test [options] -- PROG ARGS\n"
+          "                       run PROG traced from its first instruction and fail\n"
+          "                       (exit 23) on the sites still holding memory at its exit\n"
           "\n"
           "global options:\n"
           "  -V, --version        print the version\n"
@@ -31,7 +34,7 @@ void usage(FILE* out) {
           "\n"
           "Run `leakwatch COMMAND --help` (or `leakwatch help COMMAND`) for a command's\n"
           "options. Exit codes: 0 ok, 1 error, 2 usage, 3 no such process, 4 permission\n"
-          "denied, 5 kernel unsupported.\n");
+          "denied, 5 kernel unsupported; `test`: 23 leaks found, else the program's own.\n");
 }
 
 // A command's entry point, or null for an unknown command.
@@ -41,6 +44,7 @@ CommandMain command_main(const std::string& cmd) {
   if (cmd == "run") return lw::run_daemon;
   if (cmd == "check-config") return lw::run_check_config;
   if (cmd == "snapshot") return lw::run_snapshot;
+  if (cmd == "test") return lw::run_test;
   return nullptr;
 }
 

@@ -8,4 +8,6 @@ int run_daemon(int argc, char** argv);
 int run_check_config(int argc, char** argv);
 // `leakwatch snapshot -p PID -o FILE.pb.gz`: a pprof heap profile, no daemon.
 int run_snapshot(int argc, char** argv);
+// `leakwatch test [options] -- PROG ARGS`: the leak gate (cli/test_cmd.cc).
+int run_test(int argc, char** argv);
 }  // namespace lw

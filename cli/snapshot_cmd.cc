@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/exit_codes.h"
 #include "cli/options.h"
@@ -28,11 +29,16 @@ void on_signal(int) { g_stop.store(true); }
 
 void snapshot_usage(FILE* out) {
   fprintf(out,
-          "usage: leakwatch snapshot -p PID [--duration SECONDS] -o FILE.pb.gz\n"
+          "usage: leakwatch snapshot -p PID [--duration SECONDS] [--count N] -o FILE.pb.gz\n"
           "Attaches to PID, traces for SECONDS, and writes a gzipped pprof heap profile\n"
           "of the memory allocated since attach and still live (go tool pprof -top FILE).\n"
           "  -p, --pid PID               process to attach to (it keeps running)\n"
-          "  -d, --duration SECONDS      how long to trace (0..86400, default 10)\n"
+          "  -d, --duration SECONDS      how long to trace (0..86400, default 10); with\n"
+          "                              --count, the time between profiles\n"
+          "  -n, --count N               write N profiles from one attach, each cumulative\n"
+          "                              (everything live since attach): two of them diff\n"
+          "                              meaningfully (pprof -diff_base); FILE must hold %%n,\n"
+          "                              replaced by 1..N (1..10000, default 1)\n"
           "  -o, --output FILE           where to write the profile\n"
           "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
           "      --unwind-cache-dir DIR  keep built unwind tables in DIR (absolute path;\n"
@@ -44,9 +50,17 @@ void snapshot_usage(FILE* out) {
 struct SnapshotOptions {
   pid_t pid = 0;
   double duration = 10;  // seconds
-  std::string out;       // the profile's path
+  std::string out;       // the profile's path; with count > 1 it holds "%n"
+  uint64_t count = 1;    // profiles from one attach (cumulative series)
   std::optional<std::string> unwind_cache_dir;  // --unwind-cache-dir; "": none
 };
+
+// The path of profile `n` (1-based): "%n" replaced by n.
+std::string series_path(const std::string& pattern, uint64_t n) {
+  std::string out = pattern;
+  if (size_t at = out.find("%n"); at != std::string::npos) out.replace(at, 2, std::to_string(n));
+  return out;
+}
 
 // Parses `snapshot`'s options into `o`. Returns the exit code when the
 // command ends here (help, usage error), else -1.
@@ -55,6 +69,7 @@ int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
   static const struct option kLong[] = {
       {"pid", required_argument, nullptr, 'p'},
       {"duration", required_argument, nullptr, 'd'},
+      {"count", required_argument, nullptr, 'n'},
       {"output", required_argument, nullptr, 'o'},
       {"log-level", required_argument, nullptr, kOptLogLevel},
       {"unwind-cache-dir", required_argument, nullptr, kOptUnwindCacheDir},
@@ -70,7 +85,7 @@ int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
   };
   reset_getopt();
   int c;
-  while ((c = getopt_long(argc, argv, ":p:d:o:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":p:d:n:o:h", kLong, nullptr)) != -1) {
     uint64_t n = 0;
     switch (c) {
       case 'p':
@@ -81,6 +96,10 @@ int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
       case 'd':
         if (!parse_number(optarg, 0, 86400, o.duration))
           return bad("--duration must be between 0 and 86400 seconds (got '%s')", optarg);
+        break;
+      case 'n':
+        if (!parse_u64(optarg, o.count) || o.count < 1 || o.count > 10000)
+          return bad("--count must be between 1 and 10000 (got '%s')", optarg);
         break;
       case 'o':
         if (!*optarg) return bad("%s-o needs a file name", "");
@@ -108,6 +127,8 @@ int parse_snapshot_options(int argc, char** argv, SnapshotOptions& o) {
   }
   if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
   if (o.pid == 0 || o.out.empty()) return bad("%s-p PID and -o FILE are required", "");
+  if (o.count > 1 && o.out.find("%n") == std::string::npos)
+    return bad("--count needs %%n in -o's file name, for the profile's number (got '%s')", o.out.c_str());
   return -1;
 }
 
@@ -167,10 +188,14 @@ int run_snapshot(int argc, char** argv) {
   const pid_t pid = o.pid;
   // Created first, so a path that will be refused (a symlink anywhere in
   // it, another user's file) fails before any tracing (core/platform/fd.h).
-  Result<OutputFile> file = create_output_file(o.out);
-  if (!file) {
-    fprintf(stderr, "leakwatch: writing %s: %s\n", o.out.c_str(), file.error().message.c_str());
-    return exit_code::kError;
+  std::vector<OutputFile> files;
+  for (uint64_t n = 1; n <= o.count; ++n) {
+    Result<OutputFile> file = create_output_file(series_path(o.out, n));
+    if (!file) {
+      fprintf(stderr, "leakwatch: writing %s: %s\n", series_path(o.out, n).c_str(), file.error().message.c_str());
+      return exit_code::kError;
+    }
+    files.push_back(std::move(*file));
   }
   // From the start: a Ctrl-C while probes attach or tables load still
   // writes the profile of what was seen.
@@ -200,8 +225,20 @@ int run_snapshot(int argc, char** argv) {
   Tracer& t = **tracer;
   const double started = std::chrono::duration<double>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
-  if (!trace_for(t, pid, o.duration)) return exit_code::kError;
-  return write_profile(t, pid, started, *file, o.out);
+  // A series (--count): every profile from this one attach, each of all
+  // that is live since it, so two of them differ by what happened between.
+  for (uint64_t n = 1; n <= o.count; ++n) {
+    if (!trace_for(t, pid, o.duration)) return exit_code::kError;
+    if (int rc = write_profile(t, pid, started, files[n - 1], series_path(o.out, n)); rc != exit_code::kOk)
+      return rc;
+    if (n < o.count && (g_stop.load() || t.process(pid)->exited)) {
+      fprintf(stderr, "leakwatch snapshot: %s after profile %llu of %llu: the rest are not written\n",
+              g_stop.load() ? "interrupted" : "the process exited", static_cast<unsigned long long>(n),
+              static_cast<unsigned long long>(o.count));
+      break;
+    }
+  }
+  return exit_code::kOk;
 }
 
 }  // namespace lw

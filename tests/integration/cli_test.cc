@@ -120,6 +120,8 @@ TEST_F(LeakwatchCli, EveryCommandsHelpExitsZeroAndBadOptionsExitTwo) {
       {{"snapshot", "--help"}, "usage: leakwatch snapshot"},
       {{"run", "--help"}, "usage: leakwatch run"},
       {{"check-config", "--help"}, "usage: leakwatch check-config"},
+      {{"test", "--help"}, "usage: leakwatch test"},
+      {{"help", "test"}, "usage: leakwatch test"},
       // `help COMMAND` is COMMAND --help, not the global help (issue 35).
       {{"help"}, "usage: leakwatch <command>"},
       {{"help", "top"}, "usage: leakwatch top"},
