@@ -21,6 +21,7 @@
 #include "core/accounting/cuda_devices.h"
 #include "core/accounting/cut_sites.h"
 #include "core/accounting/heap_tracker.h"
+#include "core/analysis/reserved_space.h"
 #include "core/platform/token_bucket.h"
 #include "core/proc/proc_maps.h"
 #include "core/symbols/perf_map.h"
@@ -144,6 +145,10 @@ struct TracedProcess {
   uint64_t splits_read_ns = 0;
   uint64_t splits_swept_ns = 0;
   uint64_t maps_checked_ns = 0;  // the last /proc/PID/maps read for new mmap records
+  // The PROT_NONE address space no mmap record holds, at the last two
+  // reads (reserved before the attach or before the probes followed the
+  // exec): records made inside it are commits.
+  UntrackedReservations untracked_reserved;
   uint64_t lost_seen = 0;
   bool accounting = true;  // overhead: false while the kill switch holds it
   // The tensor tier's probes were detached by its own governor budget

@@ -42,6 +42,7 @@ void Tracer::refresh_reserved(TracedProcess& proc) {
   // be told reserved; until then its whole size counts, as before.
   constexpr uint64_t kRssNs = 2'000'000'000, kSweepNs = 10'000'000'000, kCheckNs = 1'000'000'000;
   const uint64_t now = monotonic_ns();
+  proc.untracked_reserved.add_retired(proc.heap.take_retired_reservations());
   const bool sweep = proc.heap.record_count(LW_KIND_MMAP) > 0 && now - proc.splits_swept_ns >= kSweepNs;
   bool rss_due = proc.heap.split_count() > 0 && now - proc.splits_read_ns >= kRssNs;
   if ((proc.heap.has_unchecked_mmap() && now - proc.maps_checked_ns >= kCheckNs) || sweep) {
@@ -54,7 +55,9 @@ void Tracer::refresh_reserved(TracedProcess& proc) {
     }
     if (sweep) proc.splits_swept_ns = now;
     const bool had_reservations = proc.heap.split_count() > 0;
-    refresh_splits(proc.heap, mappings_of(*maps), false, sweep);
+    const std::vector<SmapsMapping> mappings = mappings_of(*maps);
+    refresh_splits(proc.heap, mappings, false, sweep, &proc.untracked_reserved);
+    proc.untracked_reserved.note(untracked_prot_none(proc.heap, mappings, now));
     // A first reservation: its touched pages at once, not in 2 s.
     if (!had_reservations && proc.heap.split_count() > 0 && now - proc.splits_read_ns >= kRssNs) rss_due = true;
   }
@@ -66,7 +69,24 @@ void Tracer::refresh_reserved(TracedProcess& proc) {
     return;
   }
   proc.splits_read_ns = now;
-  refresh_splits(proc.heap, smaps->mappings, true, false);
+  refresh_splits(proc.heap, smaps->mappings, true, false, &proc.untracked_reserved);
+  proc.untracked_reserved.note(untracked_prot_none(proc.heap, smaps->mappings, now));
+}
+
+// The reservations the process holds before its mmap records begin: read
+// before the probes count its mappings (attach, exec), so that every record
+// is newer than the read (decision reserved-address-space).
+void Tracer::note_reservations_before_tracking(TracedProcess& proc) {
+  proc.untracked_reserved.clear();
+  (void)proc.heap.take_retired_reservations();  // the old image's
+  const uint64_t now = monotonic_ns();
+  Result<ParsedMaps> maps = read_proc_maps(proc.pid);
+  ++stats_.mapping_reads;
+  if (!maps) {
+    ++stats_.mapping_read_errors;
+    return;
+  }
+  proc.untracked_reserved.note(untracked_prot_none(proc.heap, mappings_of(*maps), now));
 }
 
 Tracer::Tracer(std::unique_ptr<BpfSession> session, const BpfOptions& options,
@@ -235,6 +255,7 @@ Status Tracer::attach(pid_t pid, const AttachOptions& options) {
   if (Status st = session_->purge_live(pid); !st) return st;
   const uint64_t purged = monotonic_ns();
   proc->heap.set_sample_mean(options.sample_mean_bytes);
+  note_reservations_before_tracking(*proc);
   if (Status st = session_->set_target(pid, target_flags(options), 0, options.sample_mean_bytes); !st)
     return st;
   if (auto t = session_->get_target(pid)) {
@@ -514,6 +535,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   count_code_changes(proc);
   session_->take_rescan_request(proc.pid);
   refresh_maps(proc);
+  note_reservations_before_tracking(proc);
   // The exec cleared the kernel flags, and the new image's wrappers are
   // decided again below: until then the raw tracepoints (if attached) must
   // not skip this process.

@@ -193,6 +193,7 @@ class Tracer {
   // Reads `proc`'s mappings again and registers its objects' unwind tables.
   void refresh_maps(TracedProcess& proc);
   void refresh_reserved(TracedProcess& proc);
+  void note_reservations_before_tracking(TracedProcess& proc);
   void on_record(const void* data, size_t len);
   void after_poll();
   void resync(TracedProcess& proc);

@@ -107,6 +107,7 @@ void HeapTracker::apply(const Event& e) {
   }
   const uint64_t key = live_key(e.kind, e.addr);
   if (e.type == EventType::kAlloc) {
+    bool commit = false;
     if (LiveRecord* old = live_.find(key)) {
       if (old->alloc_ns == e.alloc_ns) {
         ++counters_.duplicate_allocs;
@@ -116,6 +117,13 @@ void HeapTracker::apply(const Event& e) {
       // record's free was missed. It is retired, not leaked.
       ++counters_.missed_frees;
       LiveRecord gone = *old;
+      // A mapping over the head of one at least its size (mmap MAP_FIXED:
+      // Go's first sysMap of a heap arena, HotSpot's -Xms commit of its
+      // heap, or its MmapArrayAllocator committing what it just reserved)
+      // commits that reservation (decision reserved-address-space).
+      commit = e.kind == LW_KIND_MMAP && gone.size >= e.size;
+      if (commit && gone.size > e.size && retired_.size() < kMaxRetired)
+        retired_.push_back({e.addr + e.size, e.addr + gone.size, gone.alloc_ns});
       drop_live(key, gone, gone.size);
     }
     LiveRecord r{e.size, e.alloc_ns, e.kind, site_index(e.stack_hash, e.kind)};
@@ -128,6 +136,7 @@ void HeapTracker::apply(const Event& e) {
     s.allocated_bytes += counted_bytes(r);
     s.allocations += counted_allocations(r);
     add_live(e.addr, r);
+    if (commit) set_split(e.addr, r.alloc_ns, RecordSplit{0, 0, true});
     return;
   }
   if (e.type != EventType::kFree) return;
@@ -148,17 +157,22 @@ void HeapTracker::apply(const Event& e) {
       ++counters_.stale_frees;  // inconsistent with what we hold; a resync repairs it
       return;
     }
+    // The pieces of a commit stay commits (decision reserved-address-space);
+    // what of them is touched is read again.
+    const bool commit = split_of(e.addr).commit;
     drop_live(key, r, e.size);
     sites_[r.site].frees -= counted_allocations(r);  // a cut is not a whole free
     if (off > 0) {
       LiveRecord head = r;
       head.size = off;
       add_live(e.addr, head);
+      if (commit) set_split(e.addr, r.alloc_ns, RecordSplit{0, 0, true});
     }
     if (const uint64_t tail = r.size - off - e.size; tail > 0) {
       LiveRecord rest = r;
       rest.size = tail;
       add_live(e.addr + off + e.size, rest);
+      if (commit) set_split(e.addr + off + e.size, r.alloc_ns, RecordSplit{0, 0, true});
     }
     return;
   }
@@ -500,7 +514,7 @@ bool HeapTracker::set_split(uint64_t addr, uint64_t alloc_ns, RecordSplit split)
   split.reserved = std::min(split.reserved, rec.size);
   split.unmapped = std::min(split.unmapped, rec.size - split.reserved);
   drop_split(key, rec);
-  if (split.reserved == 0 && split.unmapped == 0) return true;
+  if (split.reserved == 0 && split.unmapped == 0 && !split.commit) return true;
   account_split(rec, split, +1);
   splits_.insert(key, split);
   return true;

@@ -45,8 +45,12 @@ struct SiteStats {
 // What the kernel's mappings make of one mmap record's bytes
 // (HeapTracker::set_split()); the rest of the record is committed.
 struct RecordSplit {
-  uint64_t reserved = 0;  // mapped PROT_NONE
+  uint64_t reserved = 0;  // mapped PROT_NONE, or committed and never touched
   uint64_t unmapped = 0;  // no longer mapped
+  // The record commits part of a reservation (it was mapped over PROT_NONE
+  // address space, tracked or not): its untouched pages stay reserved, and
+  // the split is kept while it has none.
+  bool commit = false;
   bool operator==(const RecordSplit&) const = default;
 };
 
@@ -194,7 +198,7 @@ class HeapTracker {
   // the mmap record at `addr` (allocated at alloc_ns) as the kernel's
   // mappings show it, replacing the one it had; false when there is no such
   // record (freed or replaced since the mappings were read). Only records
-  // with uncommitted bytes are kept in a side map.
+  // with uncommitted bytes, and commits, are kept in a side map.
   bool set_split(uint64_t addr, uint64_t alloc_ns, RecordSplit split);
   RecordSplit split_of(uint64_t addr) const;
   uint64_t split_count() const { return splits_.size(); }
@@ -211,6 +215,14 @@ class HeapTracker {
   // (kMaxUnchecked): then every mmap record is to be read.
   static constexpr size_t kMaxUnchecked = 4096;
   bool has_unchecked_mmap() const { return !unchecked_mmap_.empty() || unchecked_overflow_; }
+  // The rest of each reservation whose record a commit at its address
+  // retired ([start, end) and the reservation's alloc_ns), taken: that
+  // address space is no record's now, and stays a reservation.
+  struct RetiredReservation {
+    uint64_t start = 0, end = 0, alloc_ns = 0;
+  };
+  static constexpr size_t kMaxRetired = 256;
+  std::vector<RetiredReservation> take_retired_reservations() { return std::exchange(retired_, {}); }
   std::vector<uint64_t> take_unchecked_mmap(bool* overflow);
   template <typename F>
   void for_each_split(F&& fn) const {
@@ -307,6 +319,7 @@ class HeapTracker {
   uint64_t reserved_bytes_ = 0;
   uint64_t unmapped_bytes_ = 0;
   std::vector<uint64_t> unchecked_mmap_;
+  std::vector<RetiredReservation> retired_;
   bool unchecked_overflow_ = false;
   uint64_t sample_mean_ = 0;
   // The means the kernel sampled the heap with, from when (CLOCK_MONOTONIC

@@ -85,7 +85,8 @@ RangeUse own_range_use(const HeapTracker& heap, const std::vector<SmapsMapping>&
 
 }  // namespace
 
-SplitRefresh refresh_splits(HeapTracker& heap, const std::vector<SmapsMapping>& maps, bool have_rss, bool all) {
+SplitRefresh refresh_splits(HeapTracker& heap, const std::vector<SmapsMapping>& maps, bool have_rss, bool all,
+                            const UntrackedReservations* untracked) {
   bool overflow = false;
   std::vector<uint64_t> addrs = heap.take_unchecked_mmap(&overflow);
   // A new record over older ones takes their bytes: they are read again.
@@ -111,17 +112,96 @@ SplitRefresh refresh_splits(HeapTracker& heap, const std::vector<SmapsMapping>& 
     if (!r) continue;  // freed since it was noted
     const uint64_t alloc_ns = r->alloc_ns, size = r->size;
     const RecordSplit before = heap.split_of(addr);
-    // A reservation's split is kept current by the smaps reads.
-    if (!have_rss && before.reserved > 0) continue;
+    // A reservation's (and a commit's) split is kept current by the smaps reads.
+    if (!have_rss && (before.reserved > 0 || before.commit)) continue;
     bool over_reservation = false;
     const RangeUse use = own_range_use(heap, maps, have_rss, addr, size, alloc_ns, &over_reservation);
-    const bool reservation = use.prot_none > 0 || before.reserved > 0 || over_reservation;
-    const RecordSplit split = split_of_use(use, size, reservation, have_rss);
+    const bool commit =
+        before.commit || over_reservation || (untracked && untracked->commits(maps, addr, size, alloc_ns));
+    const bool reservation = use.prot_none > 0 || before.reserved > 0 || commit;
+    RecordSplit split = split_of_use(use, size, reservation, have_rss);
+    split.commit = commit;
     ++out.records_read;
     if (split == before) continue;
     if (heap.set_split(addr, alloc_ns, split)) ++out.changed;
   }
   return out;
+}
+
+ProtNonePicture untracked_prot_none(const HeapTracker& heap, const std::vector<SmapsMapping>& maps,
+                                    uint64_t read_ns) {
+  ProtNonePicture p;
+  p.read_ns = read_ns;
+  auto add = [&](uint64_t from, uint64_t to) {
+    if (to <= from) return;
+    if (!p.ranges.empty() && p.ranges.back().second == from)
+      p.ranges.back().second = to;
+    else
+      p.ranges.emplace_back(from, to);
+  };
+  for (const SmapsMapping& sm : maps) {
+    const MapEntry& m = sm.map;
+    if (m.readable || m.writable || m.executable || m.end <= m.start) continue;
+    // Less the tracked records in it: their commits are found by their own
+    // records (own_range_use).
+    uint64_t at = m.start;
+    heap.for_each_mmap_overlapping(m.start, m.end, [&](uint64_t a, uint64_t e, uint64_t) {
+      add(at, std::max(at, a));
+      at = std::max(at, e);
+    });
+    add(at, m.end);
+  }
+  // Bounded: the largest ranges are kept (a reservation worth telling
+  // apart is large; thread stacks' guard pages are a page each).
+  if (p.ranges.size() > ProtNonePicture::kMaxRanges) {
+    auto len = [](const std::pair<uint64_t, uint64_t>& r) { return r.second - r.first; };
+    std::nth_element(p.ranges.begin(), p.ranges.begin() + ProtNonePicture::kMaxRanges, p.ranges.end(),
+                     [&](const auto& a, const auto& b) { return len(a) > len(b); });
+    p.ranges.resize(ProtNonePicture::kMaxRanges);
+    std::sort(p.ranges.begin(), p.ranges.end());
+  }
+  return p;
+}
+
+void UntrackedReservations::note(ProtNonePicture p) {
+  // A second read of the same refresh (maps, then smaps) replaces the
+  // first, keeping the read before it for records polled late.
+  if (p.read_ns != newer.read_ns) older = std::move(newer);
+  newer = std::move(p);
+}
+
+void UntrackedReservations::add_retired(const std::vector<HeapTracker::RetiredReservation>& r) {
+  retired.insert(retired.end(), r.begin(), r.end());
+  if (retired.size() > kMaxRetired) retired.erase(retired.begin(), retired.end() - kMaxRetired);
+}
+
+namespace {
+
+// Whether [from, to) is wholly mapped in `maps`.
+bool wholly_mapped(const std::vector<SmapsMapping>& maps, uint64_t from, uint64_t to) {
+  const RangeUse now = range_use(maps, false, from, to - from);
+  return now.prot_none + now.accessible == to - from;
+}
+
+}  // namespace
+
+bool UntrackedReservations::commits(const std::vector<SmapsMapping>& maps, uint64_t addr, uint64_t size,
+                                    uint64_t alloc_ns) const {
+  if (size == 0 || addr + size < addr) return false;
+  for (const HeapTracker::RetiredReservation& r : retired)
+    if (r.alloc_ns < alloc_ns && addr >= r.start && addr + size <= r.end && wholly_mapped(maps, r.start, r.end))
+      return true;
+  const ProtNonePicture* p = newer.read_ns != 0 && newer.read_ns < alloc_ns   ? &newer
+                             : older.read_ns != 0 && older.read_ns < alloc_ns ? &older
+                                                                              : nullptr;
+  if (!p) return false;
+  const uint64_t end = addr + size;
+  // The last range starting at or below `addr`.
+  auto it = std::upper_bound(p->ranges.begin(), p->ranges.end(), addr,
+                             [](uint64_t a, const std::pair<uint64_t, uint64_t>& r) { return a < r.first; });
+  if (it == p->ranges.begin()) return false;
+  --it;
+  return end <= it->second && wholly_mapped(maps, it->first, it->second);
 }
 
 std::vector<SmapsMapping> mappings_of(const ParsedMaps& maps) {

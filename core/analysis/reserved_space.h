@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/accounting/heap_tracker.h"
@@ -38,6 +39,41 @@ RangeUse range_use(const std::vector<SmapsMapping>& maps, bool have_rss, uint64_
 // yet.
 RecordSplit split_of_use(const RangeUse& u, uint64_t len, bool reservation, bool have_rss);
 
+// Address space the process had reserved (PROT_NONE) where no tracked mmap
+// record lies, as one read of its mappings found it: Go's heap arenas and
+// the JVM's heap, reserved at start-up before the probes follow the exec or
+// before an attach. A record made later wholly inside one of these ranges
+// was mapped over a reservation (the kernel places no other mapping over a
+// mapped range): it commits part of it. Ranges ascending, disjoint,
+// neighbours merged.
+struct ProtNonePicture {
+  static constexpr size_t kMaxRanges = 4096;  // the largest kept
+  uint64_t read_ns = 0;  // CLOCK_MONOTONIC, taken before the read
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+};
+ProtNonePicture untracked_prot_none(const HeapTracker& heap, const std::vector<SmapsMapping>& maps,
+                                    uint64_t read_ns);
+
+// The last two pictures: a record is held against the newest one read
+// before it was made (an event polled after a read may predate it).
+struct UntrackedReservations {
+  static constexpr size_t kMaxRetired = 256;
+  ProtNonePicture older, newer;
+  // Reservations whose record a commit at their address retired
+  // (HeapTracker::take_retired_reservations): a record made after the
+  // reservation wholly inside the rest of one commits it too (HotSpot's
+  // code heaps after the first, in one reservation). The newest kept.
+  std::vector<HeapTracker::RetiredReservation> retired;
+  void note(ProtNonePicture p);
+  void add_retired(const std::vector<HeapTracker::RetiredReservation>& r);
+  void clear() { *this = {}; }
+  // Whether the record [addr, addr + size) made at alloc_ns commits an
+  // untracked reservation: it lies wholly in one range of the picture read
+  // before it, and that range is still wholly mapped in `maps` (a range
+  // unmapped since, with a new mapping in its hole, is no reservation).
+  bool commits(const std::vector<SmapsMapping>& maps, uint64_t addr, uint64_t size, uint64_t alloc_ns) const;
+};
+
 struct SplitRefresh {
   size_t records_read = 0;  // mmap records whose split was read
   size_t changed = 0;       // of those, whose split changed
@@ -48,7 +84,10 @@ struct SplitRefresh {
 // reservations (with reserved bytes), and with `all` (or an overflowed
 // unchecked list) every mmap record. Without `have_rss` a reservation
 // already split is left as the last smaps read found it.
-SplitRefresh refresh_splits(HeapTracker& heap, const std::vector<SmapsMapping>& maps, bool have_rss, bool all);
+// `untracked` (may be null): records made inside a reservation no record
+// holds are commits too.
+SplitRefresh refresh_splits(HeapTracker& heap, const std::vector<SmapsMapping>& maps, bool have_rss, bool all,
+                            const UntrackedReservations* untracked = nullptr);
 
 // /proc/PID/maps's entries as mappings without resident figures.
 std::vector<SmapsMapping> mappings_of(const ParsedMaps& maps);
