@@ -14,6 +14,7 @@
 #include "cli/exit_codes.h"
 #include "cli/options.h"
 #include "core/config/config.h"
+#include "core/platform/capabilities.h"
 #include "core/platform/daemon_user.h"
 #include "core/platform/log.h"
 #include "core/symbols/debuginfod.h"
@@ -176,6 +177,13 @@ bool switch_to_sandbox_user(const Config& cfg) {
   if (user->uid == 0) {
     LW_LOG_WARN("sandbox: uid 0 kept: sandbox_user '%s' has uid 0", user->name.c_str());
     return true;
+  }
+  // A container's root may hold only the five (the DaemonSet).
+  if (std::string missing = missing_capabilities({CAP_SETUID, CAP_SETGID, CAP_CHOWN}); !missing.empty()) {
+    LW_LOG_ERROR("config: sandbox_user: switching from root to '%s' needs %s, which this process lacks (a "
+                 "container's root?): grant them, or set 'sandbox_user: root' to keep uid 0",
+                 user->name.c_str(), missing.c_str());
+    return false;
   }
   // What it writes after the switch (docs/config.md): debuginfod's cache
   // only when fetching is on at start.
