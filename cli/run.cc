@@ -30,14 +30,25 @@ namespace {
 
 std::atomic<Daemon*> g_daemon{nullptr};
 
-void on_stop(int) {
-  if (Daemon* d = g_daemon.load()) d->request_stop();
+// After a switch from root, the account's other processes (nobody's are
+// many) could signal the daemon: stop it, reload it, toggle the kill
+// switch. Only root's signals and the kernel's (a terminal's ^C) are
+// obeyed then; the others are counted (decision unprivileged-uid).
+bool obeyed(const siginfo_t* info) {
+  if (!signals_from_root_only() || info == nullptr || info->si_code > 0) return true;
+  if (info->si_uid == 0) return true;
+  note_signal_refused();
+  return false;
 }
-void on_hup(int) {
-  if (Daemon* d = g_daemon.load()) d->request_reload();
+
+void on_stop(int, siginfo_t* info, void*) {
+  if (Daemon* d = g_daemon.load(); d && obeyed(info)) d->request_stop();
 }
-void on_usr2(int) {
-  if (Daemon* d = g_daemon.load()) d->request_kill_switch_toggle();
+void on_hup(int, siginfo_t* info, void*) {
+  if (Daemon* d = g_daemon.load(); d && obeyed(info)) d->request_reload();
+}
+void on_usr2(int, siginfo_t* info, void*) {
+  if (Daemon* d = g_daemon.load(); d && obeyed(info)) d->request_kill_switch_toggle();
 }
 
 void run_usage(FILE* out) {
@@ -215,6 +226,7 @@ bool switch_to_sandbox_user(const Config& cfg) {
     return false;
   }
   set_daemon_user_name(user->name);
+  set_signals_from_root_only();
   return true;
 }
 
@@ -268,9 +280,10 @@ bool load_daemon_web_config(const std::string& web_path, std::shared_ptr<const W
 
 void install_daemon_signal_handlers() {
   struct sigaction stop = {}, hup = {}, usr2 = {};
-  stop.sa_handler = on_stop;
-  hup.sa_handler = on_hup;
-  usr2.sa_handler = on_usr2;
+  stop.sa_sigaction = on_stop;
+  hup.sa_sigaction = on_hup;
+  usr2.sa_sigaction = on_usr2;
+  stop.sa_flags = hup.sa_flags = usr2.sa_flags = SA_SIGINFO;
   sigaction(SIGUSR2, &usr2, nullptr);
   sigaction(SIGTERM, &stop, nullptr);
   sigaction(SIGINT, &stop, nullptr);

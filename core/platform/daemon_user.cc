@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <vector>
 
@@ -19,6 +20,9 @@ std::string& user_name_storage() {
   static std::string name;
   return name;
 }
+
+std::atomic<bool> g_root_signals_only{false};
+std::atomic<uint64_t> g_signals_refused{0};
 
 std::string octal_mode(mode_t mode) {
   char buf[8];
@@ -107,5 +111,10 @@ Result<UserDirAction> prepare_user_dir(const std::string& dir, mode_t mode, cons
 void set_daemon_user_name(std::string name) { user_name_storage() = std::move(name); }
 
 const std::string& daemon_user_name() { return user_name_storage(); }
+
+void set_signals_from_root_only() { g_root_signals_only.store(true); }
+bool signals_from_root_only() { return g_root_signals_only.load(std::memory_order_relaxed); }
+void note_signal_refused() { g_signals_refused.fetch_add(1, std::memory_order_relaxed); }
+uint64_t signals_refused() { return g_signals_refused.load(std::memory_order_relaxed); }
 
 }  // namespace lw

@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/platform/result.h"
@@ -57,5 +58,13 @@ Result<UserDirAction> prepare_user_dir(const std::string& dir, mode_t mode, cons
 
 void set_daemon_user_name(std::string name);
 const std::string& daemon_user_name();
+
+// After a switch, signals sent by processes other than root's are not
+// obeyed (the account's other processes could send them): the flag, set
+// once at start, and the count of those refused (async-signal-safe).
+void set_signals_from_root_only();
+bool signals_from_root_only();
+void note_signal_refused();
+uint64_t signals_refused();
 
 }  // namespace lw

@@ -201,7 +201,10 @@ json symbols_json(const SymbolizerStats& s) {
 // answer, and the account it switched to from root (null when it did not).
 json sandbox_json() {
   const std::string& name = daemon_user_name();
-  return {{"uid", getuid()}, {"gid", getgid()}, {"user", name.empty() ? json(nullptr) : json(name)}};
+  return {{"uid", getuid()},
+          {"gid", getgid()},
+          {"user", name.empty() ? json(nullptr) : json(name)},
+          {"signals_refused", signals_refused()}};
 }
 
 std::string status_json(const DaemonSnapshot& snap) {

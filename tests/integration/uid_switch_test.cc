@@ -7,6 +7,7 @@
 //    file created in a root-only directory;
 //  - it still traces another user's leak exactly (bytes and site), and the
 //    directories it writes are the user's;
+//  - signals from the account's other processes are not obeyed;
 //  - a missing user, or a directory of another user's that it could not
 //    write, stops the start with an error naming the key.
 #include <grp.h>
@@ -92,6 +93,18 @@ int open_as(uid_t uid, gid_t gid, uint64_t caps, const std::string& path, int fl
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// kill(pid, sig) from a child running as `uid`: 0, or the errno.
+int signal_as(uid_t uid, pid_t pid, int sig) {
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0) _exit(200);
+    _exit(kill(pid, sig) == 0 ? 0 : errno);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 TEST_F(LeakwatchUidSwitch, StartedAsRootItRunsAsNobodyWritesNoRootFileAndStillTracesAnotherUsersLeak) {
   TempDir bin, state;
   ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
@@ -156,6 +169,15 @@ TEST_F(LeakwatchUidSwitch, StartedAsRootItRunsAsNobodyWritesNoRootFileAndStillTr
   printf("[ figures  ] daemon Uid %s, Gid %s, CapEff %s; uid 65533's leaker: %lld live bytes matched\n",
          st["Uid"].c_str(), st["Gid"].c_str(), st["CapEff"].c_str(),
          static_cast<long long>(truth.at("total_live").get<int64_t>()));
+  // Other processes of nobody's may not stop it or toggle its kill switch.
+  EXPECT_EQ(signal_as(65534, daemon.pid(), SIGUSR2), 0);
+  EXPECT_EQ(signal_as(65534, daemon.pid(), SIGTERM), 0);
+  const Json after = daemon.wait_for_status(
+      [](const Json& s) { return s.at("sandbox").at("signals_refused").get<int>() >= 2; }, kApiTimeout,
+      "2 signals refused");
+  EXPECT_EQ(after.at("sandbox").at("signals_refused"), 2);
+  EXPECT_FALSE(after.at("kill_switch_engaged").get<bool>());
+  EXPECT_TRUE(daemon.running());
   leaker.write_line("exit");
   leaker.wait_exit(10s);
   std::optional<int> exit = daemon.signal_and_wait(SIGTERM, 20s);
