@@ -200,7 +200,7 @@ bool switch_to_sandbox_user(const Config& cfg) {
   // only when fetching is on at start.
   const struct {
     const char* key;
-    const std::string& dir;
+    std::string dir;
     mode_t mode;
   } dirs[] = {{"oom.report_dir", cfg.oom.report_dir, 0750},
               {"unwind.cache_dir", cfg.unwind.cache_dir, 0700},
