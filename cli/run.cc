@@ -14,6 +14,8 @@
 #include "cli/exit_codes.h"
 #include "cli/options.h"
 #include "core/config/config.h"
+#include "core/platform/capabilities.h"
+#include "core/platform/daemon_user.h"
 #include "core/platform/log.h"
 #include "core/symbols/debuginfod.h"
 #include "core/platform/sandbox.h"
@@ -28,14 +30,25 @@ namespace {
 
 std::atomic<Daemon*> g_daemon{nullptr};
 
-void on_stop(int) {
-  if (Daemon* d = g_daemon.load()) d->request_stop();
+// After a switch from root, the account's other processes (nobody's are
+// many) could signal the daemon: stop it, reload it, toggle the kill
+// switch. Only root's signals and the kernel's (a terminal's ^C) are
+// obeyed then; the others are counted (decision unprivileged-uid).
+bool obeyed(const siginfo_t* info) {
+  if (!signals_from_root_only() || info == nullptr || info->si_code > 0) return true;
+  if (info->si_uid == 0) return true;
+  note_signal_refused();
+  return false;
 }
-void on_hup(int) {
-  if (Daemon* d = g_daemon.load()) d->request_reload();
+
+void on_stop(int, siginfo_t* info, void*) {
+  if (Daemon* d = g_daemon.load(); d && obeyed(info)) d->request_stop();
 }
-void on_usr2(int) {
-  if (Daemon* d = g_daemon.load()) d->request_kill_switch_toggle();
+void on_hup(int, siginfo_t* info, void*) {
+  if (Daemon* d = g_daemon.load(); d && obeyed(info)) d->request_reload();
+}
+void on_usr2(int, siginfo_t* info, void*) {
+  if (Daemon* d = g_daemon.load(); d && obeyed(info)) d->request_kill_switch_toggle();
 }
 
 void run_usage(FILE* out) {
@@ -155,15 +168,79 @@ std::optional<Config> load_daemon_config(const DaemonOptions& options) {
   return std::move(*cfg);
 }
 
+// Started as root: hands the directories the daemon writes to
+// `sandbox_user`, then switches to it (decision unprivileged-uid). False
+// (logged, naming the key) when the user or a directory is wrong or the
+// switch fails: the daemon then does not start, rather than stay root.
+bool switch_to_sandbox_user(const Config& cfg) {
+  if (!running_as_root()) return true;  // DynamicUser, or started by a user
+  if (cfg.sandbox_user == "root") {
+    LW_LOG_WARN("sandbox: uid 0 kept (config 'sandbox_user: root'): without CAP_DAC_OVERRIDE it can still "
+                "write every file root owns");
+    return true;
+  }
+  Result<DaemonUser> user = find_user(cfg.sandbox_user);
+  if (!user) {
+    LW_LOG_ERROR("config: sandbox_user: %s (name an existing account, or root to keep uid 0)",
+                 user.error().message.c_str());
+    return false;
+  }
+  if (user->uid == 0) {
+    LW_LOG_WARN("sandbox: uid 0 kept: sandbox_user '%s' has uid 0", user->name.c_str());
+    return true;
+  }
+  // A container's root may hold only the five (the DaemonSet).
+  if (std::string missing = missing_capabilities({CAP_SETUID, CAP_SETGID, CAP_CHOWN}); !missing.empty()) {
+    LW_LOG_ERROR("config: sandbox_user: switching from root to '%s' needs %s, which this process lacks (a "
+                 "container's root?): grant them, or set 'sandbox_user: root' to keep uid 0",
+                 user->name.c_str(), missing.c_str());
+    return false;
+  }
+  // What it writes after the switch (docs/config.md): debuginfod's cache
+  // only when fetching is on at start.
+  const struct {
+    const char* key;
+    std::string dir;
+    mode_t mode;
+  } dirs[] = {{"oom.report_dir", cfg.oom.report_dir, 0750},
+              {"unwind.cache_dir", cfg.unwind.cache_dir, 0700},
+              {"symbols.cache_dir", cfg.symbols.debuginfod_urls.empty() ? std::string() : cfg.symbols.cache_dir,
+               0700}};
+  for (const auto& d : dirs) {
+    if (d.dir.empty()) continue;
+    Result<UserDirAction> done = prepare_user_dir(d.dir, d.mode, *user);
+    if (!done) {
+      LW_LOG_ERROR("config: %s: %s", d.key, done.error().message.c_str());
+      return false;
+    }
+    if (*done != UserDirAction::kNone)
+      LW_LOG_INFO("sandbox: %s %s %s %s", d.key, d.dir.c_str(),
+                  *done == UserDirAction::kCreated ? "created for" : "handed over to", user->name.c_str());
+  }
+  // Root may write the notify socket; the user may not (sd_notify.h).
+  sd_notify_connect();
+  if (Status st = switch_user(user->uid, user->gid); !st) {
+    LW_LOG_ERROR("sandbox: switching to sandbox_user '%s' (uid %u): %s (a root without CAP_SETUID and "
+                 "CAP_SETGID, as in a container, needs 'sandbox_user: root')",
+                 user->name.c_str(), user->uid, st.error().message.c_str());
+    return false;
+  }
+  set_daemon_user_name(user->name);
+  set_signals_from_root_only();
+  return true;
+}
+
 // Keeps only the documented capabilities (core/platform/sandbox.h), or says
 // the sandbox is off. Run before any thread starts, so every thread inherits
 // it. Binding a port under 1024 happens later, at the HTTP start, and needs
 // one more. False (logged) when the capabilities cannot be restricted.
 bool restrict_daemon_capabilities(const Config& cfg) {
   if (!cfg.sandbox) {
-    LW_LOG_WARN("sandbox: off (config 'sandbox: false'): every capability kept, no seccomp filter");
+    LW_LOG_WARN("sandbox: off (config 'sandbox: false'): uid %u and every capability kept, no seccomp filter",
+                getuid());
     return true;
   }
+  if (!switch_to_sandbox_user(cfg)) return false;
   std::vector<int> keep(std::begin(kDaemonCapabilities), std::end(kDaemonCapabilities));
   if (cfg.listen_port < 1024) keep.push_back(CAP_NET_BIND_SERVICE);
   Result<CapabilityReport> caps = restrict_capabilities(keep);
@@ -171,7 +248,10 @@ bool restrict_daemon_capabilities(const Config& cfg) {
     LW_LOG_ERROR("sandbox: %s", caps.error().message.c_str());
     return false;
   }
-  LW_LOG_INFO("sandbox: capabilities kept: %s; dropped: %s%s", capability_list(caps->kept).c_str(),
+  const std::string& name = daemon_user_name();
+  LW_LOG_INFO("sandbox: uid %u%s%s%s, gid %u; capabilities kept: %s; dropped: %s%s", getuid(),
+              name.empty() ? "" : " (", name.c_str(), name.empty() ? "" : ")", getgid(),
+              capability_list(caps->kept).c_str(),
               capability_list(caps->dropped).c_str(),
               caps->bounding_set_restricted ? "; bounding set restricted" : "");
   // The seccomp filter will kill execve: debuginfod fetches (when
@@ -200,9 +280,10 @@ bool load_daemon_web_config(const std::string& web_path, std::shared_ptr<const W
 
 void install_daemon_signal_handlers() {
   struct sigaction stop = {}, hup = {}, usr2 = {};
-  stop.sa_handler = on_stop;
-  hup.sa_handler = on_hup;
-  usr2.sa_handler = on_usr2;
+  stop.sa_sigaction = on_stop;
+  hup.sa_sigaction = on_hup;
+  usr2.sa_sigaction = on_usr2;
+  stop.sa_flags = hup.sa_flags = usr2.sa_flags = SA_SIGINFO;
   sigaction(SIGUSR2, &usr2, nullptr);
   sigaction(SIGTERM, &stop, nullptr);
   sigaction(SIGINT, &stop, nullptr);
@@ -277,6 +358,12 @@ int run_check_config(int argc, char** argv) {
   if (!web_path.empty()) {
     Result<WebConfig> loaded = load_web_config(web_path, &errors);
     if (loaded) web = std::move(*loaded);
+  }
+  // The account `run` would switch to, on this host, when run as root
+  // (decision unprivileged-uid); under another uid it is not used.
+  if (cfg && cfg->sandbox && cfg->sandbox_user != "root" && running_as_root()) {
+    if (Result<DaemonUser> user = find_user(cfg->sandbox_user); !user)
+      errors.push_back({path, 0, 0, "sandbox_user: " + user.error().message, ""});
   }
   if (!errors.empty()) {
     for (const ConfigError& e : errors) fprintf(stderr, "%s\n", format_error(e).c_str());

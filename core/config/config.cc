@@ -481,6 +481,20 @@ void parse_web_config_file(ErrorSink& errors, const YAML::Node& node, const std:
   out = std::move(*s);
 }
 
+// A user name as the passwd database spells them; whether it exists is
+// checked where it is used (cli/run.cc), on the host that runs the daemon.
+void parse_sandbox_user(ErrorSink& errors, const YAML::Node& node, const std::string& path, std::string& out) {
+  std::optional<std::string> s = read_string(errors, node, path);
+  if (!s) return;
+  const bool plain = !s->empty() && s->size() <= 64 &&
+                     s->find_first_of(":/ \t\n\r") == std::string::npos && (*s)[0] != '-';
+  if (!plain) {
+    errors.add(node.Mark(), quoted(path) + " must be a user name (e.g. \"nobody\", or \"root\" to keep uid 0)");
+    return;
+  }
+  out = std::move(*s);
+}
+
 // The root mapping: each section is parsed by its own function, in the
 // order the document gives them.
 Config parse_document(ErrorSink& errors, const YAML::Node& root) {
@@ -533,6 +547,8 @@ Config parse_document(ErrorSink& errors, const YAML::Node& root) {
        {"kill_switch",
         [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.kill_switch); }},
        {"sandbox", [&](const Node& v, const Path& p) { read_bool(errors, v, p, c.sandbox); }},
+       {"sandbox_user",
+        [&](const Node& v, const Path& p) { parse_sandbox_user(errors, v, p, c.sandbox_user); }},
        {"symbols", [&](const Node& v, const Path& p) { parse_symbols(errors, v, p, c.symbols); },
         true},
        {"oom", [&](const Node& v, const Path& p) { parse_oom(errors, v, p, c.oom); }, true},

@@ -224,6 +224,9 @@ struct Config {
   bool sandbox = true;
   SymbolsConfig symbols;
   OomConfig oom;
+  // Started as root, the account the daemon switches to (decision
+  // unprivileged-uid); "root" keeps uid 0. Read at start only.
+  std::string sandbox_user = "nobody";
 };
 
 struct ConfigError {

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -253,6 +254,20 @@ Result<CapabilityReport> restrict_capabilities(std::span<const int> keep) {
   report.kept = kept;
   report.dropped = before & ~kept;
   return report;
+}
+
+Status switch_user(uid_t uid, gid_t gid) {
+  if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return errno_error("prctl(PR_SET_KEEPCAPS)");
+  // Groups first: once the uid is not 0, CAP_SETGID is no longer effective.
+  if (setgroups(0, nullptr) != 0) return errno_error("setgroups(0)");
+  if (setresgid(gid, gid, gid) != 0) return errno_error("setresgid(" + std::to_string(gid) + ")");
+  if (setresuid(uid, uid, uid) != 0) return errno_error("setresuid(" + std::to_string(uid) + ")");
+  prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+  // The kernel kept the permitted set and cleared the effective one.
+  CapSets sets;
+  if (Status st = capget_self(sets); !st) return st.error();
+  sets.set(sets.permitted(), sets.permitted(), 0);
+  return capset_self(sets);
 }
 
 Status drop_thread_capabilities() {

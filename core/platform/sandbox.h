@@ -36,6 +36,7 @@
 #pragma once
 
 #include <linux/capability.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <span>
@@ -67,6 +68,14 @@ struct CapabilityReport {
 };
 
 Result<CapabilityReport> restrict_capabilities(std::span<const int> keep);
+
+// Root to `uid`/`gid` (decision unprivileged-uid): no supplementary groups,
+// then every gid and every uid (real, effective, saved, and so the file
+// system ones) set to them, the permitted capabilities kept across the
+// change (PR_SET_KEEPCAPS) and made effective again, so that
+// restrict_capabilities() can then keep only the documented ones. Needs
+// CAP_SETUID and CAP_SETGID; call before any thread starts.
+Status switch_user(uid_t uid, gid_t gid);
 Status drop_thread_capabilities();
 
 enum class SeccompAction { kAllow, kEnosys, kKill };

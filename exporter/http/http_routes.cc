@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/http/http_routes.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -9,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/platform/daemon_user.h"
 #include "exporter/metrics.h"
 #include "exporter/profile.h"
 #include "view/json.h"
@@ -194,6 +197,16 @@ json symbols_json(const SymbolizerStats& s) {
           {"inflated_evictions", s.inflated_evictions}};
 }
 
+// Who the daemon runs as now (decision unprivileged-uid): the kernel's
+// answer, and the account it switched to from root (null when it did not).
+json sandbox_json() {
+  const std::string& name = daemon_user_name();
+  return {{"uid", getuid()},
+          {"gid", getgid()},
+          {"user", name.empty() ? json(nullptr) : json(name)},
+          {"signals_refused", signals_refused()}};
+}
+
 std::string status_json(const DaemonSnapshot& snap) {
   const DaemonCounters& c = snap.counters;
   json errors = json::object();
@@ -229,6 +242,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"last_reload_successful", c.last_reload_successful},
                {"last_reload_success_timestamp", c.last_reload_success_timestamp},
                {"kernel_counters", std::move(kernel)},
+               {"sandbox", sandbox_json()},
                {"kill_switch_engaged", c.kill_switch_engaged},
                {"escalations", {{"up", c.escalations_up}, {"down", c.escalations_down}}},
                {"governor_suspensions", c.governor_suspensions},

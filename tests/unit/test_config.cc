@@ -96,6 +96,7 @@ TEST(Config, ExampleFileParsesWithoutErrors) {
   EXPECT_EQ(c.sampling.enabled, d.sampling.enabled);
   EXPECT_EQ(c.web_config_file, d.web_config_file);
   EXPECT_EQ(c.sandbox, d.sandbox);
+  EXPECT_EQ(c.sandbox_user, d.sandbox_user);
 }
 
 // docs/config.md, "What is traced by default": the example and the .deb's

@@ -42,6 +42,22 @@ TEST(Config, FairSharePercentInRange) {
   }
 }
 
+// sandbox_user: a user name, "nobody" by default (decision
+// unprivileged-uid); whether it exists is checked by `run` and
+// check-config on the host, not by the parser.
+TEST(Config, SandboxUserIsAUserName) {
+  EXPECT_EQ(Config{}.sandbox_user, "nobody");
+  EXPECT_EQ(parse_ok("sandbox_user: leakwatch\n").sandbox_user, "leakwatch");
+  EXPECT_EQ(parse_ok("sandbox_user: root\n").sandbox_user, "root");
+  for (const char* bad : {"sandbox_user: \"\"\n", "sandbox_user: \"a b\"\n", "sandbox_user: /etc/passwd\n",
+                          "sandbox_user: \"-x\"\n", "sandbox_user: [a]\n", "sandbox_user: \"a:b\"\n"}) {
+    auto errors = parse_bad(bad);
+    ASSERT_EQ(errors.size(), 1u) << bad << all_errors(errors);
+    EXPECT_NE(errors[0].message.find("sandbox_user"), std::string::npos) << errors[0].message;
+  }
+}
+
+
 // Keys that are durations take Prometheus durations as well as seconds
 // (the issue: `window_seconds: 10m` was refused).
 TEST(ConfigDurations, PrometheusDurationsWhereAKeyIsADuration) {
