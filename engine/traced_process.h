@@ -20,6 +20,7 @@
 #include "core/accounting/cuda_devices.h"
 #include "core/accounting/heap_tracker.h"
 #include "core/platform/token_bucket.h"
+#include "core/policy/process_cost.h"
 #include "core/proc/proc_maps.h"
 #include "core/symbols/perf_map.h"
 #include "core/symbols/symbolizer.h"
@@ -97,6 +98,9 @@ struct AttachOptions {
   // The lifecycle budget (decision lifecycle-budget): link-map rescans per
   // second, with a burst of twice that; more wait, coalesced, until one is due.
   uint32_t max_rescans_per_second = 5;
+  // The hard cap on what the daemon holds for the process beside its live
+  // records (limits.max_process_memory_bytes; decision process-cost); 0: none.
+  uint64_t max_process_memory_bytes = 0;
 };
 
 struct TracedProcess {
@@ -174,7 +178,24 @@ struct TracedProcess {
   // (CLOCK_MONOTONIC ns; decision jit-perf-maps).
   std::unique_ptr<PerfMapFile> perf_map;
   uint64_t perf_map_read_ns = 0;
+  // What the daemon holds for it (decision process-cost): the resolved
+  // stacks' bytes, kept as they are added, rendered again and erased
+  // (resolved_stack_bytes()); the whole cost as the last cost pass measured
+  // it; the stacks pruned (their sites hold nothing live any more) and where
+  // the pruning goes on.
+  uint64_t stacks_bytes = 0;
+  ProcessCost cost;
+  uint64_t stacks_pruned = 0;
+  size_t stacks_prune_cursor = 0;
+  // Shed for what it cost (ProcessCostPass): its accounting is off for
+  // good, its records, sites and caches dropped; since when (unix seconds).
+  ShedReason shed = ShedReason::kNone;
+  double shed_since = 0;
 };
+
+// The heap bytes one resolved stack holds: frames, addresses, Python
+// frames, strings, and its node in TracedProcess::stacks.
+uint64_t resolved_stack_bytes(const ResolvedStack& rs);
 
 // The processes attached, by pid.
 using ProcessTable = std::map<pid_t, std::unique_ptr<TracedProcess>>;
@@ -191,14 +212,14 @@ inline uint32_t target_flags(const AttachOptions& o) {
 }
 
 // What the kernel side may account for `p` now: nothing but fork reports
-// while the kill switch holds it.
+// while the kill switch holds it or once it was shed (decision process-cost).
 inline uint32_t current_flags(const TracedProcess& p) {
   uint32_t flags = target_flags(p.options);
   if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
   if (p.tensor_suspended) flags &= ~static_cast<uint32_t>(LW_TARGET_TENSOR);
   if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
   if (p.syscall_sites && p.shared_sites) flags |= LW_TARGET_SHARED_SITES;
-  return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
+  return p.accounting && p.shed == ShedReason::kNone ? flags : flags & LW_TARGET_FOLLOW_FORKS;
 }
 
 // The heap's sampling mean in the kernel: automatic sampling's when it

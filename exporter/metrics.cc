@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/metrics.h"
+#include "exporter/site_label.h"
 
 #include "view/oom_report.h"
 
@@ -117,33 +118,6 @@ Labels process_labels(const ProcessInfo& t) {
 Labels with(Labels l, std::initializer_list<ClientMetric::Label> more) {
   l.insert(l.end(), more.begin(), more.end());
   return l;
-}
-
-// "leaf_function (file:line)", short, for the `site` label: the innermost
-// Python frame where the stack has one (the function that keeps the
-// memory, not the interpreter's allocator), else the leaf. Full stacks go
-// to the API and pprof, never into labels.
-std::string site_label(const SiteSnapshot& s) {
-  for (const Frame& f : s.frames) {
-    if (f.language != "python") continue;
-    std::string out = f.function;
-    size_t slash = f.file.rfind('/');
-    out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
-           std::to_string(f.line) + ")";
-    return out;
-  }
-  for (const Frame& f : s.frames) {
-    if (f.function.empty() && f.file.empty()) continue;
-    std::string out = frame_display_name(f);
-    if (!f.file.empty()) {
-      size_t slash = f.file.rfind('/');
-      out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1)) + ":" +
-             std::to_string(f.line) + ")";
-    }
-    return out;
-  }
-  // Nothing symbolized (yet): the leaf as module+offset.
-  return s.frames.empty() ? "unknown" : frame_display_name(s.frames.front());
 }
 
 // One scrape: what the families are built from, and the families so far.
@@ -283,6 +257,22 @@ const FamilyDef kDaemonFamilies[] = {
     {"leakwatch_automatic_sampling_thinned_records_total", kCounter,
      "Heap records dropped by those switches (each kept one stands for more).",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.auto_sampling_thinned); }},
+    // What the daemon holds for traced processes (decision process-cost).
+    {"leakwatch_processes_shed_total", kCounter, "Processes whose tracing was stopped for what the daemon held for them.",
+     [](Scrape& s, MetricFamily& f) {
+       for (size_t r = 1; r < s.snap.tracer_stats.processes_shed.size(); ++r)
+         s.fam.add(f, {{"reason", shed_reason_name(static_cast<ShedReason>(r))}},
+                   static_cast<double>(s.snap.tracer_stats.processes_shed[r]));
+     }},
+    {"leakwatch_process_cost_bytes", kGauge, "Bytes held for traced processes beside their live records.",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.process_cost_bytes); }},
+    {"leakwatch_resolved_stacks_pruned_total", kCounter, "Resolved stacks dropped: no live site used them.",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.stacks_pruned); }},
+    {"leakwatch_maps_dropped_total", kCounter, "/proc/PID/maps entries and paths past a read's bounds.",
+     [](Scrape& s, MetricFamily& f) {
+       s.fam.add(f, {{"what", "entries"}}, static_cast<double>(s.snap.tracer_stats.maps_entries_dropped));
+       s.fam.add(f, {{"what", "paths"}}, static_cast<double>(s.snap.tracer_stats.maps_paths_dropped));
+     }},
     {"leakwatch_kill_switch_engaged", kGauge, "1 while the kill switch has every probe detached.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.kill_switch_engaged ? 1 : 0); }},
     {"leakwatch_syscall_tracepoints_attached", kGauge,

@@ -42,6 +42,7 @@ struct TraceOptions {
   uint64_t sample_mean_bytes = 0;  // byte sampling of the heap; 0 = every allocation
   bool auto_sampling = true;       // automatic sampling (decision auto-sampling)
   uint32_t max_rescans_per_second = 5;  // limits.max_rescans_per_second
+  uint64_t max_process_memory_bytes = 0;  // limits.max_process_memory_bytes (decision process-cost)
 };
 
 // An exec anywhere, or a fork of a target that follows forks; an OOM kill

@@ -107,6 +107,10 @@ struct LimitsConfig {
   // (burst twice that); more wait, in a bounded queue (issue 32,
   // core/policy/discovery_budget.h). 0: no budget.
   uint32_t max_discoveries_per_second = 20;
+  // The hard cap on what the daemon holds for one process beside its live
+  // records: resolved stacks, parsed maps, symbol and Python caches, per-site
+  // figures; past it the process is shed (decision process-cost). 0: none.
+  uint64_t max_process_memory_bytes = 64ull << 20;
 };
 
 // Carried for the analysis; validated only for range here.
