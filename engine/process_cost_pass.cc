@@ -18,6 +18,14 @@ namespace {
 // pointer and the cached hash, rounded to malloc's 16-byte chunks.
 constexpr uint64_t kNodeOverhead = 32;
 
+// The first costs come out of the reserve decision daemon-memory-bound keeps
+// beside the records (half of it: the rest is the symbolizer's, the
+// analysis's and the snapshot's); only what passes it takes records' room.
+constexpr uint64_t kCostReserveBytes = kMemoryReserveBytes / 2;
+uint64_t beyond_reserve(uint64_t capped_total) {
+  return capped_total > kCostReserveBytes ? capped_total - kCostReserveBytes : 0;
+}
+
 uint64_t frames_bytes(const std::vector<Frame>& frames) {
   uint64_t bytes = (frames.capacity() - frames.size()) * sizeof(Frame);
   for (const Frame& f : frames) bytes += frame_memory_bytes(f);
@@ -44,7 +52,8 @@ ProcessCostPass::ProcessCostPass(BpfSession& session, ProcessTable& procs, Trace
 
 void ProcessCostPass::set_live_record_cap(uint64_t cap) {
   base_cap_ = cap;
-  applied_cap_ = record_cap_after_costs(cap, kBytesPerLiveRecord, stats_.process_cost_bytes, kMinLiveRecordCap);
+  applied_cap_ = record_cap_after_costs(cap, kBytesPerLiveRecord, beyond_reserve(stats_.process_cost_bytes),
+                                        kMinLiveRecordCap);
   budget_.set_live_record_cap(applied_cap_);
 }
 
@@ -112,7 +121,7 @@ void ProcessCostPass::shed(TracedProcess& p, ShedReason why) {
 // alone fill the room the record cap stands for, the costliest process is
 // shed, then the next, until they fit.
 void ProcessCostPass::enforce_daemon_budget(uint64_t& capped_total) {
-  while (over_daemon_budget(base_cap_, kBytesPerLiveRecord, capped_total, kMinLiveRecordCap)) {
+  while (over_daemon_budget(base_cap_, kBytesPerLiveRecord, beyond_reserve(capped_total), kMinLiveRecordCap)) {
     std::vector<ProcessCost> costs;
     std::vector<bool> was_shed;
     std::vector<TracedProcess*> ps;
@@ -145,7 +154,8 @@ void ProcessCostPass::run() {
   }
   enforce_daemon_budget(capped_total);
   stats_.process_cost_bytes = capped_total;
-  const uint64_t cap = record_cap_after_costs(base_cap_, kBytesPerLiveRecord, capped_total, kMinLiveRecordCap);
+  const uint64_t cap =
+      record_cap_after_costs(base_cap_, kBytesPerLiveRecord, beyond_reserve(capped_total), kMinLiveRecordCap);
   if (cap != applied_cap_) {
     applied_cap_ = cap;
     budget_.set_live_record_cap(cap);
