@@ -351,6 +351,13 @@ void figure_note_lines(const ProcessSnapshot& s, size_t width, std::vector<std::
     add_lines(out, pack(words(std::string("heap figures frozen since ") + when + " (unix time): probes detached"),
                         width, " ", 2));
   }
+  // Shed for what the daemon held for it (decision process-cost).
+  if (!s.shed_reason.empty())
+    add_lines(out, pack(words("WARNING: tracing stopped (" + s.shed_reason + "): the daemon held " +
+                              human_bytes(s.cost.capped()) + " for this process beside its records" +
+                              (s.cost_cap > 0 ? " (cap " + human_bytes(s.cost_cap) + ")" : std::string()) +
+                              "; its figures dropped"),
+                        width, " ", 2));
   if (s.lifecycle.rescans_deferred > 0)
     add_lines(out, pack(words(std::to_string(s.lifecycle.rescans_deferred) +
                               " rescans of its libraries waited for the lifecycle budget (" +

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/platform/clock.h"
 #include "engine/snapshot.h"
+#include "engine/process_cost_pass.h"
 
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "core/symbols/stack_frames.h"
@@ -237,13 +240,22 @@ ProcessSnapshot take_snapshot(Tracer& tracer, TracedProcess& proc, SiteLimits li
   const std::vector<Ranked> chosen = shown_sites(live, limits);
   snap.sites_total = live.size();
   merge_sites(snap, tracer, proc, chosen, analyzer);
+  ProcessCostPass::fill(snap, proc);  // after the sites shown were resolved
   return snap;
 }
 
+// Each (file, offset) once, at most kMaxProfileMappings: pprof finds a
+// frame's mapping by its module, and a process mapping one file 15,000
+// times would otherwise copy its path into every snapshot that many times
+// (decision process-cost).
 std::vector<PprofMapping> profile_mappings(const ParsedMaps& maps) {
+  constexpr size_t kMaxProfileMappings = 4096;
   std::vector<PprofMapping> out;
+  std::set<std::tuple<uint32_t, uint32_t, uint64_t, uint64_t>> seen;
   for (const MapEntry& m : maps.entries) {
     if (!m.is_file() || !m.executable) continue;
+    if (!seen.emplace(m.dev_major, m.dev_minor, m.inode, m.offset).second) continue;
+    if (out.size() >= kMaxProfileMappings) break;
     out.push_back({m.start, m.end, m.offset, m.path, ""});
   }
   return out;

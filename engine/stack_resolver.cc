@@ -292,12 +292,17 @@ const ResolvedStack& StackResolver::resolve(TracedProcess& proc, uint64_t stack_
   auto it = proc.stacks.find(stack_hash);
   if (it != proc.stacks.end()) {
     ResolvedStack& cached = it->second;
+    // Its bytes as rendered again (decision process-cost).
+    const uint64_t before = proc.stacks_bytes - resolved_stack_bytes(cached);
     if (cached.symbols_pending && cached.symbols_generation != symbols_->generation()) {
       render_symbols(cached, proc.perf_map ? &proc.perf_map->map() : nullptr, proc.exited);
+      proc.stacks_bytes = before + resolved_stack_bytes(cached);
     } else if (cached.jit_pending) {
       const PerfMap* jit = jit_names(proc);
-      if (proc.exited || !jit || jit->generation() != cached.jit_generation)
+      if (proc.exited || !jit || jit->generation() != cached.jit_generation) {
         render_symbols(cached, jit, proc.exited);
+        proc.stacks_bytes = before + resolved_stack_bytes(cached);
+      }
     }
     return cached;
   }
@@ -306,6 +311,7 @@ const ResolvedStack& StackResolver::resolve(TracedProcess& proc, uint64_t stack_
     rs.frames = heap_regrown_frames();
     rs.stack_id = stable_stack_id(rs.frames);
     rs.end = "not_walked";
+    proc.stacks_bytes += resolved_stack_bytes(rs);
     return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
   }
   const StoredStack stored = stacks_.read_stack(stack_hash);
@@ -329,6 +335,7 @@ const ResolvedStack& StackResolver::resolve(TracedProcess& proc, uint64_t stack_
   const bool has_jit = std::any_of(rs.addresses.begin(), rs.addresses.end(),
                                    [](const StackAddress& a) { return a.jit; });
   render_symbols(rs, has_jit ? jit_names(proc) : nullptr, proc.exited);
+  proc.stacks_bytes += resolved_stack_bytes(rs);
   return proc.stacks.emplace(stack_hash, std::move(rs)).first->second;
 }
 

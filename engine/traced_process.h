@@ -23,6 +23,7 @@
 #include "core/accounting/heap_tracker.h"
 #include "core/analysis/reserved_space.h"
 #include "core/platform/token_bucket.h"
+#include "core/policy/process_cost.h"
 #include "core/proc/proc_maps.h"
 #include "core/symbols/perf_map.h"
 #include "core/symbols/symbolizer.h"
@@ -103,6 +104,9 @@ struct AttachOptions {
   // Whose process it is, for its user's fair share (decision fair-shares);
   // nullopt: unknown, only its own share applies.
   std::optional<uint32_t> uid;
+  // The hard cap on what the daemon holds for the process beside its live
+  // records (limits.max_process_memory_bytes; decision process-cost); 0: none.
+  uint64_t max_process_memory_bytes = 0;
 };
 
 struct TracedProcess {
@@ -205,7 +209,24 @@ struct TracedProcess {
   uint64_t stack_limit = 0;
   uint64_t record_limit = 0;
   uint64_t records_added_seen = 0;
+  // What the daemon holds for it (decision process-cost): the resolved
+  // stacks' bytes, kept as they are added, rendered again and erased
+  // (resolved_stack_bytes()); the whole cost as the last cost pass measured
+  // it; the stacks pruned (their sites hold nothing live any more) and where
+  // the pruning goes on.
+  uint64_t stacks_bytes = 0;
+  ProcessCost cost;
+  uint64_t stacks_pruned = 0;
+  size_t stacks_prune_cursor = 0;
+  // Shed for what it cost (ProcessCostPass): its accounting is off for
+  // good, its records, sites and caches dropped; since when (unix seconds).
+  ShedReason shed = ShedReason::kNone;
+  double shed_since = 0;
 };
+
+// The heap bytes one resolved stack holds: frames, addresses, Python
+// frames, strings, and its node in TracedProcess::stacks.
+uint64_t resolved_stack_bytes(const ResolvedStack& rs);
 
 // The processes attached, by pid.
 using ProcessTable = std::map<pid_t, std::unique_ptr<TracedProcess>>;
@@ -222,7 +243,7 @@ inline uint32_t target_flags(const AttachOptions& o) {
 }
 
 // What the kernel side may account for `p` now: nothing but fork reports
-// while the kill switch holds it.
+// while the kill switch holds it or once it was shed (decision process-cost).
 inline uint32_t current_flags(const TracedProcess& p) {
   uint32_t flags = target_flags(p.options);
   if (p.heap_shed) flags &= ~static_cast<uint32_t>(LW_TARGET_HEAP);
@@ -231,6 +252,7 @@ inline uint32_t current_flags(const TracedProcess& p) {
   if (p.syscall_sites && p.shared_sites) flags |= LW_TARGET_SHARED_SITES;
   if (*p.over_share) flags |= LW_TARGET_OVER_SHARE;
   return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
+  return p.accounting && p.shed == ShedReason::kNone ? flags : flags & LW_TARGET_FOLLOW_FORKS;
 }
 
 // The heap's sampling mean in the kernel: automatic sampling's when it

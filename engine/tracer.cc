@@ -21,7 +21,12 @@ Result<std::unique_ptr<Tracer>> Tracer::create(const BpfOptions& options,
 }
 
 void Tracer::refresh_maps(TracedProcess& proc) {
-  if (auto maps = read_proc_maps(proc.pid)) proc.maps = std::move(*maps);
+  if (proc.shed != ShedReason::kNone) return;  // its maps were dropped (decision process-cost)
+  if (auto maps = read_proc_maps(proc.pid)) {
+    stats_.maps_entries_dropped += maps->entries_dropped;
+    stats_.maps_paths_dropped += maps->paths_dropped;
+    proc.maps = std::move(*maps);
+  }
   resolver_.note_build_ids(proc);  // while map_files still names each object
   if (unwind_) unwind_->add_process(proc.pid, proc.maps);
   if (proc.python) proc.python->refresh(*session_, proc.maps);
@@ -41,6 +46,7 @@ void Tracer::refresh_reserved(TracedProcess& proc) {
   // iteration against 1.052x before the reads). A record waits that long to
   // be told reserved; until then its whole size counts, as before.
   constexpr uint64_t kRssNs = 2'000'000'000, kSweepNs = 10'000'000'000, kCheckNs = 1'000'000'000;
+  if (proc.shed != ShedReason::kNone) return;  // records dropped (decision process-cost)
   const uint64_t now = monotonic_ns();
   proc.untracked_reserved.add_retired(proc.heap.take_retired_reservations());
   const bool sweep = proc.heap.record_count(LW_KIND_MMAP) > 0 && now - proc.splits_swept_ns >= kSweepNs;
@@ -96,6 +102,7 @@ Tracer::Tracer(std::unique_ptr<BpfSession> session, const BpfOptions& options,
       unwind_(options.unwind_cfi && options.collect_stacks ? std::make_unique<UnwindTables>(*session_, unwind)
                                                             : nullptr),
       budget_(*session_, procs_, stats_),
+      cost_pass_(*session_, procs_, stats_, budget_),
       router_(procs_, budget_, stats_),
       stack_gc_(*session_, stats_, options.collect_stacks ? options.stack_gc_grace_ms : 0),
       resolver_(stack_gc_, unwind_.get()) {
@@ -413,6 +420,7 @@ void Tracer::after_poll() {
   }
   update_raw_syscalls();
   stack_gc_.run(procs_);
+  cost_pass_.run();
 }
 
 // Sites whose stacks were cut at a pending unwind table go into the whole
@@ -526,6 +534,7 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   if (auto t = session_->get_target(proc.pid)) proc.records_added_seen = t->records_added;
   proc.cuda_devices.clear();
   proc.stacks.clear();
+  proc.stacks_bytes = 0;
   proc.sites_checked = 0;
   proc.cut_sites = {};
   if (proc.python) proc.python->reset(*session_);

@@ -37,6 +37,7 @@
 #include "engine/bpf_session.h"
 #include "engine/event_router.h"
 #include "engine/process_attacher.h"
+#include "engine/process_cost_pass.h"
 #include "engine/record_budget.h"
 #include "engine/stack_gc_pass.h"
 #include "engine/stack_resolver.h"
@@ -87,7 +88,9 @@ class Tracer {
   // accounting off in the kernel, its heap records dropped, its per-site
   // figures frozen) and reported by take_budget_sheds(); the caller then
   // detaches its heap probes (set_heap_tracing(pid, false)).
-  void set_live_record_cap(uint64_t cap) { budget_.set_live_record_cap(cap); }
+  // Through the cost pass: the record budget gets the cap less what the
+  // processes' other costs take (decision process-cost).
+  void set_live_record_cap(uint64_t cap) { cost_pass_.set_live_record_cap(cap); }
   // Automatic sampling's thresholds (decision auto-sampling), from the live
   // map's capacity and the record cap: a process is switched when its heap
   // records pass `share`, and the process with the most when all records pass
@@ -214,6 +217,7 @@ class Tracer {
   TracerStats stats_;
   // The parts, on the members above.
   RecordBudget budget_;
+  ProcessCostPass cost_pass_;
   EventRouter router_;
   StackGcPass stack_gc_;
   StackResolver resolver_;  // after the rest: its symbol thread stops first

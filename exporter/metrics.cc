@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exporter/metrics.h"
+#include "exporter/metric_families.h"
+#include "exporter/site_label.h"
 
 #include "view/oom_report.h"
 
@@ -28,69 +30,7 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
 
-// Builds families with a shared series budget: once max_series is reached,
-// further series are counted, not emitted. Families are kept in a fixed
-// order so the self-monitoring families (added first) always fit.
-class Families {
- public:
-  Families(size_t max_series, RenderStats* stats) : max_(max_series), stats_(stats) {}
-
-  MetricFamily& family(const std::string& name, const std::string& help, MetricType type) {
-    auto it = index_.find(name);
-    if (it != index_.end()) return out_[it->second];
-    index_[name] = out_.size();
-    out_.push_back(MetricFamily{name, help, type, {}});
-    return out_.back();
-  }
-
-  // `labels` values must already be sanitized (see clean()): callers
-  // sanitize each distinct value once, not once per series.
-  void add(MetricFamily& f, Labels labels, double value) {
-    if (stats_->series >= max_) {
-      ++stats_->series_dropped;
-      return;
-    }
-    ++stats_->series;
-    ClientMetric m;
-    m.label = std::move(labels);
-    switch (f.type) {
-      case MetricType::Counter: m.counter.value = value; break;
-      case MetricType::Gauge: m.gauge.value = value; break;
-      default: m.untyped.value = value; break;
-    }
-    f.metric.push_back(std::move(m));
-  }
-
-  // One histogram series (counts as one series toward max_series).
-  void add_histogram(MetricFamily& f, Labels labels, const LatencyHistogram& h) {
-    if (stats_->series >= max_) {
-      ++stats_->series_dropped;
-      return;
-    }
-    ++stats_->series;
-    ClientMetric m;
-    m.label = std::move(labels);
-    m.histogram.sample_count = h.count();
-    m.histogram.sample_sum = h.sum();
-    for (size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i)
-      m.histogram.bucket.push_back({h.cumulative(i), LatencyHistogram::kBounds[i]});
-    m.histogram.bucket.push_back({h.count(), std::numeric_limits<double>::infinity()});
-    f.metric.push_back(std::move(m));
-  }
-
-  std::vector<MetricFamily> take() {
-    std::vector<MetricFamily> out;
-    for (MetricFamily& f : out_)
-      if (!f.metric.empty()) out.push_back(std::move(f));
-    return out;
-  }
-
- private:
-  size_t max_;
-  RenderStats* stats_;
-  std::deque<MetricFamily> out_;  // deque: family() references stay valid
-  std::map<std::string, size_t> index_;
-};
+using Families = MetricFamilies;
 
 Labels clean(Labels l) {
   for (ClientMetric::Label& x : l) x.value = sanitize_label_value(x.value);
@@ -269,6 +209,22 @@ const FamilyDef kDaemonFamilies[] = {
      [](Scrape& s, MetricFamily& f) {
        s.fam.add(f, {{"map", "live"}}, static_cast<double>(s.snap.tracer_stats.fair_share_marks));
        s.fam.add(f, {{"map", "stack"}}, static_cast<double>(s.snap.tracer_stats.fair_share_stack_marks));
+     }},
+    // What the daemon holds for traced processes (decision process-cost).
+    {"leakwatch_processes_shed_total", kCounter, "Processes whose tracing was stopped for what the daemon held for them.",
+     [](Scrape& s, MetricFamily& f) {
+       for (size_t r = 1; r < s.snap.tracer_stats.processes_shed.size(); ++r)
+         s.fam.add(f, {{"reason", shed_reason_name(static_cast<ShedReason>(r))}},
+                   static_cast<double>(s.snap.tracer_stats.processes_shed[r]));
+     }},
+    {"leakwatch_process_cost_bytes", kGauge, "Bytes held for traced processes beside their live records.",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.process_cost_bytes); }},
+    {"leakwatch_resolved_stacks_pruned_total", kCounter, "Resolved stacks dropped: no live site used them.",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.tracer_stats.stacks_pruned); }},
+    {"leakwatch_maps_dropped_total", kCounter, "/proc/PID/maps entries and paths past a read's bounds.",
+     [](Scrape& s, MetricFamily& f) {
+       s.fam.add(f, {{"what", "entries"}}, static_cast<double>(s.snap.tracer_stats.maps_entries_dropped));
+       s.fam.add(f, {{"what", "paths"}}, static_cast<double>(s.snap.tracer_stats.maps_paths_dropped));
      }},
     {"leakwatch_kill_switch_engaged", kGauge, "1 while the kill switch has every probe detached.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.kill_switch_engaged ? 1 : 0); }},

@@ -40,10 +40,7 @@ std::vector<prometheus::MetricFamily> build_metric_families(const DaemonSnapshot
 // know: a counter added to the list with a new family must be given one.
 const char* counter_family_help(std::string_view family);
 
-// The `site` label of a site's series (exporter/site_label.cc): its leaf
-// function and file:line, short; in a CPython process its innermost
-// Python frame; module+offset while nothing has a name.
-std::string site_label(const SiteSnapshot& s);
+// The `site` label of a site's series: exporter/site_label.h.
 
 // The text exposition format (version 0.0.4).
 std::string render_metrics(const DaemonSnapshot& snap, const MetricsOptions& options,

@@ -1,17 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// site_label (exporter/metrics.h): the `site` label of the per-site series.
-#include "exporter/metrics.h"
-
-#include <string>
-
-#include "core/symbols/symbolizer.h"
+#include "exporter/site_label.h"
 
 namespace lw {
 
-// "leaf_function (file:line)", short, for the `site` label: the innermost
-// Python frame where the stack has one (the function that keeps the
-// memory, not the interpreter's allocator), else the leaf. Full stacks go
-// to the API and pprof, never into labels.
 std::string site_label(const SiteSnapshot& s) {
   for (const Frame& f : s.frames) {
     if (f.language != "python") continue;

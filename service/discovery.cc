@@ -28,6 +28,7 @@ TraceOptions trace_options(const TargetConfig& t, const Config& c) {
   o.sample_mean_bytes = t.sampling_mean_bytes.value_or(c.sampling.enabled ? c.sampling.mean_bytes : 0);
   o.auto_sampling = t.automatic_sampling.value_or(c.sampling.automatic);
   o.max_rescans_per_second = c.limits.max_rescans_per_second;
+  o.max_process_memory_bytes = c.limits.max_process_memory_bytes;
   return o;
 }
 

@@ -26,6 +26,7 @@ Status EngineTracer::attach(pid_t pid, const TraceOptions& options) {
   o.sample_mean_bytes = options.sample_mean_bytes;
   o.auto_sampling = options.auto_sampling;
   o.max_rescans_per_second = options.max_rescans_per_second;
+  o.max_process_memory_bytes = options.max_process_memory_bytes;
   o.tensors = options.tensors;
   o.uid = options.uid;
   return tracer_->attach(pid, o);

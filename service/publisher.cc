@@ -51,6 +51,9 @@ void Publisher::publish() {
     if (analyzer) memory += analyzer->memory_bytes();
     snap->live_map_entries += e.snapshot.live_allocations;
     if (const HeapTracker* heap = tracer_.heap(pid)) memory += heap->memory_bytes();
+    // What else the engine holds for it (decision process-cost; the sites
+    // are in the heap tracker's figure already).
+    memory += e.snapshot.cost.capped() - e.snapshot.cost.sites;
     tracer_.append_probe_reports(pid, &snap->probes);
     snap->processes.push_back(std::move(e));
   }

@@ -45,6 +45,7 @@ struct TraceOptions {
   // Whose process it is (ProcessIdentity::real_uid): its user's fair share
   // (decision fair-shares); nullopt when unknown (counted as its own).
   std::optional<uint32_t> uid;
+  uint64_t max_process_memory_bytes = 0;  // limits.max_process_memory_bytes (decision process-cost)
 };
 
 // An exec anywhere, or a fork of a target that follows forks; an OOM kill

@@ -157,9 +157,28 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
   out["python"] = to_json(snap.python);
   out["jit"] = to_json(snap.jit);
   out["rss"] = rss_to_json(snap.rss);
+  out["cost"] = cost_json(snap);                                 // decision process-cost
   out["tensor"] = to_json(snap.tensor);                         // decision tensor-tier
   out["gpu_explained"] = gpu_explained_json(snap.gpu_explained);  // GPU memory explained
   return out;
+}
+
+// What the daemon holds for the process, its cap, and whether it was shed
+// (decision process-cost).
+nlohmann::json cost_json(const ProcessSnapshot& snap) {
+  using nlohmann::json;
+  const ProcessCost& c = snap.cost;
+  return {{"bytes", c.capped()},
+          {"records_bytes", c.records},
+          {"cap_bytes", snap.cost_cap > 0 ? json(snap.cost_cap) : json(nullptr)},
+          {"parts", {{"stacks", c.stacks}, {"maps", c.maps}, {"python", c.python}, {"jit", c.jit}, {"sites", c.sites}}},
+          {"stacks_resolved", snap.stacks_resolved},
+          {"stacks_pruned", snap.stacks_pruned},
+          {"maps_entries", snap.maps_entries},
+          {"maps_entries_dropped", snap.maps_entries_dropped},
+          {"maps_paths_dropped", snap.maps_paths_dropped},
+          {"shed", snap.shed_reason.empty() ? json(nullptr)
+                                            : json{{"reason", snap.shed_reason}, {"since", snap.shed_since}}}};
 }
 
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap) {

@@ -20,6 +20,8 @@ nlohmann::json to_json(const UnwindStats& u);
 // {"events", "rescans", "rescans_deferred", "deferred_since"} (null when no
 // rescan waits).
 nlohmann::json to_json(const LifecycleStats& l);
+// What the daemon holds for the process (docs/api.md, "cost"; decision process-cost).
+nlohmann::json cost_json(const ProcessSnapshot& snap);
 // Totals per kind over every site, kinds with no allocation left out (API, top).
 nlohmann::json kinds_to_json(const ProcessSnapshot& snap);
 // The RSS breakdown (docs/api.md, "rss"); null when not read.

@@ -21,6 +21,7 @@
 #include "core/formats/pprof.h"
 #include "core/analysis/gpu_explained.h"
 #include "core/analysis/rss_breakdown.h"
+#include "core/policy/process_cost.h"
 #include "core/symbols/perf_map.h"
 #include "core/symbols/symbol_counters.h"
 #include "core/symbols/symbolizer.h"
@@ -206,6 +207,16 @@ struct TracerStats {
   // Sites whose stacks were cut at a pending unwind table, folded into the
   // whole stack they start (issue 35, item 5; core/accounting/cut_sites.h).
   uint64_t cut_sites_folded = 0;
+  // What the daemon holds for the traced processes (decision process-cost):
+  // processes shed, indexed by ShedReason; resolved stacks pruned (their
+  // sites hold nothing live any more); the costs beside the records, all
+  // processes, at the last cost pass; /proc/PID/maps entries and paths
+  // past a read's bounds (core/proc/proc_maps.h), at the last reads.
+  std::array<uint64_t, static_cast<size_t>(ShedReason::kCount)> processes_shed{};
+  uint64_t stacks_pruned = 0;
+  uint64_t process_cost_bytes = 0;
+  uint64_t maps_entries_dropped = 0;
+  uint64_t maps_paths_dropped = 0;
 };
 
 // A process's CPython, when it runs one (engine/python_process.h;
@@ -387,6 +398,18 @@ struct ProcessSnapshot {
   // "memory_budget"); "" when not marked.
   std::string over_share;
   std::string stack_over_share;
+  // What the daemon holds for the process at the last cost pass, its cap
+  // (limits.max_process_memory_bytes, 0: none), and, once it was shed, why
+  // and since when (unix seconds) (decision process-cost).
+  ProcessCost cost;
+  uint64_t cost_cap = 0;
+  std::string shed_reason;
+  double shed_since = 0;
+  uint64_t stacks_resolved = 0;  // resolved stacks held
+  uint64_t stacks_pruned = 0;
+  uint64_t maps_entries = 0;     // /proc/PID/maps entries held
+  uint64_t maps_entries_dropped = 0;
+  uint64_t maps_paths_dropped = 0;
 };
 
 // What the snapshot's accounting gives the RSS breakdown (heap and mmap

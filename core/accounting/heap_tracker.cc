@@ -451,6 +451,20 @@ size_t HeapTracker::memory_bytes() const {
   return bytes;
 }
 
+size_t HeapTracker::site_memory_bytes() const {
+  size_t bytes = sites_.capacity() * sizeof(SiteStats);
+  for (const auto& m : site_by_stack_) bytes += m.memory_bytes();
+  return bytes;
+}
+
+bool HeapTracker::stack_live(uint64_t stack_hash) const {
+  for (const auto& by_stack : site_by_stack_) {
+    const uint32_t* idx = by_stack.find(stack_hash);
+    if (idx && *idx < sites_.size() && sites_[*idx].live_allocations > 0) return true;
+  }
+  return false;
+}
+
 // Reserved address space (decision reserved-address-space).
 
 uint64_t HeapTracker::committed_bytes(uint64_t addr, const LiveRecord& r) const {

@@ -261,6 +261,12 @@ class HeapTracker {
   uint64_t live_bytes_settled(uint32_t kind, uint64_t before_ns) const;
   const HeapCounters& counters() const { return counters_; }
   size_t memory_bytes() const;
+  // Of memory_bytes(), what the per-site figures and their index hold
+  // (the rest is the per-address records; decision process-cost).
+  size_t site_memory_bytes() const;
+  // Whether a site of this kernel stack hash (any kind) holds live
+  // allocations: its resolved stack is still shown (decision process-cost).
+  bool stack_live(uint64_t stack_hash) const;
 
   // Per site, indexed like sites(): the live bytes and allocations of the
   // records `filter` keeps at now_ns (counted_bytes/counted_allocations).

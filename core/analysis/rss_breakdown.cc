@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <unordered_set>
+#include <utility>
 
 #include "core/platform/fd.h"
 
@@ -15,6 +16,7 @@ namespace {
 
 constexpr size_t kMaxRollupBytes = 16u << 10;
 constexpr size_t kMaxSmapsBytes = 128u << 20;
+constexpr size_t kMaxSmapsLineBytes = 4096 + 256;  // a header: PATH_MAX and its fields
 constexpr size_t kMaxSyscallBytes = 512;
 constexpr uint32_t kMaxThreads = 65536;
 constexpr uint64_t kArenaBytes = 64ull << 20;  // glibc HEAP_MAX_SIZE, 64-bit
@@ -69,45 +71,60 @@ std::optional<SmapsRollup> parse_smaps_rollup(std::string_view text) {
   return r;
 }
 
-ParsedSmaps parse_smaps(std::string_view text) {
-  ParsedSmaps out;
-  bool have = false;  // a header was accepted; its fields follow
-  while (!text.empty()) {
-    std::string_view line = next_line(&text);
-    if (line.empty()) continue;
-    std::string_view key;
-    uint64_t bytes = 0;
-    if (parse_kb_field(line, &key, &bytes)) {
-      if (!have) continue;
-      SmapsMapping& m = out.mappings.back();
-      if (key == "Rss") m.rss = bytes;
-      else if (key == "Anonymous") m.anonymous = bytes;
-      continue;
-    }
-    // Other fields without " kB" (VmFlags, THPeligible, ProtectionKey).
-    size_t colon = line.find(':');
-    size_t dash = line.find('-');
-    if (colon != std::string_view::npos && (dash == std::string_view::npos || colon < dash)) {
-      continue;
-    }
-    ParsedMaps one = parse_proc_maps(line);
-    if (one.entries.size() != 1 || out.mappings.size() >= kMaxSmapsMappings ||
-        (!out.mappings.empty() && one.entries[0].start < out.mappings.back().map.end)) {
-      ++out.malformed_lines;
-      have = false;  // its fields are not attributed to the previous mapping
-      continue;
-    }
-    SmapsMapping m;
-    m.map = std::move(one.entries[0]);
-    out.mappings.push_back(std::move(m));
-    have = true;
+void SmapsParser::feed(std::string_view line) {
+  if (line.empty()) return;
+  std::string_view key;
+  uint64_t bytes = 0;
+  if (parse_kb_field(line, &key, &bytes)) {
+    if (!have_) return;
+    SmapsMapping& m = out_.mappings.back();
+    if (key == "Rss") m.rss = bytes;
+    else if (key == "Anonymous") m.anonymous = bytes;
+    return;
   }
-  for (SmapsMapping& m : out.mappings) {
+  // Other fields without " kB" (VmFlags, THPeligible, ProtectionKey).
+  size_t colon = line.find(':');
+  size_t dash = line.find('-');
+  if (colon != std::string_view::npos && (dash == std::string_view::npos || colon < dash)) return;
+  MapEntry one;
+  if (!headers_.parse_one(line, &one) || out_.mappings.size() >= kMaxSmapsMappings ||
+      (!out_.mappings.empty() && one.start < out_.mappings.back().map.end)) {
+    ++out_.malformed_lines;
+    have_ = false;  // its fields are not attributed to the previous mapping
+    return;
+  }
+  SmapsMapping m;
+  m.map = std::move(one);
+  out_.mappings.push_back(std::move(m));
+  have_ = true;
+}
+
+ParsedSmaps SmapsParser::take() {
+  for (SmapsMapping& m : out_.mappings) {
     // A racy or hostile file may claim more than the mapping's size.
     const uint64_t size = m.map.end - m.map.start;
     m.rss = std::min(m.rss, size);
     m.anonymous = std::min(m.anonymous, m.rss);
   }
+  have_ = false;
+  return std::exchange(out_, ParsedSmaps{});
+}
+
+ParsedSmaps parse_smaps(std::string_view text) {
+  SmapsParser parser;
+  while (!text.empty()) parser.feed(next_line(&text));
+  return parser.take();
+}
+
+// Parsed as read (read_lines()): the text of a process with many mappings
+// under long paths is never held whole (decision process-cost).
+std::optional<ParsedSmaps> read_smaps(pid_t pid) {
+  SmapsParser parser;
+  Result<size_t> cut = read_lines("/proc/" + std::to_string(pid) + "/smaps", kMaxSmapsBytes, kMaxSmapsLineBytes,
+                                  [&](std::string_view line) { parser.feed(line); });
+  if (!cut) return std::nullopt;
+  ParsedSmaps out = parser.take();
+  out.malformed_lines += *cut;
   return out;
 }
 
@@ -194,23 +211,15 @@ RssBreakdown compute_rss_breakdown(const RssRegions& r, const TrackedBytes& t) {
   return b;
 }
 
-std::optional<ParsedSmaps> read_smaps(pid_t pid) {
-  Result<std::string> text = read_regular_file("/proc/" + std::to_string(pid) + "/smaps", kMaxSmapsBytes);
-  if (!text) return std::nullopt;
-  return parse_smaps(*text);
-}
-
 std::optional<RssRegions> read_rss_regions(pid_t pid) {
   const std::string dir = "/proc/" + std::to_string(pid);
   Result<std::string> rollup_text = read_regular_file(dir + "/smaps_rollup", kMaxRollupBytes);
   if (!rollup_text) return std::nullopt;
   std::optional<SmapsRollup> rollup = parse_smaps_rollup(*rollup_text);
   if (!rollup) return std::nullopt;
-  Result<std::string> smaps_text = read_regular_file(dir + "/smaps", kMaxSmapsBytes);
-  if (!smaps_text) return std::nullopt;
-  // A file over the limit (EFBIG) is refused above; a cut last mapping is
-  // not possible here.
-  ParsedSmaps smaps = parse_smaps(*smaps_text);
+  std::optional<ParsedSmaps> read = read_smaps(pid);
+  if (!read) return std::nullopt;
+  ParsedSmaps smaps = std::move(*read);
   std::vector<uint64_t> sps;
   uint32_t threads = 0;
   if (DIR* d = opendir((dir + "/task").c_str())) {

@@ -49,6 +49,18 @@ struct ParsedSmaps {
 // skipped and counted; at most kMaxSmapsMappings mappings are kept.
 constexpr size_t kMaxSmapsMappings = 1u << 18;
 ParsedSmaps parse_smaps(std::string_view text);
+// The same one line at a time (read_smaps() feeds it as it reads); the
+// headers' paths are stored once (MapsParser).
+class SmapsParser {
+ public:
+  void feed(std::string_view line);
+  ParsedSmaps take();
+
+ private:
+  ParsedSmaps out_;
+  MapsParser headers_;
+  bool have_ = false;  // a header was accepted; its fields follow
+};
 
 // The user stack pointer in /proc/PID/task/TID/syscall ("nr a1..a6 sp pc",
 // or "-1 sp pc" outside a syscall); nullopt for "running" or malformed text.

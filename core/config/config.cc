@@ -254,6 +254,10 @@ void parse_limits(ErrorSink& errors, const YAML::Node& node, const std::string& 
                   [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 1, UINT64_MAX, l.max_daemon_memory_bytes);
                   }},
+                 {"max_process_memory_bytes",
+                  [&](const Node& x, const Path& q) {
+                    read_uint(errors, x, q, 0, UINT64_MAX, l.max_process_memory_bytes);
+                  }},
                  {"max_series", [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 1, 10000000, l.max_series);
                   }}});

@@ -111,6 +111,10 @@ struct LimitsConfig {
   // process, or one user other than root, may hold, in percent
   // (decision fair-shares). 100: no shares.
   uint32_t fair_share_percent = 50;
+  // The hard cap on what the daemon holds for one process beside its live
+  // records: resolved stacks, parsed maps, symbol and Python caches, per-site
+  // figures; past it the process is shed (decision process-cost). 0: none.
+  uint64_t max_process_memory_bytes = 64ull << 20;
 };
 
 // Carried for the analysis; validated only for range here.

@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <utility>
 
 namespace lw {
 
@@ -18,6 +22,7 @@ constexpr size_t kMaxPathBytes = 4096;
 // fits comfortably in this; it bounds the work spent on one garbage line.
 constexpr size_t kMaxLineBytes = kMaxPathBytes + 256;
 constexpr size_t kMaxMapsBytes = 64u << 20;
+constexpr size_t kReadChunkBytes = 64u << 10;
 constexpr std::string_view kDeletedSuffix = " (deleted)";
 
 // A cursor over one line. Each method consumes one field and returns false
@@ -90,8 +95,9 @@ class LineCursor {
 
 // Kernel format (fs/proc/task_mmu.c show_map_vma):
 //   start-end perms offset major:minor inode <padding> path
-// The path is the rest of the line and may contain spaces.
-bool parse_line(std::string_view line, MapEntry* e) {
+// The path is the rest of the line and may contain spaces. *path is set to
+// the path's text (a view into `line`).
+bool parse_line(std::string_view line, MapEntry* e, std::string_view* path_out) {
   if (line.size() > kMaxLineBytes) return false;
   LineCursor c(line);
   uint64_t major = 0, minor = 0;
@@ -115,78 +121,130 @@ bool parse_line(std::string_view line, MapEntry* e) {
     e->deleted = true;
   }
   if (path.size() > kMaxPathBytes) return false;
-  e->path.assign(path);
+  *path_out = path;
   return true;
 }
 
 }  // namespace
 
+MapPath MapsParser::intern(std::string_view path) {
+  if (path.empty()) return MapPath();
+  auto it = paths_.find(path);
+  if (it != paths_.end()) return it->second;
+  const size_t cost = memory_of(path.size());
+  if (out_.path_bytes + cost > kMaxMapPathBytes) {
+    ++out_.paths_dropped;
+    return intern(kDroppedPath);  // its own cost is a few dozen bytes, once
+  }
+  auto stored = std::make_shared<const std::string>(path);
+  out_.path_bytes += cost;
+  MapPath p(stored);
+  paths_.emplace(std::string_view(*stored), p);
+  return p;
+}
+
+bool MapsParser::parse_one(std::string_view line, MapEntry* e) {
+  std::string_view path;
+  if (!parse_line(line, e, &path)) return false;
+  e->path = intern(path);
+  return true;
+}
+
+bool MapsParser::feed(std::string_view line) {
+  MapEntry e;
+  std::string_view path;
+  // The kernel lists mappings in ascending, disjoint order, and
+  // find_mapping() relies on it: a line that breaks the order is malformed.
+  if (!parse_line(line, &e, &path) || (!out_.entries.empty() && e.start < out_.entries.back().end)) {
+    ++out_.malformed_lines;
+    return false;
+  }
+  if (out_.entries.size() >= kMaxMapEntries) {
+    ++out_.entries_dropped;
+    return false;
+  }
+  e.path = intern(path);
+  out_.entries.push_back(std::move(e));
+  return true;
+}
+
+ParsedMaps MapsParser::take() {
+  paths_.clear();
+  out_.entries.shrink_to_fit();
+  return std::exchange(out_, ParsedMaps{});
+}
+
 ParsedMaps parse_proc_maps(std::string_view text) {
-  ParsedMaps out;
+  MapsParser parser;
   while (!text.empty()) {
     size_t nl = text.find('\n');
     std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    if (line.empty()) continue;
-    MapEntry e;
-    // The kernel lists mappings in ascending, disjoint order, and
-    // find_mapping() relies on it: a line that breaks the order is malformed.
-    if (parse_line(line, &e) && (out.entries.empty() || e.start >= out.entries.back().end)) {
-      out.entries.push_back(std::move(e));
-    } else {
-      ++out.malformed_lines;
-    }
+    if (!line.empty()) parser.feed(line);
   }
-  return out;
+  return parser.take();
+}
+
+Result<size_t> read_lines(const std::string& path, size_t max_bytes, size_t max_line_bytes,
+                          const std::function<void(std::string_view)>& on_line) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_error("open " + path, errno);
+  // A chunk holds whole lines (a line is at most max_line_bytes), the cut
+  // line carried to the next read.
+  std::string buf(std::max(kReadChunkBytes, 2 * max_line_bytes), '\0');
+  size_t have = 0, total = 0, cut = 0;
+  bool skipping = false;  // inside a line longer than max_line_bytes
+  for (;;) {
+    if (total >= max_bytes) {
+      // The last line is probably cut; never parse half a line as a whole one.
+      if (have > 0 || skipping) ++cut;
+      have = 0;
+      break;
+    }
+    ssize_t n = read(fd, buf.data() + have, std::min(buf.size() - have, max_bytes - total));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      return errno_error("read " + path, err);
+    }
+    if (n == 0) break;
+    total += static_cast<size_t>(n);
+    std::string_view data(buf.data(), have + static_cast<size_t>(n));
+    for (size_t nl; (nl = data.find('\n')) != std::string_view::npos; data.remove_prefix(nl + 1)) {
+      if (skipping) {
+        skipping = false;  // the end of the overlong line, counted when it began
+        continue;
+      }
+      on_line(data.substr(0, nl));
+    }
+    if (data.size() > max_line_bytes) {
+      if (!skipping) ++cut;
+      skipping = true;
+      data = {};
+    }
+    have = data.size();
+    if (have > 0) memmove(buf.data(), data.data(), have);
+  }
+  close(fd);
+  if (have > 0 && !skipping) on_line(std::string_view(buf.data(), have));
+  return cut;
 }
 
 Result<ParsedMaps> read_proc_maps(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/maps";
-  auto map_error = [&](int err) {
-    if (err == ENOENT || err == ESRCH) {
-      return Error{err, "process " + std::to_string(pid) + " not found"};
-    }
+  MapsParser parser;
+  Result<size_t> cut = read_lines(path, kMaxMapsBytes, kMaxLineBytes, [&](std::string_view line) {
+    if (!line.empty()) parser.feed(line);
+  });
+  if (!cut) {
+    const int err = cut.error().code;
+    if (err == ENOENT || err == ESRCH) return Error{err, "process " + std::to_string(pid) + " not found"};
     if (err == EACCES || err == EPERM) return Error{err, "permission denied reading " + path};
-    return errno_error("read " + path, err);
-  };
-
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return map_error(errno);
-
-  std::string buf;
-  size_t len = 0;
-  bool capped = false;
-  for (;;) {
-    if (len == kMaxMapsBytes) {
-      capped = true;
-      break;
-    }
-    if (buf.size() - len < 4096) {
-      buf.resize(std::min(kMaxMapsBytes, std::max<size_t>(buf.size() * 2, 64 << 10)));
-    }
-    ssize_t n = read(fd, buf.data() + len, buf.size() - len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      return map_error(err);
-    }
-    if (n == 0) break;
-    len += static_cast<size_t>(n);
+    return cut.error();
   }
-  close(fd);
-  buf.resize(len);
-
-  size_t dropped = 0;
-  if (capped) {
-    // The last line is probably cut; never parse half a line as a whole one.
-    size_t last_nl = buf.rfind('\n');
-    buf.resize(last_nl == std::string::npos ? 0 : last_nl + 1);
-    dropped = 1;
-  }
-  ParsedMaps maps = parse_proc_maps(buf);
-  maps.malformed_lines += dropped;
-  return maps;
+  for (size_t i = 0; i < *cut; ++i) parser.count_malformed();
+  return parser.take();
 }
 
 const MapEntry* find_mapping(const ParsedMaps& maps, uint64_t addr) {

@@ -84,4 +84,9 @@ std::vector<Frame> heap_regrown_frames() {
   return {f};
 }
 
+size_t frame_memory_bytes(const Frame& f) {
+  return sizeof(Frame) + string_heap_bytes(f.function) + string_heap_bytes(f.file) + string_heap_bytes(f.module) +
+         string_heap_bytes(f.build_id) + string_heap_bytes(f.unwound) + string_heap_bytes(f.language);
+}
+
 }  // namespace lw

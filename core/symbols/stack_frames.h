@@ -32,6 +32,13 @@ inline constexpr const char* kHeapRegrownFunction =
     "[heap re-grown below its high-water mark: stack not walked]";
 std::vector<Frame> heap_regrown_frames();
 
+// The heap bytes of a string beyond its own struct: its buffer when it is
+// not held inline (libstdc++ keeps up to 15 characters inside).
+inline size_t string_heap_bytes(const std::string& s) { return s.capacity() > 15 ? s.capacity() + 1 : 0; }
+// What a frame holds in the daemon's heap: the struct and its strings'
+// buffers (decision process-cost).
+size_t frame_memory_bytes(const Frame& f);
+
 // How many leading frames of a kind-mmap record's stack are glibc's
 // allocator at work for its caller: what the light tier's brk and mmap
 // probes see under a malloc (__default_morecore, sysmalloc, _int_malloc,

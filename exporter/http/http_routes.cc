@@ -184,6 +184,7 @@ std::string processes_json(const DaemonSnapshot& snap) {
     p["rss"] = rss_to_json(e.snapshot.rss);  // RSS explained (docs/api.md)
     p["tensor"] = to_json(e.snapshot.tensor);  // the tensor tier (decision tensor-tier)
     p["gpu_explained"] = gpu_explained_json(e.snapshot.gpu_explained);
+    p["cost"] = cost_json(e.snapshot);  // what the daemon holds for it (decision process-cost)
     procs.push_back(std::move(p));
   }
   return dump({{"timestamp", snap.timestamp}, {"processes", std::move(procs)}});

@@ -191,8 +191,11 @@ TEST_F(LeakwatchMemoryBudget, BudgetTooSmallSuspendsTheLargestAndNeverOoms) {
   EXPECT_LE(bytes, 64 * count);
   const HttpReply metrics = daemon.get("/metrics");
   EXPECT_NE(metrics.body.find("\nleakwatch_memory_budget_suspensions_total 1\n"), std::string::npos);
-  EXPECT_NE(metrics.body.find("\nleakwatch_daemon_live_records_limit " + std::to_string(limit) + "\n"),
-            std::string::npos);
+  // The cap given to the records is lowered by what the daemon holds for
+  // the processes beside them (decision process-cost): at most the start's.
+  const double limit_now = metric(metrics.body, "leakwatch_daemon_live_records_limit");
+  EXPECT_LE(limit_now, static_cast<double>(limit));
+  EXPECT_GT(limit_now, static_cast<double>(limit) * 0.9);
   EXPECT_NE(daemon.diagnostics().find("heap records shed, heap probes suspended"), std::string::npos)
       << daemon.diagnostics().substr(0, 4000);
 

@@ -3,6 +3,7 @@
 // not cost another user's processes their tracing. Each attack runs as an
 // unprivileged user.
 #include <elf.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -179,6 +180,157 @@ TEST(HostileTenant, ACompressedDebugSectionBombIsNotInflated) {
   EXPECT_LT(peak_kib, 256u << 10) << daemon.diagnostics();
   const std::string metrics = daemon.get("/metrics").body;
   EXPECT_GE(metric(metrics, "leakwatch_symbol_inflated_refused_total"), 1.0);
+}
+
+// A file under a path of about 3.8 KB in `dir` (nested directories: a
+// name is at most 255 bytes), one page long, readable by everyone.
+std::string long_path_file(const std::string &dir, size_t length) {
+  std::string path = dir;
+  while (length - path.size() - 1 > 240) {
+    path += "/" + std::string(236, 'd');
+    if (mkdir(path.c_str(), 0755) != 0) return "";
+  }
+  path += "/" + std::string(length - path.size() - 1, 'f');
+  std::ofstream(path, std::ios::binary) << std::string(4096, 'x');
+  if (chmod(path.c_str(), 0644) != 0) return "";
+  return path;
+}
+
+// Issue 32: one file mapped 15,000 times under a 3.8 KB path, by uid 65533,
+// beside a bystander of the same user that keeps 4 MiB mapped. The daemon
+// reads the mapper's maps (its executable mappings ask for a rescan) and
+// keeps one copy of the path: its peak RSS grows by less than 64 MiB (27
+// measured), and the bystander's 4 MiB are exact. Before decision
+// process-cost each entry held its own copy of the path, each snapshot
+// copied it into its pprof mappings, and each read held the whole text and
+// the copies at once: 204 MiB retained, a peak of 388 MiB.
+TEST(HostileTenant, FifteenThousandMappingsOfOneLongPathCostOneCopy) {
+  TempDir bin;
+  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
+  const std::string mapper = private_target_copy(bin.path(), "many_maps");
+  const std::string idle = private_target_copy(bin.path(), "mp_idle");
+  const std::string file = long_path_file(bin.path(), 3800);
+  ASSERT_EQ(file.size(), 3800u) << file;
+  DaemonProcess daemon({.config_body = "targets:\n"
+                                       "  - name: tenant\n"
+                                       "    match: " + comm_selector(file_name_of(mapper)) + "\n"
+                                       "    mode: light\n"
+                                       "  - name: bystander\n"
+                                       "    match: " + comm_selector(file_name_of(idle)) + "\n"
+                                       "    mode: light\n",
+                        .args = {}});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  const uint64_t rss_ready = status_kib(daemon.pid(), "VmRSS:");
+  Process bystander({idle, "keep", "4096"}, {.as_uid = 65533});
+  Process tenant({mapper, file, "15000"}, {.as_uid = 65533});
+  std::optional<std::string> mapped = tenant.read_line(30s);
+  ASSERT_EQ(mapped.value_or("EOF"), "mapped 15000") << tenant.stderr_text();
+  std::optional<Json> seen;
+  const bool read = wait_until(20s, [&] {
+    seen = daemon.find_process(tenant.pid());
+    // Read, and measured by a cost pass since (once a second).
+    return seen && seen->at("cost").at("maps_entries").get<uint64_t>() >= 15000 &&
+           seen->at("cost").at("parts").at("maps").get<uint64_t>() >= 15000 * 64;
+  }, 200ms);
+  ASSERT_TRUE(read) << (seen ? seen->dump() : "not listed") << daemon.diagnostics();
+  const uint64_t want = 4096u << 10;
+  std::optional<Json> by;
+  const bool exact = wait_until(10s, [&] {
+    by = daemon.find_process(bystander.pid());
+    return by && by->at("kinds").contains("mmap") && by->at("kinds").at("mmap").at("live_bytes").get<uint64_t>() == want;
+  }, 200ms);
+  const uint64_t peak_kib = status_kib(daemon.pid(), "VmHWM:");
+  const Json cost = seen->at("cost");
+  std::printf("[ figures  ] 15,000 mappings of one %zu-byte path by uid 65533: daemon RSS %.1f MiB at ready, "
+              "peak %.1f MiB; the tenant's maps %llu entries, %llu bytes held\n",
+              file.size(), static_cast<double>(rss_ready) / 1024, static_cast<double>(peak_kib) / 1024,
+              static_cast<unsigned long long>(cost.at("maps_entries").get<uint64_t>()),
+              static_cast<unsigned long long>(cost.at("parts").at("maps").get<uint64_t>()));
+  EXPECT_TRUE(exact) << (by ? by->dump() : "bystander not listed") << daemon.diagnostics();
+  EXPECT_LT(cost.at("parts").at("maps").get<uint64_t>(), 4u << 20);
+  EXPECT_LT(peak_kib, rss_ready + (64u << 10)) << daemon.diagnostics();
+  tenant.write_line("");
+}
+
+// Waits for a snapshot published at or after `unix_time` (its sites
+// resolved then); the sites themselves are not fetched (thousands of them).
+void wait_published_after(DaemonProcess &daemon, double unix_time) {
+  ASSERT_TRUE(wait_until(20s, [&] { return daemon.get_json("/api/v1/processes").at("timestamp").get<double>() >= unix_time; },
+                         100ms));
+}
+
+void churn_command(Process &target, const std::string &line) {
+  target.write_line(line);
+  auto reply = target.read_line(20s);
+  ASSERT_TRUE(reply && *reply == "ok") << line << ": " << reply.value_or("EOF") << target.stderr_text();
+}
+
+// Issue 32: a process rotating its top sites through ever new call stacks
+// (stack_churn, 15 levels deep, as uid 65533). While it rotates 200 sites a
+// round, the stacks resolved for the sites it freed are pruned: what the
+// daemon holds stays at about two rounds' worth. When it then holds 3,000
+// distinct stacks at once, what they cost passes its cap
+// (limits.max_process_memory_bytes, 16 MiB here) and it is shed, with its
+// reason in the API and the metric. Before decision process-cost resolved
+// stacks were kept until exec, and nothing was ever shed.
+TEST(HostileTenant, RotatingTopSitesArePrunedAndAProcessOverItsCapIsShed) {
+  TempDir bin;
+  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
+  const std::string churn = private_target_copy(bin.path(), "stack_churn");
+  DaemonProcess daemon({.config_body = "top_sites_per_process: 4000\n"
+                                       "limits:\n"
+                                       "  max_process_memory_bytes: 16777216\n"
+                                       "targets:\n"
+                                       "  - name: tenant\n"
+                                       "    match: " + comm_selector(file_name_of(churn)) + "\n"
+                                       "    mode: full\n",
+                        .args = {}});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process tenant({churn}, {.as_uid = 65533});
+  ASSERT_EQ(read_ready(tenant), tenant.pid());
+  daemon.wait_for_process(tenant.pid(), kApiTimeout);
+  daemon.wait_for_status([](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout, "probes attached");
+  churn_command(tenant, "go");
+  const unsigned rounds = 8, per_round = 200;
+  uint64_t most_resolved = 0;
+  for (unsigned r = 0; r < rounds; ++r) {
+    churn_command(tenant, "rotate " + std::to_string(r) + " " + std::to_string(per_round));
+    // A snapshot after the round: its sites resolved.
+    wait_published_after(daemon, unix_now() + 0.2);
+    if (auto p = daemon.find_process(tenant.pid()))
+      most_resolved = std::max(most_resolved, p->at("cost").at("stacks_resolved").get<uint64_t>());
+  }
+  std::optional<Json> p;
+  ASSERT_TRUE(wait_until(5s, [&] {
+    p = daemon.find_process(tenant.pid());
+    return p && p->at("cost").at("stacks_pruned").get<uint64_t>() >= (rounds - 2) * per_round;
+  }, 200ms)) << (p ? p->dump() : "not listed") << daemon.diagnostics();
+  const Json rotated = p->at("cost");
+  EXPECT_TRUE(rotated.at("shed").is_null()) << rotated.dump();
+  EXPECT_LE(most_resolved, 3u * per_round + 10) << rotated.dump();
+
+  churn_command(tenant, "rotate 100 3000");
+  wait_published_after(daemon, unix_now() + 0.2);
+  ASSERT_TRUE(wait_until(10s, [&] {
+    p = daemon.find_process(tenant.pid());
+    return p && !p->at("cost").at("shed").is_null();
+  }, 200ms)) << (p ? p->at("cost").dump() : "not listed") << daemon.diagnostics();
+  const Json shed = p->at("cost");
+  const std::string metrics = daemon.get("/metrics").body;
+  std::printf("[ figures  ] stack_churn as uid 65533, %u rounds of %u new top sites: at most %llu stacks resolved, "
+              "%llu pruned, %llu bytes held; then 3,000 live stacks: shed (%s) at %llu bytes (cap %llu)\n",
+              rounds, per_round, static_cast<unsigned long long>(most_resolved),
+              static_cast<unsigned long long>(rotated.at("stacks_pruned").get<uint64_t>()),
+              static_cast<unsigned long long>(rotated.at("bytes").get<uint64_t>()),
+              shed.at("shed").at("reason").get<std::string>().c_str(),
+              static_cast<unsigned long long>(shed.at("bytes").get<uint64_t>()),
+              static_cast<unsigned long long>(shed.at("cap_bytes").get<uint64_t>()));
+  EXPECT_EQ(shed.at("shed").at("reason"), "process_memory_cap");
+  EXPECT_GE(metric(metrics, "leakwatch_processes_shed_total{reason=\"process_memory_cap\"}"), 1.0);
+  // Shed: its records dropped, its caches too, the daemon still serving.
+  EXPECT_LE(shed.at("bytes").get<uint64_t>(), 16u << 20);
+  EXPECT_EQ(daemon.get("/api/v1/status").status, 200);
+  tenant.write_line("exit");
 }
 
 }  // namespace

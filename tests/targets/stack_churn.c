@@ -7,6 +7,9 @@
  *   "round R N"  allocates and frees one 24-byte block from each of the
  *                stacks R*N .. R*N+N-1, then answers "ok"
  *   "hold I"     allocates one 3131-byte block from stack I and keeps it
+ *   "rotate R N" frees the blocks the last rotate kept, then allocates and
+ *                keeps one 2048-byte block from each of the stacks
+ *                R*N .. R*N+N-1 (N at most 8192): the top sites rotate
  *   "exit"       exits
  *
  * Stack I: churn_block called through descend() and, at each of
@@ -68,12 +71,19 @@ int main(void) {
   void *kept = keep_block();
   void *held[64];
   unsigned n_held = 0;
+  static void *rotated[8192];
+  unsigned n_rotated = 0;
   ok();
   char line[64];
   while (lw_read_line(line, sizeof line) == 0) {
     unsigned a = 0, b = 0;
     if (sscanf(line, "round %u %u", &a, &b) == 2) {
       for (unsigned i = a * b; i < a * b + b; i++) free(descend(i % (1u << STACK_LEVELS), 0, 24));
+      ok();
+    } else if (sscanf(line, "rotate %u %u", &a, &b) == 2 && b <= 8192) {
+      for (unsigned i = 0; i < n_rotated; i++) free(rotated[i]);
+      n_rotated = 0;
+      for (unsigned i = a * b; i < a * b + b; i++) rotated[n_rotated++] = descend(i % (1u << STACK_LEVELS), 0, 2048);
       ok();
     } else if (sscanf(line, "hold %u", &a) == 1 && n_held < 64) {
       held[n_held++] = descend(a % (1u << STACK_LEVELS), 0, 3131);
@@ -83,6 +93,7 @@ int main(void) {
     }
   }
   for (unsigned i = 0; i < n_held; i++) free(held[i]);
+  for (unsigned i = 0; i < n_rotated; i++) free(rotated[i]);
   free(kept);
   return 0;
 }

@@ -139,6 +139,7 @@ TEST(Config, DocumentedDefaults) {
   EXPECT_EQ(d.limits.stack_map_entries, 16384u);
   EXPECT_EQ(d.limits.stack_gc_grace_seconds, 60u);
   EXPECT_EQ(d.limits.max_daemon_memory_bytes, 536870912u);
+  EXPECT_EQ(d.limits.max_process_memory_bytes, 64u << 20);
   EXPECT_EQ(d.limits.max_series, 50000u);
   EXPECT_EQ(d.ringbuf_bytes, 8388608u);
   EXPECT_EQ(d.top_sites_per_process, 20u);
@@ -348,6 +349,9 @@ TEST(Config, ScalarTypesAreStrict) {
                 .limits.max_daemon_memory_bytes,
             UINT64_MAX);
   parse_bad("limits: {max_daemon_memory_bytes: 18446744073709551616}\n");
+  EXPECT_EQ(parse_ok("limits: {max_process_memory_bytes: 0}\n").limits.max_process_memory_bytes, 0u);
+  EXPECT_EQ(parse_ok("limits: {max_process_memory_bytes: 1048576}\n").limits.max_process_memory_bytes, 1048576u);
+  parse_bad("limits: {max_process_memory_bytes: -1}\n");
   parse_bad("web_config_file: relative/web.yml\n");
   EXPECT_EQ(parse_ok("web_config_file: /etc/leakwatch/web.yml\n").web_config_file,
             "/etc/leakwatch/web.yml");
