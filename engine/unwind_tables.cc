@@ -90,11 +90,6 @@ UnwindTableOptions default_unwind_options(const std::optional<std::string>& cach
   } else if (geteuid() == 0 && (std::filesystem::create_directories(kDefaultUnwindCacheDir, ec), !ec)) {
     o.cache_dir = kDefaultUnwindCacheDir;
   }
-  if (o.cache_dir.empty())
-    LW_LOG_INFO("unwind tables: no disk cache (--unwind-cache-dir DIR keeps them across runs)");
-  else
-    LW_LOG_INFO("unwind tables: cached in %s (--unwind-cache-dir DIR moves it, --unwind-cache-dir '' turns it off)",
-                o.cache_dir.c_str());
   return o;
 }
 
@@ -102,6 +97,14 @@ UnwindTables::UnwindTables(BpfSession& session, UnwindTableOptions options)
     : session_(session), options_(std::move(options)) {
   stats_.max_table_bytes = options_.max_table_bytes;
   for (uint32_t slot = session_.max_unwind_tables(); slot > 0; --slot) free_slots_.push_back(slot - 1);
+  // Said once the BPF side is loaded (a start that fails says only why).
+  if (options_.cache_dir.empty())
+    LW_LOG_INFO("unwind tables: no disk cache (top, snapshot: --unwind-cache-dir DIR keeps them across runs; "
+                "the daemon: unwind.cache_dir)");
+  else
+    LW_LOG_INFO("unwind tables: cached in %s (top, snapshot: --unwind-cache-dir DIR moves it, '' turns it off; "
+                "the daemon: unwind.cache_dir)",
+                options_.cache_dir.c_str());
   if (!options_.cache_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options_.cache_dir, ec);
