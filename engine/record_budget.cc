@@ -164,7 +164,8 @@ void RecordBudget::shed_largest() {
   std::vector<std::pair<pid_t, uint64_t>> candidates;
   candidates.reserve(procs_.size());
   for (const auto& [pid, proc] : procs_) {
-    const uint64_t heap = proc->heap_shed || proc->heap.frozen(LW_KIND_HEAP) ? 0 : proc->heap.record_count(LW_KIND_HEAP);
+    const bool heap_gone = proc->heap_shed || proc->heap.frozen(LW_KIND_HEAP);
+    const uint64_t heap = heap_gone ? 0 : proc->heap.record_count(LW_KIND_HEAP);
     const uint64_t rest = std::string_view(proc->over_share) == "memory_budget"
                               ? 0
                               : proc->heap.record_count() - proc->heap.record_count(LW_KIND_HEAP);

@@ -171,7 +171,8 @@ TEST(FairShare, OneUserHoldsItsShareOfProcessSlots) {
                         .args = {}});
   daemon.wait_notify("READY=1", kReadyTimeout);
   std::vector<std::unique_ptr<Process>> tenant;
-  for (int i = 0; i < 4; ++i) tenant.push_back(std::make_unique<Process>(std::vector<std::string>{idle}, Process::Options{.as_nobody = true}));
+  for (int i = 0; i < 4; ++i)
+    tenant.push_back(std::make_unique<Process>(std::vector<std::string>{idle}, Process::Options{.as_nobody = true}));
   const Json status = daemon.wait_for_status(
       [](const Json &s) { return s.at("refused_user_share").get<uint64_t>() >= 2; }, kApiTimeout,
       "two of nobody's processes refused");
