@@ -324,6 +324,17 @@ pid_t read_ready(Process &target, milliseconds timeout) {
   return static_cast<pid_t>(std::stol(line->substr(6)));
 }
 
+std::pair<int64_t, int64_t> heap_live_at(const Json &sites, const std::string &function) {
+  int64_t n = 0, bytes = 0;
+  for (const Json &site : sites.at("sites")) {
+    const Json &frames = site.at("frames");
+    if (site.at("kind") != "heap" || frames.empty() || frames[0].value("function", "") != function) continue;
+    n += site.at("live_allocations").get<int64_t>();
+    bytes += site.at("live_bytes").get<int64_t>();
+  }
+  return {n, bytes};
+}
+
 Json go_and_read_truth(Process &target, milliseconds timeout) {
   target.write_line("go");
   for (;;) {

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -180,6 +181,10 @@ int free_loopback_port();
 // it names (the target's own, which differs from the Process's pid when it
 // runs under a wrapper such as unshare/chroot).
 pid_t read_ready(Process &target, milliseconds timeout = milliseconds(10000));
+
+// (allocations, bytes) live at the heap sites of a sites document whose
+// leaf frame is `function` (a record under an unknown stack is not found).
+std::pair<int64_t, int64_t> heap_live_at(const Json &sites, const std::string &function);
 
 // Sends "go", then returns the parsed JSON of the next "done <json>" line.
 Json go_and_read_truth(Process &target, milliseconds timeout = milliseconds(30000));

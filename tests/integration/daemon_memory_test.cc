@@ -60,17 +60,6 @@ Rss read_rss(pid_t pid) {
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(MiB); }
 
-// (allocations, bytes) live at heap sites whose leaf is `function`.
-std::pair<int64_t, int64_t> heap_live_at(const Json &sites, const std::string &function) {
-  int64_t n = 0, bytes = 0;
-  for (const Json &site : sites.at("sites")) {
-    const Json &frames = site.at("frames");
-    if (site.at("kind") != "heap" || frames.empty() || frames[0].value("function", "") != function) continue;
-    n += site.at("live_allocations").get<int64_t>();
-    bytes += site.at("live_bytes").get<int64_t>();
-  }
-  return {n, bytes};
-}
 
 std::string config_for(const std::string &holder_comm, const std::string &other_comm, uint64_t budget,
                        bool automatic_sampling = true) {

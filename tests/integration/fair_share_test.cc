@@ -23,18 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// (allocations, bytes) live at heap sites whose leaf frame is `function`:
-// a record under an unknown stack is not found.
-std::pair<int64_t, int64_t> heap_live_at(const Json &sites, const std::string &function) {
-  int64_t n = 0, bytes = 0;
-  for (const Json &site : sites.at("sites")) {
-    const Json &frames = site.at("frames");
-    if (site.at("kind") != "heap" || frames.empty() || frames[0].value("function", "") != function) continue;
-    n += site.at("live_allocations").get<int64_t>();
-    bytes += site.at("live_bytes").get<int64_t>();
-  }
-  return {n, bytes};
-}
 
 std::string two_targets(const std::string &attacker, const std::string &attacker_mode,
                         const std::string &bystander, const std::string &limits) {

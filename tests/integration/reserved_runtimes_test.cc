@@ -26,6 +26,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/integration/daemon_harness.h"
 #include "tests/integration/harness.h"
 
 namespace lw::itest {
@@ -186,12 +187,8 @@ TEST(ReservedRuntimes, JvmHeapReservationAndUntouchedCommitsAreNotLive) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
   for (const char *tool : {kJava, kJavac})
     if (access(tool, X_OK) != 0) GTEST_SKIP() << tool << " missing: apt-get install openjdk-17-jdk-headless";
-  char dir[] = "/tmp/lw-jvm-heap-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  struct RemoveDir {
-    std::string path;
-    ~RemoveDir() { std::filesystem::remove_all(path); }
-  } remove{dir};
+  TempDir tmp;
+  const std::string dir = tmp.path();
   std::string err;
   ASSERT_TRUE(run_tool({kJavac, "-d", dir, std::string(LW_SOURCE_DIR) + "/tests/targets/java/GrowHeap.java"}, &err))
       << err;
