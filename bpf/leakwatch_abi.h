@@ -360,6 +360,17 @@ enum lw_target_flags {
    * bring it back under: its new records of every kind are refused
    * (unrec.over_share). The stack map's share is lw_target.stack_limit. */
   LW_TARGET_OVER_SHARE = 1u << 10,
+  /* Bursts (decision busy-processes), set by the daemon between two bursts
+   * of a process over its governor budget: only the free side of the heap
+   * probes is attached (free and the realloc family), so the frees of what
+   * the bursts recorded are still seen. Nothing new is recorded: a realloc
+   * retires its old block's record (LW_CNT_DRAIN_REALLOC), and a free of an
+   * unrecorded block is the norm (counted as free_unsampled). */
+  LW_TARGET_DRAIN = 1u << 11,
+  /* The process is in bursts (set through bursts and drains alike): most
+   * blocks it frees were allocated outside a burst, so a free with no
+   * record counts as free_unsampled, not free_unknown. */
+  LW_TARGET_BURSTS = 1u << 12,
 };
 
 /* Attach cookie bit: the probe's link is shared by every process mapping

@@ -134,12 +134,31 @@ static __always_inline bool freed_by_tensor_free(__u64 ptr)
   return bpf_ktime_get_ns() - c->start_ns < LW_CTX_STALE_NS;
 }
 
+/* Between two bursts (LW_TARGET_DRAIN; decision busy-processes) only the
+ * free side is probed, and a realloc family call is a free of its old block:
+ * the new block is not followed, so the old record must not outlive the
+ * call. A block resized in place is retired too (counted). */
+static __always_inline int drain_enter(struct lw_target *t, __u32 tgid, __u32 func, __u64 arg0)
+{
+  bool frees_old = func == LW_FUNC_REALLOC || func == LW_FUNC_REALLOCARRAY ||
+                   func == LW_FUNC_REALLOCF || func == LW_FUNC_HEAP_REALLOC;
+  if (!frees_old || !arg0)
+    return 0;
+  if (retire(t, tgid, LW_KIND_HEAP, arg0) < 0)
+    count(LW_CNT_FREE_UNSAMPLED);
+  else
+    count(LW_CNT_DRAIN_REALLOC);
+  return 0;
+}
+
 static __always_inline int alloc_enter(struct pt_regs *ctx, __u32 func, __u64 arg0, __u64 size)
 {
   __u32 tgid;
   struct lw_target *t = current_target_hit(LW_TARGET_HEAP, &tgid);
   if (!t)
     return 0;
+  if (t->flags & LW_TARGET_DRAIN)
+    return drain_enter(t, tgid, func, arg0);
 
   __u64 sp = PT_REGS_SP(ctx);
   __u64 ret_addr = 0;
@@ -205,7 +224,7 @@ static __always_inline int new_enter(struct pt_regs *ctx, __u64 size)
 {
   __u32 tgid;
   struct lw_target *t = current_target_hit(LW_TARGET_HEAP, &tgid);
-  if (!t)
+  if (!t || (t->flags & LW_TARGET_DRAIN))
     return 0;
   __u64 sp = PT_REGS_SP(ctx);
   __u64 now = bpf_ktime_get_ns();
@@ -241,8 +260,9 @@ static __always_inline int free_enter(__u64 ptr)
       count(LW_CNT_TENSOR_NESTED_SKIPPED); /* a tensor's block, retired by free_cpu */
       return 0;
     }
-    /* overhead: with sampling, most unknown frees are of unsampled blocks */
-    count(t->sample_mean ? LW_CNT_FREE_UNSAMPLED : LW_CNT_FREE_UNKNOWN);
+    /* overhead: with sampling, and with bursts (a time sample), most
+     * unknown frees are of unrecorded blocks */
+    count(t->sample_mean || (t->flags & LW_TARGET_BURSTS) ? LW_CNT_FREE_UNSAMPLED : LW_CNT_FREE_UNKNOWN);
   }
   return 0;
 }

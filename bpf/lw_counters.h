@@ -117,13 +117,17 @@
   X(TENSOR_FREE_UNKNOWN, 46, "tensor_free_unknown", LW_FAM_FAILURES, "tensor_free_unknown",      \
     "tensor frees of no tracked tensor (made before the tier was attached, or lost)")            \
   X(TENSOR_OTHER_DEVICE, 47, "tensor_other_device", "leakwatch_tensor_other_device_reports_total", 0, \
-    "PyTorch memory reports for a device other than CUDA (its profiler's CPU reports): ignored")
+    "PyTorch memory reports for a device other than CUDA (its profiler's CPU reports): ignored") \
+  /* 48: bursts (decision busy-processes). */ \
+  X(DRAIN_REALLOC, 48, "drain_realloc", "leakwatch_drain_reallocs_total", 0,                     \
+    "recorded blocks passed to realloc between two bursts: the record is retired (the new "       \
+    "block is not followed), so an in-place resize reads as freed")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
   LW_COUNTERS(LW_COUNTER_ENUM)
 #undef LW_COUNTER_ENUM
-  LW_CNT_MAX = 48, /* size of the per-CPU array; unused slots read 0 */
+  LW_CNT_MAX = 49, /* size of the per-CPU array; unused slots read 0 */
 };
 
 /* The values are the ABI (they index the per-CPU array that user space

@@ -103,10 +103,16 @@ const char* syscall_tracing_name(SyscallTracing s) {
 
 }  // namespace
 
+bool frees_in_drain(uint32_t func) {
+  return func == LW_FUNC_FREE || func == LW_FUNC_REALLOC || func == LW_FUNC_REALLOCARRAY ||
+         func == LW_FUNC_REALLOCF || func == LW_FUNC_HEAP_REALLOC;
+}
+
 std::vector<Link> ProcessAttacher::take_links() {
   std::vector<Link> links;
   for (AttachedObject& o : objects_) {
     for (Link& l : o.links) links.push_back(std::move(l));
+    for (Link& l : o.alloc_links) links.push_back(std::move(l));
     if (o.role != kRoleSyscalls && o.role != kRoleLoader) continue;
     const BpfSession::SharedKey key{o.dev, o.inode, o.role == kRoleLoader};
     if (o.shared) {
@@ -412,9 +418,12 @@ std::vector<Link> ProcessAttacher::take_links(bool heap, bool cuda, bool tensor)
     return is_cuda_role(o.role) ? cuda : is_heap_role(o.role) && heap;
   };
   for (AttachedObject& o : objects_)
-    if (taken(o))
+    if (taken(o)) {
       for (Link& l : o.links) links.push_back(std::move(l));
+      for (Link& l : o.alloc_links) links.push_back(std::move(l));
+    }
   objects_.erase(std::remove_if(objects_.begin(), objects_.end(), taken), objects_.end());
+  if (heap) alloc_parked_ = false;  // attached again whole
   refresh_functions();
   return links;
 }
@@ -698,7 +707,18 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     obj.probes.push_back(std::move(report));
   }
   if (required_failed) return Error{EINVAL, m.path + ": " + required_error};
+  const bool allocator = is_heap_role(obj.role);
+  if (allocator) {
+    split_alloc_side(specs, obj);
+    obj.map = m;
+  }
   Result<std::vector<Link>> links = attach_links(fd_path, specs, is_tensor_role(obj.role));
+  if (links && allocator && !alloc_parked_) {
+    if (Status st = attach_alloc_links(fd_path, obj); !st) {
+      destroy_links(std::move(*links));
+      links = st.error();
+    }
+  }
   if (!links) {
     const Error& e = links.error();
     if (keep_on_failure) {
@@ -731,6 +751,53 @@ Result<std::vector<Link>> ProcessAttacher::attach_links(const std::string& fd_pa
   for (Link& l : *returns) all.push_back(std::move(l));
   for (Link& l : *sessions) all.push_back(std::move(l));
   return all;
+}
+
+void ProcessAttacher::split_alloc_side(ObjectSpecs& specs, AttachedObject& obj) {
+  std::vector<UprobeSpec> free_side;
+  for (const UprobeSpec& e : specs.entries)
+    (frees_in_drain(e.func) ? free_side : obj.alloc_entries).push_back(e);
+  specs.entries = std::move(free_side);
+  obj.alloc_returns = std::move(specs.returns);
+  specs.returns.clear();
+}
+
+Status ProcessAttacher::attach_alloc_links(const std::string& fd_path, AttachedObject& obj) {
+  Result<std::vector<Link>> entries = session_.attach_uprobes(pid_, fd_path, obj.alloc_entries, false);
+  if (!entries) return entries.error();
+  Result<std::vector<Link>> returns = session_.attach_uprobes(pid_, fd_path, obj.alloc_returns, true);
+  if (!returns) {
+    destroy_links(std::move(*entries));
+    return returns.error();
+  }
+  obj.alloc_links = std::move(*entries);
+  for (Link& l : *returns) obj.alloc_links.push_back(std::move(l));
+  return ok_status();
+}
+
+std::vector<Link> ProcessAttacher::park_alloc_side() {
+  alloc_parked_ = true;
+  std::vector<Link> links;
+  for (AttachedObject& o : objects_)
+    for (Link& l : o.alloc_links) links.push_back(std::move(l));
+  for (AttachedObject& o : objects_) o.alloc_links.clear();
+  return links;
+}
+
+Status ProcessAttacher::unpark_alloc_side() {
+  alloc_parked_ = false;
+  Status first = ok_status();
+  for (AttachedObject& o : objects_) {
+    if (!o.map || !o.alloc_links.empty() || (o.alloc_entries.empty() && o.alloc_returns.empty())) continue;
+    Result<int> fd_or = open_mapped_file(pid_, *o.map);
+    Status st = fd_or ? ok_status() : Status(fd_or.error());
+    if (fd_or) {
+      Fd fd(*fd_or);
+      st = attach_alloc_links("/proc/self/fd/" + std::to_string(fd.get()), o);
+    }
+    if (!st && first) first = Error{st.error().code, o.path + ": " + st.error().message};
+  }
+  return first;
 }
 
 bool ProcessAttacher::in_probed_function(uint32_t dev, uint64_t inode, uint64_t offset) const {

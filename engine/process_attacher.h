@@ -44,7 +44,19 @@ struct AttachedObject {
   // (decision shared-wrapper-links), not links of this process: `links` is
   // empty.
   bool shared = false;
+  // Bursts (decision busy-processes): an allocator object's allocating
+  // probes (every entry but free's and the realloc family's, and every
+  // return) are links of their own, so that between two bursts they go
+  // while the free side (`links`) stays. Empty while parked; `alloc_specs`
+  // and `map` attach them again.
+  std::vector<Link> alloc_links;
+  std::vector<UprobeSpec> alloc_entries, alloc_returns;
+  std::optional<MapEntry> map;
 };
+
+// Whether an allocator function stays probed between two bursts: it frees
+// a block (decision busy-processes).
+bool frees_in_drain(uint32_t func);
 
 // Processes with their own pid-filtered link on one libc's system-call
 // wrappers (or on one ld.so's link-map hook) before the next one joins the
@@ -111,6 +123,15 @@ class ProcessAttacher {
   // (decision shared-wrapper-links).
   bool shared_syscall_link() const;
 
+  // Bursts (decision busy-processes): moves out the allocating side of the
+  // allocator objects' probes (park, for the caller to close), leaving the
+  // free side; objects attached while parked get their free side only.
+  // unpark attaches the allocating side again; the first failure is
+  // returned (the objects it failed on stay parked, tried at the next unpark).
+  std::vector<Link> park_alloc_side();
+  Status unpark_alloc_side();
+  bool alloc_parked() const { return alloc_parked_; }
+
   // Detaches every probe (in parallel, see destroy_links()).
   void detach_all();
   // Moves every probe link out (for a caller that closes many at once).
@@ -131,6 +152,13 @@ class ProcessAttacher {
   struct ObjectSpecs {
     std::vector<UprobeSpec> entries, returns, sessions;
   };
+  // Moves an allocator object's allocating entries and every return out of
+  // `specs` into `obj` (decision busy-processes): `specs` keeps the free side.
+  static void split_alloc_side(ObjectSpecs& specs, AttachedObject& obj);
+  // Attaches `obj`'s allocating side through `fd_path` (after its free
+  // side: a block allocated between the two would be recorded and its free
+  // missed otherwise).
+  Status attach_alloc_links(const std::string& fd_path, AttachedObject& obj);
   Result<std::vector<Link>> attach_links(const std::string& fd_path, const ObjectSpecs& specs,
                                          bool tensor);
   Status attach_object(const MapEntry& map, const ElfFile& elf,
@@ -206,6 +234,7 @@ class ProcessAttacher {
   TensorTierInfo tensor_info_;
   std::vector<std::string> tensor_refusals_;  // "libc10.so: ...", accumulated per object
   bool syscalls_ = true;
+  bool alloc_parked_ = false;  // park_alloc_side() .. unpark_alloc_side()
   size_t shared_threshold_ = kSharedSyscallLinkThreshold;
   bool loader_attached_now_ = false;  // set by attach_loader_objects()
   SyscallTracing syscall_state_ = SyscallTracing::kPending;

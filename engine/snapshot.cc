@@ -77,6 +77,8 @@ void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pr
   snap.live_bytes = proc.heap.live_bytes_total();
   snap.reserved_bytes = proc.heap.reserved_bytes(LW_KIND_MMAP);
   snap.sample_mean_bytes = proc.heap.sample_mean();
+  snap.time_sampled = proc.heap.time_sampled();
+  snap.burst_fraction = proc.heap.time_fraction();
   snap.sampling_automatic = proc.auto_sample_mean > 0 && proc.auto_sample_mean == proc.heap.sample_mean();
   if (snap.sampling_automatic) {
     snap.sampling_reason = proc.auto_sample_reason;

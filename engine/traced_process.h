@@ -163,6 +163,12 @@ struct TracedProcess {
   // kill switch); 0 while they are attached or never were. The heap figures
   // are then frozen and stale (ProcessSnapshot::heap_stale_since).
   double heap_stale_since = 0;
+  // Bursts (decision busy-processes): the governor keeps the heap probes on
+  // in bursts (`bursts`), and between two of them (`drain`) only their free
+  // side is attached. Both end when the heap probes are detached.
+  bool bursts = false;
+  bool drain = false;
+  double bursts_since = 0;  // unix seconds
   // The memory budget shed this process's heap records
   // (decision daemon-memory-bound): its kernel flags leave heap accounting off
   // at once, before the daemon detaches the heap probes; cleared when heap
@@ -251,7 +257,8 @@ inline uint32_t current_flags(const TracedProcess& p) {
   if (p.syscall_sites) flags |= LW_TARGET_SYSCALL_SITES;
   if (p.syscall_sites && p.shared_sites) flags |= LW_TARGET_SHARED_SITES;
   if (*p.over_share) flags |= LW_TARGET_OVER_SHARE;
-  return p.accounting ? flags : flags & LW_TARGET_FOLLOW_FORKS;
+  if (p.bursts && p.options.heap) flags |= LW_TARGET_BURSTS;
+  if (p.drain && p.options.heap) flags |= LW_TARGET_DRAIN;
   return p.accounting && p.shed == ShedReason::kNone ? flags : flags & LW_TARGET_FOLLOW_FORKS;
 }
 

@@ -137,6 +137,39 @@ Status Tracer::set_heap_tracing(pid_t pid, bool on) {
   return ok_status();
 }
 
+Status Tracer::set_bursts(pid_t pid, double fraction) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  if (!p->options.heap) return Error{EINVAL, "pid " + std::to_string(pid) + ": heap probes are off"};
+  const bool on = fraction > 0 && fraction < 1;
+  if (!on && p->drain)
+    if (Status st = set_drain(pid, false); !st) return st;
+  p->bursts = on;
+  p->bursts_since = on ? unix_seconds_now() : 0;
+  // From now (the kernel's clock): an allocation recorded later was made
+  // inside a burst.
+  p->heap.set_time_fraction(on ? fraction : 1, monotonic_ns());
+  return session_->set_target(pid, current_flags(*p), 0, heap_mean(*p));
+}
+
+Status Tracer::set_drain(pid_t pid, bool drain) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  if (!p->options.heap || !p->attacher || p->drain == drain) return ok_status();
+  if (drain) {
+    // The flag first: an allocating entry that still fires records nothing.
+    p->drain = true;
+    if (Status st = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !st) return st;
+    destroy_links(p->attacher->park_alloc_side());
+    return ok_status();
+  }
+  // The probes first: the flag goes once they fire.
+  Status st = p->attacher->unpark_alloc_side();
+  p->drain = false;
+  if (Status t = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !t) return t;
+  return st;
+}
+
 void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& all_probe_pids) {
   std::vector<Link> links;
   const double now = unix_seconds_now();
@@ -145,6 +178,9 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     if (!p || !p->options.heap) continue;
     // Flags first: the probes may still fire while their links close.
     p->options.heap = false;
+    p->bursts = p->drain = false;  // the bursts end with the probes
+    p->bursts_since = 0;
+    p->heap.set_time_fraction(1, monotonic_ns());
     (void)session_->set_target(pid, current_flags(*p), 0, heap_mean(*p));
     // The heap probes only: CUDA's stay (governor, step-down).
     for (Link& l : p->attacher->take_links(true, false)) links.push_back(std::move(l));

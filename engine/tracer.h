@@ -74,6 +74,17 @@ class Tracer {
   // allocations from now on count (frees were not seen while detached).
   // Detaching freezes the heap figures and stamps heap_stale_since.
   Status set_heap_tracing(pid_t pid, bool on);
+  // Bursts (decision busy-processes). set_bursts(pid, fraction) with a
+  // fraction in (0, 1): the process's heap is traced in bursts that cover
+  // that share of the time, and its heap records allocated from now on
+  // weigh 1/fraction; its records so far are kept. 1: back to exact
+  // tracing (the allocating probes attached, records kept). Needs the heap
+  // probes on; detaching them ends the bursts.
+  Status set_bursts(pid_t pid, double fraction);
+  // Between two bursts (true): the allocating probes are detached and only
+  // the free side stays, so recorded blocks are still retired when freed;
+  // false: attached again.
+  Status set_drain(pid_t pid, bool drain);
   // Detaches the heap probes of every pid given (set_heap_tracing(pid,
   // false) for many) and, for `all_probe_pids` (the kill switch), every other
   // probe too (CUDA, mmap wrappers, ld.so), closing all links at once.

@@ -30,7 +30,11 @@ const char* counter_family_help(std::string_view family) {
       {"leakwatch_sampling_skipped_allocations_total",
        "Allocations not recorded because byte sampling skipped them."},
       {"leakwatch_unsampled_frees_total",
-       "Frees in sampled processes of blocks not in the live map (unsampled blocks)."},
+       "Frees in sampled processes, or processes traced in bursts, of blocks not in the live map "
+       "(blocks not recorded)."},
+      {"leakwatch_drain_reallocs_total",
+       "Recorded blocks passed to realloc between two bursts (decision busy-processes): retired, since the "
+       "new block is not followed; an in-place resize reads as freed."},
       {"leakwatch_python_native_thread_allocations_total",
        "Allocations in CPython processes made on threads without a Python thread state (native frames only)."},
       {"leakwatch_stack_walks_reused_total",

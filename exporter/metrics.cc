@@ -184,6 +184,9 @@ const FamilyDef kDaemonFamilies[] = {
     {"leakwatch_governor_suspensions_total", kCounter,
      "Times the governor detached a process's heap probes for going over budget.",
      [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.governor_suspensions); }},
+    {"leakwatch_governor_bursts_total", kCounter,
+     "Times the governor put a process over budget in bursts instead (decision busy-processes).",
+     [](Scrape& s, MetricFamily& f) { s.one(f, s.snap.counters.governor_bursts); }},
     // The memory budget (decision daemon-memory-bound).
     {"leakwatch_memory_budget_suspensions_total", kCounter,
      "Times a process's heap tracing was suspended because the daemon's live records "
@@ -461,7 +464,7 @@ enum ProcessRow : size_t {
   kProcessInfo, kLiveBytes, kLiveAllocations, kAllocatedBytes, kAllocations, kFreedBytes, kFrees, kLeakRate, kSuspectedLeak,
   kSiteLiveBytes, kSiteLiveAllocations, kSiteLeakRate, kSiteSuspectedLeak, kSiteLiveBytesByAge,
   kSamplingMean, kStaleSince, kUnrecorded, kUnrecordedBytes, kCoverage, kStartTime,
-  kMode, kTracingSuspended, kCudaDeviceLiveBytes, kAllocatorInfo, kRssBytes, kTensorTierInfo, kGpuTensorBytes,
+  kMode, kTracingSuspended, kBurstsFraction, kCudaDeviceLiveBytes, kAllocatorInfo, kRssBytes, kTensorTierInfo, kGpuTensorBytes,
   kGpuPoolCachedBytes, kGpuPoolReservedBytes, kGpuOutsidePoolBytes, kProcessRowCount
 };
 const FamilyDef kProcessFamilies[] = {
@@ -514,6 +517,10 @@ const FamilyDef kProcessFamilies[] = {
      nullptr},
     {"leakwatch_process_tracing_suspended", kGauge,
      "1 while the governor has the process's heap probes detached.",
+     nullptr},
+    {"leakwatch_process_heap_bursts_fraction", kGauge,
+     "While the governor traces the process's heap in bursts (decision busy-processes): the share of "
+     "the time they cover, each heap record weighing its inverse; 0 otherwise.",
      nullptr},
     {"leakwatch_cuda_device_live_bytes", kGauge,
      "Live CUDA bytes by the device current on the allocating thread (device=\"unknown\" if not seen).",
@@ -592,6 +599,7 @@ void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& 
   fam.add(*rows[kMode], with(base, {{"mode", "light"}}), e.process.heap_attached ? 0 : 1);
   fam.add(*rows[kMode], with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
   fam.add(*rows[kTracingSuspended], base, e.process.tracing_suspended ? 1 : 0);
+  fam.add(*rows[kBurstsFraction], base, e.process.bursts.active ? e.process.bursts.fraction : 0);
   // By kind: heap and mmap always (so an alert's increase() sees the
   // first loss), a CUDA or tensor kind once it made or lost an allocation.
   for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {

@@ -23,6 +23,12 @@ ProcessInfo process_info(const TrackedProcess& t) {
   ProcessInfo p = t.info;
   p.full = t.full();
   p.tracing_suspended = t.governor.suspended();
+  p.bursts = t.info.bursts;
+  p.bursts.active = t.bursts.active();
+  p.bursts.in_burst = t.bursts.in_burst();
+  p.bursts.bursts = t.bursts.bursts();
+  p.bursts.burst_rate = t.bursts.burst_rate();
+  p.bursts.drain_rate = t.bursts.drain_rate();
   return p;
 }
 

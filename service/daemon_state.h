@@ -18,6 +18,7 @@
 
 #include "core/analysis/analyzer.h"
 #include "core/config/config.h"
+#include "core/policy/bursts.h"
 #include "core/policy/escalation.h"
 #include "core/policy/live_map_size.h"
 #include "core/policy/overhead_policy.h"
@@ -38,6 +39,8 @@ struct TrackedProcess {
   // The tensor tier's own governor (governor.max_tensor_hits_per_second;
   // decision tensor-tier).
   GovernorState tensor_governor;
+  // Over the governor's budget: the heap in bursts (decision busy-processes).
+  BurstState bursts;
   // Heap probes wanted: mode full, or auto and escalated.
   bool full() const { return info.mode == TargetMode::kFull || escalation.full(); }
 };

@@ -28,6 +28,8 @@ class EngineTracer final : public TracerControl {
   std::vector<ProcessKill> take_kills() override;
 
   Status set_heap_tracing(pid_t pid, bool on) override { return tracer_->set_heap_tracing(pid, on); }
+  Status set_bursts(pid_t pid, double fraction) override { return tracer_->set_bursts(pid, fraction); }
+  Status set_drain(pid_t pid, bool drain) override { return tracer_->set_drain(pid, drain); }
   void detach_heap_many(const std::vector<pid_t>& heap_pids,
                         const std::vector<pid_t>& all_probe_pids) override {
     tracer_->detach_heap_many(heap_pids, all_probe_pids);

@@ -32,6 +32,7 @@ std::optional<StatmBytes> OverheadController::read_proc_statm(pid_t pid) {
 void OverheadController::sync_heap(pid_t pid, TrackedProcess& t, const char* why) {
   const bool want = t.full() && !t.governor.suspended() && !state_.counters.kill_switch_engaged;
   if (want == t.info.heap_attached) return;
+  if (!want && t.bursts.active()) leave_bursts(pid, t, false);
   Status st = tracer_.set_heap_tracing(pid, want);
   if (!st) {
     LW_LOG_WARN("pid %d (%s): %s heap probes (%s): %s", pid, t.info.identity.comm.c_str(),
@@ -50,7 +51,90 @@ GovernorParams OverheadController::governor_params() const {
   gp.max_hits_per_second = g.max_hits_per_second;
   gp.backoff_initial_s = g.backoff_initial_seconds;
   gp.backoff_max_s = std::max(g.backoff_max_seconds, g.backoff_initial_seconds);
+  gp.bursts = g.bursts;
   return gp;
+}
+
+BurstParams OverheadController::burst_params() const {
+  const GovernorConfig& g = state_.config.governor;
+  return BurstParams{static_cast<double>(g.burst_seconds), static_cast<double>(g.burst_period_seconds)};
+}
+
+void OverheadController::enter_bursts(pid_t pid, TrackedProcess& t, double now_s, uint64_t hits,
+                                      const GovernorParams& gp) {
+  const BurstParams bp = burst_params();
+  Status st = tracer_.set_bursts(pid, bp.fraction());
+  if (st) st = tracer_.set_drain(pid, true);
+  if (!st) {
+    // No bursts to be had: the old answer, a suspension.
+    LW_LOG_WARN("governor: pid %d (%s): bursts refused (%s): heap probes suspended for %.0f s", pid,
+                t.info.identity.comm.c_str(), st.error().message.c_str(), t.governor.suspend(now_s, gp));
+    (void)tracer_.set_bursts(pid, 1);
+    ++state_.counters.governor_suspensions;
+    sync_heap(pid, t, "governor: over budget");
+    return;
+  }
+  t.bursts.enter(now_s, hits, bp, uniform());
+  t.info.bursts.fraction = bp.fraction();
+  t.info.bursts.burst_seconds = state_.config.governor.burst_seconds;
+  t.info.bursts.period_seconds = state_.config.governor.burst_period_seconds;
+  t.info.bursts.since = unix_now();
+  ++state_.counters.governor_bursts;
+  LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap traced in bursts of %u s every %u s "
+              "(%.1f%% of the time), the frees of what they record followed; heap figures are estimates",
+              pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
+              state_.config.governor.burst_seconds, state_.config.governor.burst_period_seconds,
+              100 * bp.fraction());
+  state_.dirty = true;
+}
+
+void OverheadController::leave_bursts(pid_t pid, TrackedProcess& t, bool exact_again) {
+  t.bursts.leave();
+  t.info.bursts = BurstInfo{};
+  // Otherwise the heap probes are about to go, and the bursts with them.
+  if (exact_again && t.info.heap_attached) (void)tracer_.set_bursts(pid, 1);
+  state_.dirty = true;
+}
+
+void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp) {
+  std::optional<uint64_t> hits = tracer_.probe_hits(pid);
+  if (!hits) return;
+  const BurstAction action = t.bursts.tick(now_s, *hits, gp.max_hits_per_second, burst_params(), uniform());
+  const char* comm = t.info.identity.comm.c_str();
+  switch (action) {
+    case BurstAction::kNone:
+      return;
+    case BurstAction::kBurstStart:
+    case BurstAction::kBurstEnd:
+      if (Status st = tracer_.set_drain(pid, action == BurstAction::kBurstEnd); !st)
+        LW_LOG_WARN("pid %d (%s): %s: %s", pid, comm, action == BurstAction::kBurstEnd ? "ending a burst" : "starting a burst",
+                    st.error().message.c_str());
+      break;
+    case BurstAction::kLeaveCalm:
+      LW_LOG_INFO("governor: pid %d (%s): a burst ran at %.0f probe hits/s, within budget: heap traced exactly again",
+                  pid, comm, t.bursts.burst_rate());
+      leave_bursts(pid, t, true);
+      break;
+    case BurstAction::kLeaveDrainOverBudget: {
+      const double rate = t.bursts.drain_rate();
+      leave_bursts(pid, t, false);
+      ++state_.counters.governor_suspensions;
+      LW_LOG_WARN("governor: pid %d (%s): its frees alone made %.0f probe hits/s between bursts, over %llu: "
+                  "heap probes suspended for %.0f s",
+                  pid, comm, rate, static_cast<unsigned long long>(gp.max_hits_per_second),
+                  t.governor.suspend(now_s, gp));
+      sync_heap(pid, t, "governor: free side over budget");
+      break;
+    }
+  }
+  state_.dirty = true;
+}
+
+void OverheadController::tick_bursts(double now_s) {
+  if (state_.counters.kill_switch_engaged) return;
+  const GovernorParams gp = governor_params();
+  for (auto& [pid, t] : state_.tracked)
+    if (t.bursts.active()) burst_step(pid, t, now_s, gp);
 }
 
 void OverheadController::apply_memory_budget(uint64_t baseline_rss) {
@@ -107,9 +191,13 @@ void OverheadController::handle_budget_sheds(double now_s) {
 void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
                                 const GovernorParams& gp) {
   if (!t.info.heap_attached && !t.governor.suspended()) return;
+  if (t.bursts.active()) return;  // tick_bursts() measures each phase
   std::optional<uint64_t> hits = tracer_.probe_hits(pid);
   if (!hits) return;
   switch (t.governor.observe(now_s, *hits, gp)) {
+    case GovernorAction::kBursts:
+      enter_bursts(pid, t, now_s, *hits, gp);
+      break;
     case GovernorAction::kSuspend:
       ++state_.counters.governor_suspensions;
       LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap probes suspended "
@@ -190,12 +278,14 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
 }
 
 void OverheadController::tick(double now_s) {
+  tick_bursts(now_s);
   if (now_s - last_tick_s_ < 1.0) return;
   last_tick_s_ = now_s;
   if (state_.counters.kill_switch_engaged) return;
   const GovernorParams gp = governor_params();
   GovernorParams tensor_gp = gp;
   tensor_gp.max_hits_per_second = state_.config.governor.max_tensor_hits_per_second;
+  tensor_gp.bursts = false;  // the tier's own budget suspends (decision tensor-tier)
   for (auto& [pid, t] : state_.tracked) {
     govern(pid, t, now_s, gp);
     govern_tensors(pid, t, now_s, tensor_gp);
@@ -210,6 +300,8 @@ void OverheadController::apply_kill_switch(bool engage, const char* why) {
     std::vector<pid_t> heap_pids, all_pids;
     for (auto& [pid, t] : state_.tracked) {
       (void)tracer_.set_accounting(pid, false);
+      t.bursts.leave();  // the engine ends them with the heap probes
+      t.info.bursts = BurstInfo{};
       if (t.info.heap_attached) heap_pids.push_back(pid);
       all_pids.push_back(pid);
       t.info.heap_attached = false;

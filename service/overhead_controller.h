@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <optional>
 
 #include "core/policy/overhead_policy.h"
@@ -59,11 +60,20 @@ class OverheadController {
   void govern_tensors(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
   void escalate(pid_t pid, TrackedProcess& t, double now_s);
   GovernorParams governor_params() const;
+  // Bursts (decision busy-processes, engine side: Tracer::set_bursts).
+  BurstParams burst_params() const;
+  void enter_bursts(pid_t pid, TrackedProcess& t, double now_s, uint64_t hits, const GovernorParams& gp);
+  void leave_bursts(pid_t pid, TrackedProcess& t, bool exact_again);
+  // Every call (the daemon loop's 0.1 s): the phase switches due.
+  void tick_bursts(double now_s);
+  void burst_step(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
+  double uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
 
   DaemonState& state_;
   TracerControl& tracer_;
   MemoryReader read_memory_;
   double last_tick_s_ = -1e18;
+  std::mt19937_64 rng_{std::random_device{}()};  // burst offsets
 };
 
 }  // namespace lw

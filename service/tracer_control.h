@@ -81,6 +81,11 @@ class TracerControl {
   // re-baselining the heap) or detaches (false, freezing the heap figures)
   // `pid`'s heap probes; mmap tracing stays.
   virtual Status set_heap_tracing(pid_t pid, bool on) = 0;
+  // Bursts (decision busy-processes; Tracer::set_bursts, set_drain): the
+  // heap traced in bursts covering `fraction` of the time (1: exact again),
+  // and between two bursts only the free side of the heap probes attached.
+  virtual Status set_bursts(pid_t, double) { return ok_status(); }
+  virtual Status set_drain(pid_t, bool) { return ok_status(); }
   // set_heap_tracing(pid, false) for `heap_pids` and, for `all_probe_pids`
   // (the kill switch), every other probe too, in one teardown.
   virtual void detach_heap_many(const std::vector<pid_t>& heap_pids,

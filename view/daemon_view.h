@@ -30,6 +30,21 @@ namespace lw {
 
 // How the daemon holds one process: its identity, the target that matched
 // it and the state of its overhead controls, as of the publish.
+// A process the governor traces in bursts (decision busy-processes;
+// core/policy/bursts.h): its heap figures are estimates, each record
+// weighing period/burst.
+struct BurstInfo {
+  bool active = false;
+  bool in_burst = false;         // the allocating probes are on now
+  double fraction = 1;           // burst_seconds / period_seconds
+  uint32_t burst_seconds = 0;
+  uint32_t period_seconds = 0;
+  double since = 0;              // unix seconds
+  uint64_t bursts = 0;           // bursts run since then
+  double burst_rate = 0;         // probe hits/s of the last whole burst
+  double drain_rate = 0;         // probe hits/s of the last whole drain (the free side)
+};
+
 struct ProcessInfo {
   ProcessIdentity identity;
   std::string target;       // TargetConfig::name
@@ -39,6 +54,7 @@ struct ProcessInfo {
   bool full = false;              // heap probes wanted (mode full, or auto escalated)
   bool heap_attached = false;     // the heap probes are attached now
   bool tracing_suspended = false; // the governor (or the memory budget) holds the heap probes off
+  BurstInfo bursts;
 };
 
 struct ProcessEntry {
@@ -65,6 +81,7 @@ struct DaemonCounters {
   uint64_t escalations_up = 0;
   uint64_t escalations_down = 0;
   uint64_t governor_suspensions = 0;
+  uint64_t governor_bursts = 0;  // processes put in bursts (decision busy-processes)
   // heap tracing suspended because the live records reached the cap derived
   // from limits.max_daemon_memory_bytes (decision daemon-memory-bound)
   uint64_t memory_budget_suspensions = 0;

@@ -7,8 +7,11 @@ namespace lw {
 
 nlohmann::json sampling_json(const ProcessSnapshot& snap) {
   using nlohmann::json;
+  const bool estimated = snap.sample_mean_bytes || snap.time_sampled;
   return {{"mean_bytes", snap.sample_mean_bytes},
-          {"estimated_kinds", snap.sample_mean_bytes ? json::array({"heap"}) : json::array()},
+          {"estimated_kinds", estimated ? json::array({"heap"}) : json::array()},
+          {"heap_basis", snap.heap_basis()},  // decision busy-processes
+          {"burst_fraction", snap.burst_fraction < 1 ? json(snap.burst_fraction) : json(nullptr)},
           {"automatic", snap.sampling_automatic},
           {"reason", snap.sampling_automatic ? json(snap.sampling_reason) : json(nullptr)},
           {"since", snap.sampling_automatic ? json(snap.sampling_since) : json(nullptr)}};
@@ -85,6 +88,7 @@ nlohmann::json to_json(const ProcessSnapshot& snap) {
                      {"suspected_leak", s.suspected_leak},
                      {"primed", s.primed},
                      {"trend", trend_name(s.trend)},
+                     {"basis", s.kind == LW_KIND_HEAP ? snap.heap_basis() : std::string("exact")},
                      {"incomplete", snap.unrecorded.site_incomplete(s.kind)},  // decision unrecorded-per-kind
                      {"age_bytes",
                       {{"lt_1m", s.ages.lt_1m},

@@ -360,6 +360,17 @@ struct ProcessSnapshot {
   bool sampling_automatic = false;
   std::string sampling_reason;
   double sampling_since = 0;
+  // Bursts (decision busy-processes): heap records made in bursts weigh
+  // 1/fraction; `time_sampled` while any heap record may (the bursts may
+  // have ended since), `burst_fraction` the current share (1 when exact).
+  bool time_sampled = false;
+  double burst_fraction = 1;
+  // How a heap figure and its verdict were made: "exact", "sampled" (byte
+  // sampling) or "bursts" (and "sampled+bursts").
+  std::string heap_basis() const {
+    if (sample_mean_bytes && time_sampled) return "sampled+bursts";
+    return time_sampled ? "bursts" : sample_mean_bytes ? "sampled" : "exact";
+  }
   // > 0 (unix seconds): the heap probes were detached then (step-down from
   // `full`, governor, kill switch), so the heap figures are frozen as of
   // that time and stale; the next attach re-baselines them.

@@ -26,8 +26,32 @@ uint32_t HeapTracker::site_index(uint64_t stack_hash, uint32_t kind) {
 }
 
 uint64_t HeapTracker::counted_bytes(const LiveRecord& r) const {
-  if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return r.size;
-  return sample_weight_bytes(r.size, sample_mean_);
+  if (r.kind != LW_KIND_HEAP) return r.size;
+  const uint64_t bytes = sample_mean_ == 0 ? r.size : sample_weight_bytes(r.size, sample_mean_);
+  if (fractions_.size() == 1 && fractions_.front().fraction >= 1) return bytes;
+  return round_by_draw(static_cast<double>(bytes) / fraction_at(r.alloc_ns), r.alloc_ns ^ r.size);
+}
+
+// w rounded down or up by a draw from `identity`, up with probability its
+// fraction: whole figures that average to w (a record's bytes and count
+// under bursts; the same answer every time for one record).
+uint64_t HeapTracker::round_by_draw(double w, uint64_t identity) {
+  const auto whole = static_cast<uint64_t>(w);
+  const double draw = static_cast<double>((identity * 0x9e3779b97f4a7c15ull) >> 11) / 9007199254740992.0;
+  return whole + (draw < w - static_cast<double>(whole) ? 1 : 0);
+}
+
+void HeapTracker::set_time_fraction(double fraction, uint64_t from_ns) {
+  fraction = fraction > 0 && fraction < 1 ? fraction : 1;
+  if (fraction == fractions_.back().fraction) return;
+  if (fractions_.back().from_ns >= from_ns && fractions_.size() > 1) fractions_.pop_back();
+  fractions_.push_back(FractionEpoch{from_ns, fraction});
+}
+
+double HeapTracker::fraction_at(uint64_t alloc_ns) const {
+  for (auto it = fractions_.rbegin(); it != fractions_.rend(); ++it)
+    if (it->from_ns <= alloc_ns) return it->fraction;
+  return fractions_.front().fraction;
 }
 
 std::vector<FilteredLive> HeapTracker::filtered_live(const LiveFilter& filter, uint64_t now_ns) const {
@@ -50,8 +74,10 @@ uint64_t HeapTracker::live_bytes_settled(uint32_t kind, uint64_t before_ns) cons
 }
 
 uint64_t HeapTracker::counted_allocations(const LiveRecord& r) const {
-  if (r.kind != LW_KIND_HEAP || sample_mean_ == 0) return 1;
-  return sample_weight_count(r.size, sample_mean_, r.alloc_ns);
+  if (r.kind != LW_KIND_HEAP) return 1;
+  const uint64_t count = sample_mean_ == 0 ? 1 : sample_weight_count(r.size, sample_mean_, r.alloc_ns);
+  if (fractions_.size() == 1 && fractions_.front().fraction >= 1) return count;
+  return round_by_draw(static_cast<double>(count) / fraction_at(r.alloc_ns), r.alloc_ns);
 }
 
 void HeapTracker::add_live(uint64_t addr, const LiveRecord& r) {
@@ -298,6 +324,7 @@ void HeapTracker::clear() {
   frozen_ = {};
   // A new image starts at the mean the caller sets (set_sample_mean()).
   epochs_.assign(1, SampleEpoch{0, sample_mean_});
+  fractions_.assign(1, FractionEpoch{0, fractions_.back().fraction});
   thinned_pending_.clear();
 }
 
@@ -331,6 +358,7 @@ void HeapTracker::clear_kind(uint32_t kind) {
   for (uint64_t key : keys) live_.erase(key);
   records_[kind] = 0;
   frozen_[kind] = false;
+  if (kind == LW_KIND_HEAP) fractions_.assign(1, FractionEpoch{0, fractions_.back().fraction});
   if (kind == LW_KIND_MMAP) {
     splits_.clear();
     mmap_index_.clear();

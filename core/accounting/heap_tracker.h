@@ -189,6 +189,15 @@ class HeapTracker {
   bool thinned_pending() const { return !thinned_pending_.empty(); }
   // The mean the kernel sampled an allocation made at `alloc_ns` with.
   uint64_t mean_at(uint64_t alloc_ns) const;
+  // Bursts (core/policy/bursts.h; decision busy-processes): heap records
+  // allocated from `from_ns` on were recorded with probability `fraction`
+  // (the share of the time the allocating probes are on; 1 when exact) and
+  // count 1/fraction times. Records before keep their weight.
+  void set_time_fraction(double fraction, uint64_t from_ns);
+  double time_fraction() const { return fractions_.back().fraction; }
+  double fraction_at(uint64_t alloc_ns) const;
+  // Whether any heap record may stand for more than itself by bursts.
+  bool time_sampled() const { return fractions_.size() > 1 || fractions_.front().fraction < 1; }
   // What a live record counts for in the figures (its size, or its
   // estimated weight when sampled).
   uint64_t counted_bytes(const LiveRecord& r) const;
@@ -335,6 +344,12 @@ class HeapTracker {
     uint64_t mean = 0;
   };
   std::vector<SampleEpoch> epochs_{SampleEpoch{}};
+  struct FractionEpoch {
+    uint64_t from_ns = 0;
+    double fraction = 1;
+  };
+  std::vector<FractionEpoch> fractions_{FractionEpoch{}};  // oldest first, the first from 0
+  static uint64_t round_by_draw(double w, uint64_t identity);
   std::vector<ThinnedRecord> thinned_pending_;  // dropped on arrival, for the kernel map
 };
 

@@ -388,9 +388,22 @@ void parse_governor(ErrorSink& errors, const YAML::Node& node, const std::string
                   [&](const Node& x, const Path& q) {
                     read_seconds(errors, x, q, 1, 86400, g.backoff_initial_seconds);
                   }},
-                 {"backoff_max_seconds", [&](const Node& x, const Path& q) {
+                 {"backoff_max_seconds",
+                  [&](const Node& x, const Path& q) {
                     read_seconds(errors, x, q, 1, 7 * 86400, g.backoff_max_seconds);
+                  }},
+                 {"over_budget",
+                  [&](const Node& x, const Path& q) {
+                    read_enum<bool>(errors, x, q, {{"bursts", true}, {"suspend", false}}, g.bursts);
+                  }},
+                 {"burst_seconds",
+                  [&](const Node& x, const Path& q) { read_seconds(errors, x, q, 1, 600, g.burst_seconds); }},
+                 {"burst_period_seconds", [&](const Node& x, const Path& q) {
+                    read_seconds(errors, x, q, 2, 3600, g.burst_period_seconds);
                   }}});
+  if (g.burst_period_seconds < 2 * g.burst_seconds)
+    errors.add(node.Mark(), quoted(path + ".burst_period_seconds") + " must be at least twice burst_seconds (" +
+                                std::to_string(g.burst_seconds) + ")");
 }
 
 void parse_unwind(ErrorSink& errors, const YAML::Node& node, const std::string& path,

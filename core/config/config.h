@@ -159,6 +159,12 @@ struct GovernorConfig {
   uint64_t max_tensor_hits_per_second = 50000;  // 0 = no budget
   uint32_t backoff_initial_seconds = 60;
   uint32_t backoff_max_seconds = 3600;
+  // What a process over max_hits_per_second gets (decision busy-processes):
+  // bursts (its heap traced `burst_seconds` in every `burst_period_seconds`,
+  // the free side in between) or, false, its heap probes suspended.
+  bool bursts = true;
+  uint32_t burst_seconds = 2;
+  uint32_t burst_period_seconds = 60;
 };
 
 // The native unwinder's tables (decision cfi-unwinding).

@@ -76,6 +76,11 @@ GovernorAction GovernorState::observe(double t_s, uint64_t hits, const GovernorP
     return action;
   }
   if (p.max_hits_per_second > 0 && rate_ > static_cast<double>(p.max_hits_per_second)) {
+    if (p.bursts) {
+      last_.reset();  // the next reading after the bursts starts afresh
+      rate_ = 0;
+      return GovernorAction::kBursts;
+    }
     suspend(t_s, p);
     return GovernorAction::kSuspend;
   }

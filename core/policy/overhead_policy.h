@@ -55,9 +55,13 @@ struct GovernorParams {
   uint64_t max_hits_per_second = 50000;  // 0: no budget
   double backoff_initial_s = 60;
   double backoff_max_s = 3600;
+  // Over the budget, bursts instead of a suspension (decision busy-processes).
+  bool bursts = false;
 };
 
-enum class GovernorAction { kNone, kSuspend, kResume };
+// kBursts: over the budget with GovernorParams::bursts; the caller puts the
+// process in bursts (core/policy/bursts.h) and stops observing it meanwhile.
+enum class GovernorAction { kNone, kSuspend, kResume, kBursts };
 
 // One process's governor. observe() takes the kernel's cumulative hit count
 // (which keeps its value while suspended: the probes do not fire) once a

@@ -26,6 +26,16 @@ constexpr double kStaleSnapshotSeconds = 10;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// Bursts (decision busy-processes): null unless the governor has the
+// process's heap in bursts.
+json bursts_json(const BurstInfo& b) {
+  if (!b.active) return nullptr;
+  return {{"fraction", b.fraction},           {"burst_seconds", b.burst_seconds},
+          {"period_seconds", b.period_seconds}, {"since", b.since},
+          {"bursts", b.bursts},                {"in_burst", b.in_burst},
+          {"burst_hits_per_second", b.burst_rate}, {"drain_hits_per_second", b.drain_rate}};
+}
+
 json identity_json(const DaemonSnapshot& snap, const ProcessInfo& t) {
   const ProcessIdentity& id = t.identity;
   json j = {{"pid", id.pid},
@@ -36,7 +46,8 @@ json identity_json(const DaemonSnapshot& snap, const ProcessInfo& t) {
             {"target", t.target},
             {"mode", t.heap_attached ? "full" : "light"},
             {"configured_mode", mode_name(t.mode)},
-            {"tracing_suspended", t.tracing_suspended}};
+            {"tracing_suspended", t.tracing_suspended},
+            {"bursts", bursts_json(t.bursts)}};
   auto opt = [&](const char* key, const std::optional<std::string>& v) {
     j[key] = v ? json(*v) : json(nullptr);
   };
@@ -247,6 +258,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"kill_switch_engaged", c.kill_switch_engaged},
                {"escalations", {{"up", c.escalations_up}, {"down", c.escalations_down}}},
                {"governor_suspensions", c.governor_suspensions},
+               {"governor_bursts", c.governor_bursts},
                {"memory_budget", {{"suspensions", c.memory_budget_suspensions},
                                   {"live_records", snap.tracer_stats.live_records},
                                   {"live_records_limit", snap.tracer_stats.live_record_cap}}},

@@ -37,6 +37,8 @@ class FakeTracer : public TracerControl {
     uint64_t tensor_hits = 0;
     bool tensors = true;      // the tensor tier's probes attached
     uint64_t explained = 0;   // tensor_cpu + cuda_host live bytes
+    double fraction = 1;      // set_bursts()
+    bool drain = false;       // set_drain()
     HeapTracker heap_tracker;
   };
 
@@ -73,6 +75,19 @@ class FakeTracer : public TracerControl {
     auto it = procs.find(pid);
     if (it == procs.end()) return Error{ESRCH, "not attached"};
     it->second.heap = on;
+    return ok_status();
+  }
+  Status set_bursts(pid_t pid, double fraction) override {
+    auto it = procs.find(pid);
+    if (it == procs.end()) return Error{ESRCH, "not attached"};
+    it->second.fraction = fraction;
+    return ok_status();
+  }
+  Status set_drain(pid_t pid, bool drain) override {
+    auto it = procs.find(pid);
+    if (it == procs.end()) return Error{ESRCH, "not attached"};
+    it->second.drain = drain;
+    drain_calls.emplace_back(pid, drain);
     return ok_status();
   }
   void detach_heap_many(const std::vector<pid_t>& heap_pids,
@@ -163,6 +178,7 @@ class FakeTracer : public TracerControl {
   std::optional<uint64_t> start_ticks_once;
   // What was asked.
   std::vector<std::pair<pid_t, bool>> heap_calls;
+  std::vector<std::pair<pid_t, bool>> drain_calls;
   uint64_t live_record_cap = 0;
   bool raw_syscalls_allowed = true;
   int teardowns = 0;

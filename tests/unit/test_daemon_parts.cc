@@ -339,7 +339,8 @@ TEST(DaemonOverhead, FullModeIsNeverReadOrSteppedDown) {
 }
 
 TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
-  Parts p(std::string(kSleepFull) + "governor: {max_hits_per_second: 1000, backoff_initial_seconds: 60}\n");
+  Parts p(std::string(kSleepFull) +
+          "governor: {max_hits_per_second: 1000, backoff_initial_seconds: 60, over_budget: suspend}\n");
   Child sleeper;
   const pid_t pid = p.track(sleeper);
   p.overhead.tick(0);  // first hit count: no rate yet
@@ -361,6 +362,53 @@ TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
   p.tracer.procs.at(pid).hits = 100000;
   p.overhead.tick(61.5);
   EXPECT_FALSE(t.governor.suspended());
+}
+
+// Decision busy-processes: over budget, the default is bursts, not a
+// suspension: the allocating probes on for burst_seconds in each period,
+// the free side in between, until a burst runs within the budget.
+TEST(DaemonOverhead, GovernorPutsAProcessOverBudgetInBurstsByDefault) {
+  Parts p(std::string(kSleepFull) + "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 10}\n");
+  Child sleeper;
+  const pid_t pid = p.track(sleeper);
+  FakeTracer::Proc& fp = p.tracer.procs.at(pid);
+  p.overhead.tick(0);
+  fp.hits = 5000;
+  p.overhead.tick(1);
+  const TrackedProcess& t = p.state.tracked.at(pid);
+  EXPECT_FALSE(t.governor.suspended());
+  EXPECT_TRUE(t.info.heap_attached);
+  EXPECT_TRUE(t.bursts.active());
+  EXPECT_DOUBLE_EQ(fp.fraction, 0.2);
+  EXPECT_TRUE(fp.drain);  // starts between two bursts
+  EXPECT_EQ(p.state.counters.governor_bursts, 1u);
+  EXPECT_EQ(p.state.counters.governor_suspensions, 0u);
+  ProcessInfo info = process_info(t);
+  EXPECT_TRUE(info.bursts.active);
+  EXPECT_EQ(info.bursts.period_seconds, 10u);
+  // Ten periods at 0.1 s: about 20 s of bursts, the drains in between.
+  double on = 0;
+  for (double now = 1.1; now < 101; now += 0.1) {
+    fp.hits += fp.drain ? 10 : 5000;  // busy in a burst, calm frees between
+    if (!fp.drain) on += 0.1;
+    p.overhead.tick(now);
+  }
+  EXPECT_TRUE(t.bursts.active());
+  EXPECT_GE(t.bursts.bursts(), 8u);
+  EXPECT_NEAR(on, 20, 6);
+  // A calm burst: exact again.
+  while (fp.drain) {
+    fp.hits += 10;
+    p.overhead.tick(t.bursts.since_s() + 1000);  // far ahead: the next burst is due
+  }
+  for (double now = 2000; now < 2010 && t.bursts.active(); now += 0.1) {
+    fp.hits += 1;
+    p.overhead.tick(now);
+  }
+  EXPECT_FALSE(t.bursts.active());
+  EXPECT_DOUBLE_EQ(fp.fraction, 1);
+  EXPECT_TRUE(t.info.heap_attached);
+  EXPECT_FALSE(process_info(t).bursts.active);
 }
 
 TEST(DaemonOverhead, ABudgetShedSuspendsHeapTracingWithTheGovernorsBackoff) {

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bursts (decision busy-processes): the schedule and its rates
+// (core/policy/bursts.h), the weight of a record made in a burst
+// (HeapTracker::set_time_fraction) and the governor's answer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/accounting/event.h"
+#include "core/accounting/heap_tracker.h"
+#include "core/policy/bursts.h"
+#include "core/policy/overhead_policy.h"
+
+namespace lw {
+namespace {
+
+// Runs a schedule for `seconds` at `step`, the process making `rate` hits a
+// second while a burst runs and `drain_rate` between; returns the seconds
+// the allocating probes were on.
+struct ScheduleRun {
+  double on_s = 0;
+  std::vector<BurstAction> actions;
+};
+ScheduleRun run_schedule(const BurstParams& p, double seconds, double step, double rate, double drain_rate,
+                 uint64_t budget, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  BurstState b;
+  b.enter(0, 0, p, u(rng));
+  ScheduleRun r;
+  double hits = 0;
+  for (double t = step; t <= seconds && b.active(); t += step) {
+    const bool was_in = b.in_burst();
+    hits += (was_in ? rate : drain_rate) * step;
+    if (was_in) r.on_s += step;
+    BurstAction a = b.tick(t, static_cast<uint64_t>(hits), budget, p, u(rng));
+    if (a != BurstAction::kNone) r.actions.push_back(a);
+    if (a == BurstAction::kLeaveCalm || a == BurstAction::kLeaveDrainOverBudget) b.leave();
+  }
+  return r;
+}
+
+TEST(Bursts, TheAllocatingProbesAreOnTheirShareOfTheTime) {
+  const BurstParams p{2, 60};
+  EXPECT_DOUBLE_EQ(p.fraction(), 2.0 / 60);
+  // Over 100 periods, the time on is within a few percent of the share.
+  double on = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) on += run_schedule(p, 6000, 0.1, 1e6, 100, 50000, seed).on_s;
+  const double expected = 5 * 6000 * p.fraction();
+  EXPECT_NEAR(on, expected, 0.03 * expected);
+}
+
+TEST(Bursts, EachInstantHasTheSameChanceOfFallingInABurst) {
+  // Where in its period an instant lies must not matter: offsets are
+  // uniform over the period and a burst may run into the next one.
+  const BurstParams p{2, 10};
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<double> covered(10, 0);  // by tenth of the period
+  const double step = 0.05;
+  BurstState b;
+  b.enter(0, 0, p, u(rng));
+  for (double t = step; t < 200000; t += step) {
+    if (b.in_burst()) covered[static_cast<size_t>(std::fmod(t, 10.0))] += step;
+    (void)b.tick(t, 0, 0, p, u(rng));
+  }
+  for (double c : covered) EXPECT_NEAR(c / (200000 / 10.0), p.fraction(), 0.01);
+}
+
+TEST(Bursts, ACalmBurstEndsThemAndAFreeSideOverBudgetSuspends) {
+  const BurstParams p{2, 20};
+  // Under budget while a burst runs: back to exact tracing at its end.
+  ScheduleRun calm = run_schedule(p, 200, 0.1, 1000, 10, 50000, 3);
+  ASSERT_FALSE(calm.actions.empty());
+  EXPECT_EQ(calm.actions.front(), BurstAction::kBurstStart);
+  EXPECT_EQ(calm.actions.back(), BurstAction::kLeaveCalm);
+  EXPECT_EQ(calm.actions.size(), 2u);
+  // The frees alone over the budget: the bursts end at the next start.
+  ScheduleRun heavy = run_schedule(p, 200, 0.1, 1e6, 80000, 50000, 3);
+  ASSERT_FALSE(heavy.actions.empty());
+  EXPECT_EQ(heavy.actions.back(), BurstAction::kLeaveDrainOverBudget);
+  // Busy, and the frees within budget: bursts go on.
+  ScheduleRun busy = run_schedule(p, 200, 0.1, 1e6, 20000, 50000, 3);
+  EXPECT_GE(busy.actions.size(), 16u);
+  for (BurstAction a : busy.actions)
+    EXPECT_TRUE(a == BurstAction::kBurstStart || a == BurstAction::kBurstEnd) << static_cast<int>(a);
+}
+
+TEST(Bursts, AGovernorWithBurstsAnswersOverBudgetWithoutSuspending) {
+  GovernorParams gp;
+  gp.max_hits_per_second = 1000;
+  gp.bursts = true;
+  GovernorState g;
+  EXPECT_EQ(g.observe(0, 0, gp), GovernorAction::kNone);
+  EXPECT_EQ(g.observe(1, 5000, gp), GovernorAction::kBursts);
+  EXPECT_FALSE(g.suspended());
+  // The next reading starts afresh (no rate from before the bursts).
+  EXPECT_EQ(g.observe(100, 1000000, gp), GovernorAction::kNone);
+  gp.bursts = false;
+  EXPECT_EQ(g.observe(101, 1005000, gp), GovernorAction::kSuspend);
+  EXPECT_TRUE(g.suspended());
+}
+
+Event heap_alloc(uint64_t addr, uint64_t size, uint64_t alloc_ns, uint64_t stack) {
+  return Event{EventType::kAlloc, 0, 1, 1, LW_KIND_HEAP, alloc_ns, addr, size, alloc_ns, stack};
+}
+
+TEST(Bursts, ARecordMadeInABurstWeighsTheInverseOfTheShare) {
+  HeapTracker h;
+  h.apply(heap_alloc(0x1000, 100, 10, 7));  // exact, before the bursts
+  EXPECT_FALSE(h.time_sampled());
+  h.set_time_fraction(0.25, 100);
+  EXPECT_TRUE(h.time_sampled());
+  h.apply(heap_alloc(0x2000, 100, 200, 7));  // in a burst: stands for 4
+  ASSERT_EQ(h.sites().size(), 1u);
+  EXPECT_EQ(h.sites()[0].live_bytes, 100u + 400u);
+  EXPECT_EQ(h.sites()[0].live_allocations, 1u + 4u);
+  // Leaving the bursts keeps the weights of what they recorded.
+  h.set_time_fraction(1, 300);
+  h.apply(heap_alloc(0x3000, 100, 400, 7));
+  EXPECT_EQ(h.sites()[0].live_bytes, 600u);
+  h.apply(Event{EventType::kFree, 0, 1, 1, LW_KIND_HEAP, 500, 0x2000, 100, 200, 0});
+  EXPECT_EQ(h.sites()[0].live_bytes, 200u);
+  EXPECT_EQ(h.sites()[0].freed_bytes, 400u);
+  EXPECT_EQ(h.sites()[0].allocated_bytes - h.sites()[0].freed_bytes, h.sites()[0].live_bytes);
+}
+
+TEST(Bursts, AFractionThatIsNotOneWeighsAllocationsToTheirMeanInWholeCounts) {
+  HeapTracker h;
+  h.set_time_fraction(0.3, 0);
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) h.apply(heap_alloc(0x10000 + 16 * i, 10, 1000 + 7919 * i, 9));
+  ASSERT_EQ(h.sites().size(), 1u);
+  EXPECT_NEAR(static_cast<double>(h.sites()[0].live_allocations), n / 0.3, 0.01 * n / 0.3);
+  EXPECT_NEAR(static_cast<double>(h.sites()[0].live_bytes), 10 * n / 0.3, 0.001 * 10 * n / 0.3);
+}
+
+}  // namespace
+}  // namespace lw
