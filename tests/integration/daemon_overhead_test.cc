@@ -175,6 +175,7 @@ governor:
   max_hits_per_second: 2000
   backoff_initial_seconds: 2
   backoff_max_seconds: 4
+  over_budget: suspend
 )"});
   daemon.wait_notify("READY=1", kReadyTimeout);
   Process hot({grower_bin, "hot"});
