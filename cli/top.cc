@@ -27,6 +27,7 @@
 #include "cli/exit_codes.h"
 #include "cli/launch.h"
 #include "cli/options.h"
+#include "cli/top_bursts.h"
 #include "cli/top_printer.h"
 #include "core/analysis/analyzer.h"
 #include "core/platform/clock.h"
@@ -58,6 +59,7 @@ struct TopOptions {
   std::string record_path;  // raw ring-buffer records, for bench/ replay
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
   bool no_auto_sampling = false;   // --no-auto-sampling (decision auto-sampling)
+  std::optional<BurstParams> bursts;  // --bursts (decision busy-processes)
   bool light = false;              // --mode light: no heap probes
   bool no_tensors = false;         // --no-tensors: no tensor tier (decision tensor-tier)
   LiveFilter filter;               // --older, --min-size, --max-size
@@ -101,6 +103,9 @@ void top_usage(FILE* out) {
           "                              root, else none); --unwind-cache-dir '': none\n"
           "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
           "                              (1..1073741824; heap figures become estimates)\n"
+          "      --bursts SECONDS/PERIOD trace the heap in bursts of SECONDS in every PERIOD,\n"
+          "                              the frees of what they record followed between\n"
+          "                              them (heap figures become estimates)\n"
           "      --no-auto-sampling      never switch the heap to sampling when its records\n"
           "                              outgrow their share of the live map: lose\n"
           "                              allocations instead (counted as map_full)\n"
@@ -160,6 +165,7 @@ enum LongOnly {
   kOptMode,
   kOptSampleMean,
   kOptNoAutoSampling,
+  kOptBursts,
   kOptRecord,
   kOptStall,
   kOptSlowTables,
@@ -229,6 +235,12 @@ int parse_trace_option(int c, TopOptions& o, bool& have_pid, bool& have_command)
     case kOptNoAutoSampling:
       o.no_auto_sampling = true;
       return kTaken;
+    case kOptBursts: {
+      std::string error;
+      o.bursts = parse_bursts(optarg, &error);
+      if (!o.bursts) return usage_error("%s", error.c_str());
+      return kTaken;
+    }
     case kOptUnwind:
       if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
         return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
@@ -347,6 +359,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"mode", required_argument, nullptr, kOptMode},
       {"sample-mean", required_argument, nullptr, kOptSampleMean},
       {"no-auto-sampling", no_argument, nullptr, kOptNoAutoSampling},
+      {"bursts", required_argument, nullptr, kOptBursts},
       {"record-events", required_argument, nullptr, kOptRecord},
       {"debug-stall-consumer-ms", required_argument, nullptr, kOptStall},
       {"debug-slow-tables-ms", required_argument, nullptr, kOptSlowTables},
@@ -390,6 +403,7 @@ int parse(int argc, char** argv, TopOptions& o) {
   if (have_pid == have_command)
     return usage_error(have_pid ? "-p and -c exclude each other" : "-p PID or -c COMMAND is required");
   if (o.filter.min_size > o.filter.max_size) return usage_error("--min-size is above --max-size");
+  if (o.bursts && o.light) return usage_error("--bursts needs the heap probes: not with --mode light");
   if (o.max_by_rate == SIZE_MAX) o.max_by_rate = o.max_sites;  // documented default: K
   return -1;
 }
@@ -617,6 +631,7 @@ class TopRun {
   // error (core/platform/fd.h, OutputFile).
   std::optional<OutputFile> record_;
   bool failed_ = false;
+  TopBursts bursts_;  // --bursts
 };
 
 // Once every probe is attached: the JSON view prints its first snapshot
@@ -659,6 +674,8 @@ int TopRun::follow(bool& counted_out) {
       if (next < now) next = now + interval;
       continue;
     }
+    if (Status st = bursts_.tick(t_, opt_.pid, seconds_since_epoch(now)); !st)
+      fprintf(stderr, "leakwatch: --bursts: %s\n", st.error().message.c_str());
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
     Result<int> n = t_.poll(static_cast<int>(std::min<long>(wait + 1, 100)));
     if (!n) {
@@ -684,6 +701,12 @@ bool TopRun::last_word() {
 }
 
 int TopRun::print_until_the_end() {
+  if (opt_.bursts) {
+    if (Status st = bursts_.start(t_, opt_.pid, *opt_.bursts, seconds_since_epoch(clock::now())); !st) {
+      fprintf(stderr, "leakwatch: --bursts: %s\n", st.error().message.c_str());
+      return exit_code::kError;
+    }
+  }
   if (!print_first()) return -1;
   if (opt_.stall_consumer_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(opt_.stall_consumer_ms));

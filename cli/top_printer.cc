@@ -345,6 +345,17 @@ void figure_note_lines(const ProcessSnapshot& s, size_t width, std::vector<std::
                               human_bytes(s.sample_mean_bytes) + " on average" + why),
                         width, " ", 2));
   }
+  if (s.time_sampled) {
+    char share[96];
+    if (s.burst_fraction < 1)
+      snprintf(share, sizeof(share), "%.1f%% of the time (each record counts %.0f times)", 100 * s.burst_fraction,
+               1 / s.burst_fraction);
+    else
+      snprintf(share, sizeof(share), "part of the time; exact again now");
+    add_lines(out, pack(words(std::string("heap figures are estimates: traced in bursts covering ") + share +
+                              ", the frees of what they recorded followed"),
+                        width, " ", 2));
+  }
   if (s.heap_stale_since > 0) {
     char when[64];
     snprintf(when, sizeof(when), "%.0f", s.heap_stale_since);

@@ -129,5 +129,29 @@ TEST(Bursts, OverBudgetSuspendsWhenBurstsAreOff) {
   target.write_line("exit");
 }
 
+// `top --bursts` forces them for one run (no budget: they never end by
+// themselves): the heap figures say how they were made, and the leak is
+// seen.
+TEST(Bursts, TopForcesThemForOneRun) {
+  Process target({target_path("busy_leaker")});
+  ASSERT_EQ(read_ready(target), target.pid());
+  target.write_line("go");
+  Process top({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--json", "--interval", "1",
+               "--count", "9", "--bursts", "1/2"});
+  std::optional<Json> last;
+  for (;;) {
+    const std::optional<std::string> line = top.read_line(60s);
+    if (!line) break;
+    last = Json::parse(*line);
+  }
+  ASSERT_TRUE(last.has_value()) << top.stderr_text();
+  (void)stop_and_read_leaked(target);
+  target.write_line("exit");
+  const Json& sampling = last->at("sampling");
+  EXPECT_EQ(sampling.at("heap_basis"), "bursts") << sampling.dump();
+  EXPECT_DOUBLE_EQ(sampling.at("burst_fraction").get<double>(), 0.5) << sampling.dump();
+  EXPECT_GT(heap_live_at(*last, "leak_block").second, 0) << last->dump().substr(0, 3000);
+}
+
 }  // namespace
 }  // namespace lw::itest

@@ -336,6 +336,8 @@ TEST_F(LeakwatchTop, UsageErrorsExit2) {
       {"top", "-p", "not-a-pid", "--json", "--interval", "0.2"},
       {"top", "-p", self, "--json", "--interval", "0.2", "--ringbuf-bytes", "5000"},
       {"top", "-p", self, "--json", "--interval", "0.2", "--no-such-flag"},
+      {"top", "-p", self, "--json", "--interval", "0.2", "--bursts", "3/4"},
+      {"top", "-p", self, "--json", "--interval", "0.2", "--bursts", "1/2", "--mode", "light"},
   };
   for (const auto &args : misuses) {
     Outcome outcome = run_leakwatch(args);
