@@ -30,6 +30,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib/common.sh
 . "$here/lib/common.sh"
+# shellcheck source=bench/lib/serve_leak.sh
+. "$here/lib/serve_leak.sh"
 usage() { sed -n 2,27p "$0" >&2; exit 2; }
 runs=1 timeout_minutes=6 bare_chunks=3 chunk_seconds=10 build=./build max_tensor_hits=
 python=${PYTHON:-/usr/bin/python3}
@@ -41,19 +43,7 @@ require_built scripts/build.sh "$build/leakwatch"
   die "python3-torch not installed: scripts/install-deps.sh --with-bench-tools"
 command -v curl >/dev/null || die "curl needed"
 make_scratch lw-tensor-leak
-daemon_pid=''
-on_exit() { [[ -z $daemon_pid ]] || kill -KILL "$daemon_pid" 2>/dev/null || true; }
-
-# chunk LEAK: one chunk of the loop; appends "its cpu kept" to $tmp/LABEL.
-chunk() {
-  local label=$1 leak=$2 k1 its k2 cpu k3 kept
-  printf '%s %s\n' "$chunk_seconds" "$leak" >&"${TARGET[1]}"
-  read -r -t $((chunk_seconds * 10 + 60)) -u "${TARGET[0]}" k1 its k2 cpu k3 kept ||
-    die "target stopped answering: $(tail -n 3 "$tmp/target.err")"
-  [[ $k1 == its_per_s && $k2 == cpu_ms_per_it && $k3 == kept_bytes ]] || die "unexpected target output: $k1"
-  echo "$its $cpu $kept" >>"$tmp/$label"
-  kept_bytes=$kept
-}
+on_exit() { kill_daemon; }
 
 # verdict PORT PID: "TREND BYTES FALSE_FLAGS STATE MODE" from the API: the
 # tensor_cpu sites whose frames name remember_batch (their trend, the worst
@@ -82,23 +72,16 @@ echo "host: $(host_summary); torch $("$python" -c 'import torch; print(torch.__v
 for ((run = 1; run <= runs; run++)); do
   : >"$tmp/bare"; : >"$tmp/daemon"; : >"$tmp/bareleak"
   start_coproc_target 180 "$python" "$here/torch_serve_leak.py"
-  for ((i = 0; i < bare_chunks; i++)); do chunk bare 0; done
-  port=$((20000 + RANDOM % 20000))
-  printf 'listen: "127.0.0.1:%s"\ntargets:\n  - name: torch\n    match: {pids: [%s]}\n' "$port" "$target_pid" >"$tmp/cfg.yaml"
-  [[ -z $max_tensor_hits ]] ||
-    printf 'governor:\n  max_tensor_hits_per_second: %s\n' "$max_tensor_hits" >>"$tmp/cfg.yaml"
-  "$build/leakwatch" run --config "$tmp/cfg.yaml" 2>"$tmp/daemon.err" &
-  daemon_pid=$!
-  for _ in $(seq 150); do
-    curl -sf "http://127.0.0.1:$port/api/v1/processes/$target_pid/sites" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  for ((i = 0; i < bare_chunks; i++)); do serve_chunk bare 0; done
+  extra=''
+  [[ -z $max_tensor_hits ]] || extra=$(printf 'governor:\n  max_tensor_hits_per_second: %s' "$max_tensor_hits")
+  start_default_daemon "$extra"
   start=$(date +%s.%N) flagged='' false_flags=0 modes='' kept_bytes=0
   deadline=$(($(date +%s) + timeout_minutes * 60))
   while (($(date +%s) < deadline)); do
-    chunk daemon 1
+    serve_chunk daemon 1
     read -r trend live others state mode <<<"$(verdict "$port" "$target_pid")"
-    el=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+    el=$(seconds_since "$start")
     ((others > 0)) && false_flags=$((false_flags + others))
     [[ " $modes " == *" $mode "* ]] || modes="$modes $mode"
     echo "   run $run: ${el}s trend $trend, $live B under remember_batch of $kept_bytes kept; tier $state, mode $mode" >&2
@@ -106,24 +89,17 @@ for ((run = 1; run <= runs; run++)); do
   done
   read -r _ live _ state _ <<<"$(verdict "$port" "$target_pid")"
   kept_at_flag=$kept_bytes  # the bare chunks below keep leaking
-  kill -TERM "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true; daemon_pid=''
+  stop_daemon
   # Bare again, leaking as under the daemon: the leak costs the loop by
   # itself (the kept tensors fragment the heap; 3-4% here), which is not
   # leakwatch's cost. Its bytes come after the accuracy was read.
-  for ((i = 0; i < bare_chunks; i++)); do chunk bareleak 1; done
+  for ((i = 0; i < bare_chunks; i++)); do serve_chunk bareleak 1; done
   stop_target
-  awk -v run="$run" -v flagged="${flagged:-none}" -v live="$live" -v kept="$kept_at_flag" \
-    -v ff="$false_flags" -v modes="$modes" -v state="$state" '
-    FNR == 1 { file++ }
-    { its[file] += $1; cpu[file] += $2; n[file]++ }
-    END {
-      bi = its[1] / n[1]; di = its[2] / n[2]; bc = cpu[1] / n[1]; dc = cpu[2] / n[2]
-      li = its[3] / n[3]; lc = cpu[3] / n[3]
-      err = kept > 0 ? (live - kept) / kept * 100 : 0
-      printf "run %d: flagged leak under remember_batch after %s s; %d B attributed of %d B kept (%+.2f%%)\n", run, flagged, live, kept, err
-      printf "run %d: it/s bare leaking %.1f, under the daemon %.1f (x%.3f, %.1f%% fewer); CPU ms/it bare leaking %.4f, daemon %.4f (x%.3f)\n", run, li, di, di / li, (1 - di / li) * 100, lc, dc, dc / lc
-      printf "run %d: bare without the leak (before the daemon) %.1f it/s, %.4f CPU ms/it: the leak alone x%.3f CPU/it\n", run, bi, bc, lc / bc
-      printf "run %d: other sites flagged leak: %d; modes seen:%s; tensor tier %s\n", run, ff, modes, state
-    }' "$tmp/bare" "$tmp/daemon" "$tmp/bareleak"
+  awk -v run="$run" -v flagged="${flagged:-none}" -v live="$live" -v kept="$kept_at_flag" 'BEGIN {
+    err = kept > 0 ? (live - kept) / kept * 100 : 0
+    printf "run %d: flagged leak under remember_batch after %s s; %d B attributed of %d B kept (%+.2f%%)\n", run, flagged, live, kept, err
+  }'
+  serve_cost "$run"
+  echo "run $run: other sites flagged leak: $false_flags; modes seen:$modes; tensor tier $state"
   grep -E "governor|escalation" "$tmp/daemon.err" | sed "s/^/run $run daemon: /" || true
 done
