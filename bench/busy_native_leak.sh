@@ -20,9 +20,10 @@
 #   - false flags: other sites of the process reading `leak`;
 #   - what the daemon did: the modes seen, the governor's suspensions (its
 #     log lines, tracing_suspended and heap_stale_since), the process's
-#     `bursts` object and the named sites' `method`/`estimate` fields when
-#     the API has them ("absent" otherwise), and the native frame seen
-#     without its Python caller (a stack cut short).
+#     `bursts` object, `sampling`'s heap_basis and burst_fraction, and the
+#     named sites' `basis`/`method`/`estimate` fields when the API has them
+#     ("absent" otherwise), and the native frame seen without its Python
+#     caller (a stack cut short).
 #
 #   bench/busy_native_leak.sh [--runs N] [--timeout-minutes M] [--bare-chunks K]
 #                             [--chunk-seconds S] [BUILD_DIR]
@@ -34,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib/common.sh"
 # shellcheck source=bench/lib/serve_leak.sh
 . "$here/lib/serve_leak.sh"
-usage() { sed -n 2,29p "$0" >&2; exit 2; }
+usage() { sed -n 2,30p "$0" >&2; exit 2; }
 runs=1 timeout_minutes=10 bare_chunks=3 chunk_seconds=10 build=./build
 python=${PYTHON:-/usr/bin/python3}
 parse_options "--runs=runs --timeout-minutes=timeout_minutes --bare-chunks=bare_chunks
@@ -76,7 +77,7 @@ for s in d.get("sites", []):
         named += 1
         live += s.get("live_bytes", 0)
         kinds.add(s.get("kind", "?"))
-        methods += [f"{k}={word(s[k])}" for k in ("method", "estimate") if k in s]
+        methods += [f"{k}={word(s[k])}" for k in ("basis", "method", "estimate") if k in s]
         if rank.get(s.get("trend"), 0) > rank[trend]:
             trend = s["trend"]
     elif native:
@@ -84,14 +85,15 @@ for s in d.get("sites", []):
         cut_live += s.get("live_bytes", 0)
     elif s.get("trend") == "leak":
         others += 1
-bursts = next((x["bursts"] for x in (proc, d) if "bursts" in x), None)
+holder = next((x for x in (proc, d) if "bursts" in x), None)
+sampling = d.get("sampling") or proc.get("sampling") or {}
 print(trend, live, others, proc.get("mode", "?"), str(proc.get("tracing_suspended", "?")).lower())
 print(f"named_sites={named} kinds={','.join(sorted(kinds)) or '-'}"
       f" native_without_caller={cut}/{cut_live}B"
       f" heap_stale_since={proc.get('heap_stale_since')}"
-      f" sampling_mean={(d.get('sampling') or proc.get('sampling') or {}).get('mean_bytes', '?')}"
-      f" bursts={word(bursts) if bursts is not None else 'absent'}"
-      f" method/estimate={';'.join(methods) if methods else 'absent'}")
+      f" sampling={word({k: sampling[k] for k in ('mean_bytes', 'heap_basis', 'burst_fraction') if k in sampling})}"
+      f" bursts={word(holder['bursts']) if holder else 'absent'}"
+      f" site_basis/method/estimate={';'.join(sorted(set(methods))) if methods else 'absent'}")
 EOF
 }
 
