@@ -110,7 +110,7 @@ for ((run = 1; run <= runs; run++)); do
     --native-lib "$tmp/libnative_keep.so"
   for ((i = 0; i < bare_chunks; i++)); do serve_chunk bare 0; done
   start_default_daemon
-  start=$(date +%s.%N) flagged='' false_flags=0 modes='' kept_bytes=0 suspended_seen=0
+  start=$(date +%s.%N) flagged='' false_flags=0 modes='' kept_bytes=0 suspended_seen=0 bursts_seen=0
   deadline=$(($(date +%s) + timeout_minutes * 60))
   while (($(date +%s) < deadline)); do
     serve_chunk daemon 1
@@ -118,6 +118,7 @@ for ((run = 1; run <= runs; run++)); do
     el=$(seconds_since "$start")
     ((others > 0)) && false_flags=$((false_flags + others))
     [[ $suspended != true ]] || suspended_seen=$((suspended_seen + 1))
+    [[ $detail == *" bursts=absent "* || $detail == *" bursts=null "* ]] || bursts_seen=$((bursts_seen + 1))
     [[ " $modes " == *" $mode "* ]] || modes="$modes $mode"
     echo "   run $run: ${el}s trend $trend, $live B named of $kept_bytes kept; mode $mode," \
       "suspended $suspended; $detail" >&2
@@ -134,9 +135,11 @@ for ((run = 1; run <= runs; run++)); do
     printf "run %d: flagged leak under lw_bench_native_keep <- remember_native after %s s; %d B attributed of %d B kept (%+.2f%%)\n", run, flagged, live, kept, err
   }'
   serve_cost "$run"
-  echo "run $run: other sites flagged leak: $false_flags; modes seen:$modes; chunks read suspended: $suspended_seen of $(wc -l <"$tmp/daemon")"
+  echo "run $run: other sites flagged leak: $false_flags; modes seen:$modes; chunks read suspended: $suspended_seen," \
+    "in bursts: $bursts_seen, of $(wc -l <"$tmp/daemon")"
   echo "run $run: at the end: $detail"
   echo "run $run: counters: ${counters:-none read}"
-  echo "run $run: governor suspensions logged: $(grep -c 'governor: pid' "$tmp/daemon.err" || true)"
+  echo "run $run: governor log lines: $(grep -c 'governor: pid' "$tmp/daemon.err" || true)," \
+    "suspensions among them: $(grep 'governor: pid' "$tmp/daemon.err" | grep -c 'suspended for' || true)"
   grep -E "governor|escalation" "$tmp/daemon.err" | sed "s/^/run $run daemon: /" || true
 done
