@@ -100,7 +100,7 @@ EOF
 # governor_counters PORT: the daemon's escalation and governor counters.
 governor_counters() {
   curl -sf "http://127.0.0.1:$1/metrics" 2>/dev/null |
-    awk '/^leakwatch_(escalations_total|governor_suspensions_total)/ { printf "%s %s; ", $1, $2 }'
+    awk '/^leakwatch_(escalations_total|governor_suspensions_total|governor_bursts_total)/ { printf "%s %s; ", $1, $2 }'
 }
 
 echo "host: $(host_summary); torch $("$python" -c 'import torch; print(torch.__version__)')" >&2
