@@ -41,6 +41,10 @@ struct TrackedProcess {
   GovernorState tensor_governor;
   // Over the governor's budget: the heap in bursts (decision busy-processes).
   BurstState bursts;
+  // When its free side alone was last over the budget between bursts: the
+  // governor then suspends it at once for an hour, without trying bursts
+  // again (each try costs the drain's check). -1: never.
+  double drain_over_budget_at = -1;
   // Heap probes wanted: mode full, or auto and escalated.
   bool full() const { return info.mode == TargetMode::kFull || escalation.full(); }
 };

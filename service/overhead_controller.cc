@@ -18,6 +18,12 @@
 
 namespace lw {
 
+namespace {
+// How long a process whose free side alone was over the budget is
+// suspended at once, without bursts (TrackedProcess::drain_over_budget_at).
+constexpr double kDrainMemorySeconds = 3600;
+}  // namespace
+
 OverheadController::OverheadController(DaemonState& state, TracerControl& tracer,
                                        MemoryReader read_memory)
     : state_(state), tracer_(tracer), read_memory_(std::move(read_memory)) {}
@@ -118,6 +124,7 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
     case BurstAction::kLeaveDrainOverBudget: {
       const double rate = t.bursts.drain_rate();
       leave_bursts(pid, t, false);
+      t.drain_over_budget_at = now_s;
       ++state_.counters.governor_suspensions;
       LW_LOG_WARN("governor: pid %d (%s): its frees alone made %.0f probe hits/s between bursts, over %llu: "
                   "heap probes suspended for %.0f s",
@@ -196,7 +203,20 @@ void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
   if (!hits) return;
   switch (t.governor.observe(now_s, *hits, gp)) {
     case GovernorAction::kBursts:
-      enter_bursts(pid, t, now_s, *hits, gp);
+      if (t.drain_over_budget_at >= 0 && now_s - t.drain_over_budget_at < kDrainMemorySeconds) {
+        GovernorParams no_bursts = gp;
+        no_bursts.bursts = false;
+        (void)t.governor.suspend(now_s, no_bursts);
+        ++state_.counters.governor_suspensions;
+        LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap probes suspended for %.0f s "
+                    "(its free side alone was over budget %.0f s ago: no bursts)",
+                    pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
+                    t.governor.backoff_s(), now_s - t.drain_over_budget_at);
+        sync_heap(pid, t, "governor: over budget");
+        state_.dirty = true;
+      } else {
+        enter_bursts(pid, t, now_s, *hits, gp);
+      }
       break;
     case GovernorAction::kSuspend:
       ++state_.counters.governor_suspensions;

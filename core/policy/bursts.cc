@@ -47,6 +47,12 @@ BurstAction BurstState::tick(double now_s, uint64_t hits, uint64_t max_hits_per_
     if (budget > 0 && rate <= budget) return BurstAction::kLeaveCalm;
     return BurstAction::kBurstEnd;
   }
+  // A drain over the budget is known within kDrainCheckSeconds: its free
+  // side would cost the process more than the budget meanwhile.
+  if (budget > 0 && span >= kDrainCheckSeconds && rate > budget) {
+    drain_rate_ = rate;
+    return BurstAction::kLeaveDrainOverBudget;
+  }
   if (now_s < next_start_) return BurstAction::kNone;
   in_burst_ = true;
   ++bursts_;
@@ -55,7 +61,6 @@ BurstAction BurstState::tick(double now_s, uint64_t hits, uint64_t max_hits_per_
   schedule_next(p, u01);
   phase_start_ = now_s;
   phase_hits_ = hits;
-  if (budget > 0 && rate > budget && span >= 1) return BurstAction::kLeaveDrainOverBudget;
   return BurstAction::kBurstStart;
 }
 

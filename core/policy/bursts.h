@@ -19,6 +19,10 @@
 
 namespace lw {
 
+// How long a drain runs before its rate is judged (a drain over the
+// budget ends the bursts then, not at the next burst).
+inline constexpr double kDrainCheckSeconds = 2;
+
 struct BurstParams {
   double burst_s = 2;
   double period_s = 60;
@@ -48,8 +52,9 @@ class BurstState {
   // any, with the hits the kernel counted (lw_target.hits). `u01` draws
   // the next burst's offset. A burst's and a drain's rate are measured from
   // the hits at its two ends; a burst whose rate is within the budget
-  // (kLeaveCalm) or a drain whose rate is not (kLeaveDrainOverBudget) ends
-  // the bursts (0 = no budget: only the schedule).
+  // (kLeaveCalm) ends the bursts, and so does a drain whose rate is not
+  // (kLeaveDrainOverBudget), judged once it has run kDrainCheckSeconds
+  // (0 = no budget: only the schedule).
   BurstAction tick(double now_s, uint64_t hits, uint64_t max_hits_per_second, const BurstParams& p,
                    double u01);
 

@@ -21,6 +21,7 @@ namespace {
 // the allocating probes were on.
 struct ScheduleRun {
   double on_s = 0;
+  double left_at = -1;  // when a leave action came
   std::vector<BurstAction> actions;
 };
 ScheduleRun run_schedule(const BurstParams& p, double seconds, double step, double rate, double drain_rate,
@@ -37,7 +38,10 @@ ScheduleRun run_schedule(const BurstParams& p, double seconds, double step, doub
     if (was_in) r.on_s += step;
     BurstAction a = b.tick(t, static_cast<uint64_t>(hits), budget, p, u(rng));
     if (a != BurstAction::kNone) r.actions.push_back(a);
-    if (a == BurstAction::kLeaveCalm || a == BurstAction::kLeaveDrainOverBudget) b.leave();
+    if (a == BurstAction::kLeaveCalm || a == BurstAction::kLeaveDrainOverBudget) {
+      b.leave();
+      r.left_at = t;
+    }
   }
   return r;
 }
@@ -81,6 +85,8 @@ TEST(Bursts, ACalmBurstEndsThemAndAFreeSideOverBudgetSuspends) {
   ScheduleRun heavy = run_schedule(p, 200, 0.1, 1e6, 80000, 50000, 3);
   ASSERT_FALSE(heavy.actions.empty());
   EXPECT_EQ(heavy.actions.back(), BurstAction::kLeaveDrainOverBudget);
+  // Judged once the drain has run its check time, not at the next burst.
+  EXPECT_NEAR(heavy.left_at, kDrainCheckSeconds, 0.15);
   // Busy, and the frees within budget: bursts go on.
   ScheduleRun busy = run_schedule(p, 200, 0.1, 1e6, 20000, 50000, 3);
   EXPECT_GE(busy.actions.size(), 16u);

@@ -411,6 +411,41 @@ TEST(DaemonOverhead, GovernorPutsAProcessOverBudgetInBurstsByDefault) {
   EXPECT_FALSE(process_info(t).bursts.active);
 }
 
+// A free side over the budget between bursts: suspended within the drain's
+// check time, and the next time over budget suspended at once.
+TEST(DaemonOverhead, AFreeSideOverBudgetSuspendsAndIsRemembered) {
+  Parts p(std::string(kSleepFull) +
+          "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 60, "
+          "backoff_initial_seconds: 10}\n");
+  Child sleeper;
+  const pid_t pid = p.track(sleeper);
+  FakeTracer::Proc& fp = p.tracer.procs.at(pid);
+  p.overhead.tick(0);
+  fp.hits = 5000;
+  p.overhead.tick(1);
+  const TrackedProcess& t = p.state.tracked.at(pid);
+  ASSERT_TRUE(t.bursts.active());
+  for (double now = 1.1; now < 4 && t.bursts.active(); now += 0.1) {
+    fp.hits += 500;  // 5,000 a second between bursts
+    p.overhead.tick(now);
+  }
+  EXPECT_FALSE(t.bursts.active());
+  EXPECT_TRUE(t.governor.suspended());
+  EXPECT_FALSE(fp.heap);
+  EXPECT_EQ(p.state.counters.governor_suspensions, 1u);
+  // The backoff over, still over budget: no bursts this time.
+  p.overhead.tick(20);
+  ASSERT_TRUE(fp.heap);
+  fp.hits += 5000;
+  p.overhead.tick(21);
+  fp.hits += 5000;
+  p.overhead.tick(22);
+  EXPECT_FALSE(t.bursts.active());
+  EXPECT_TRUE(t.governor.suspended());
+  EXPECT_EQ(p.state.counters.governor_bursts, 1u);
+  EXPECT_EQ(p.state.counters.governor_suspensions, 2u);
+}
+
 TEST(DaemonOverhead, ABudgetShedSuspendsHeapTracingWithTheGovernorsBackoff) {
   Parts p(kSleepFull);
   Child sleeper;
