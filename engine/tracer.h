@@ -43,6 +43,7 @@
 #include "engine/stack_resolver.h"
 #include "engine/traced_process.h"
 #include "engine/unwind_tables.h"
+#include "engine/uprobe_links.h"
 #include "view/process_view.h"
 
 namespace lw {
@@ -180,6 +181,9 @@ class Tracer {
     s.symbolization_errors = s.symbols.symbolizer.module_errors;
     s.elf_rejections = elf_rejection_counts();
     s.raw_syscall_tracepoints = session_->syscall_tracing();
+    s.uprobe_multi = session_->uprobe_multi();
+    s.uprobe_session = session_->uprobe_session();
+    s.uretprobe_syscall = uretprobe_syscall_;
     if (unwind_) s.unwind = unwind_->stats();
     return s;
   }
@@ -223,6 +227,7 @@ class Tracer {
   // After session_: destroyed (queue closed) before the session.
   std::unique_ptr<LinkCloser> closer_ = std::make_unique<LinkCloser>();
   bool python_frames_ = true;  // BpfOptions::python_frames: look for CPython in each process
+  bool uretprobe_syscall_ = kernel_has_uretprobe_syscall();  // read once (TracerStats)
   std::unique_ptr<UnwindTables> unwind_;  // after session_: stops before it goes
   ProcessTable procs_;
   TracerStats stats_;

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
+#include <cstring>
 
 namespace lw {
 
@@ -53,6 +55,17 @@ bool kernel_has_uprobe_multi() {
   if (fd < 0) return false;
   close(fd);
   return true;
+}
+
+bool kernel_has_uretprobe_syscall() {
+  FILE* f = std::fopen("/proc/kallsyms", "re");
+  if (f == nullptr) return false;
+  char line[512];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof(line), f) != nullptr)
+    found = std::strstr(line, " __x64_sys_uretprobe\n") != nullptr;
+  std::fclose(f);
+  return found;
 }
 
 bool kernel_has_uprobe_session() {

@@ -24,6 +24,10 @@ bool kernel_has_uprobe_multi();
 // Whether it takes uprobe session links (decision tensor-tier, "Uprobe
 // sessions"): an entry program returning non-zero skips the return probe.
 bool kernel_has_uprobe_session();
+// Whether the kernel returns from a uretprobe through the uretprobe system
+// call (x86-64, 6.11 and later: a cheaper return than the trap), read from
+// /proc/kallsyms (calling it outside the trampoline would kill the caller).
+bool kernel_has_uretprobe_syscall();
 
 // One link over `offsets` (file offsets in `path`), each with its cookie.
 // attach_type: kAttachUprobeMulti or kAttachUprobeSession; `retprobe` only

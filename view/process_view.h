@@ -172,6 +172,11 @@ struct TracerStats {
   // The host-wide raw syscall tracepoints are attached
   // (decision libc-syscall-wrappers).
   bool raw_syscall_tracepoints = false;
+  // What this kernel offers the probes (issue 33: the cost of tracing
+  // depends on it; bench/README.md, "Cost per kernel feature").
+  bool uprobe_multi = false;
+  bool uprobe_session = false;
+  bool uretprobe_syscall = false;
   uint64_t rescans = 0;
   uint64_t rescans_deferred = 0;   // all processes: rescans that waited for the lifecycle budget
   uint64_t probe_changes = 0;      // attaches that changed a process's probes or allocator

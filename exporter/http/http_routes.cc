@@ -275,6 +275,10 @@ std::string status_json(const DaemonSnapshot& snap) {
                               {"rescans", snap.tracer_stats.rescans},
                               {"rescans_deferred", snap.tracer_stats.rescans_deferred}}},
                {"syscall_tracepoints_attached", snap.tracer_stats.raw_syscall_tracepoints},
+               {"kernel_features",
+                {{"uprobe_multi", snap.tracer_stats.uprobe_multi},
+                 {"uprobe_session", snap.tracer_stats.uprobe_session},
+                 {"uretprobe_syscall", snap.tracer_stats.uretprobe_syscall}}},
                {"unwind", to_json(snap.tracer_stats.unwind)},
                {"probes", std::move(probes)}});
 }
