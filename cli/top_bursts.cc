@@ -13,8 +13,9 @@ std::optional<BurstParams> parse_bursts(const std::string& text, std::string* er
   char tail = 0;
   if (std::sscanf(text.c_str(), "%u/%u%c", &burst, &period, &tail) != 2 || burst < 1 || period > 3600 ||
       period < 2 * burst) {
-    *error = "--bursts must be SECONDS/PERIOD, whole seconds, SECONDS >= 1, 2 * SECONDS <= PERIOD <= 3600 (got '" +
-             text + "')";
+    *error =
+        "--bursts must be SECONDS/PERIOD, whole seconds, SECONDS >= 1, 2 * SECONDS <= PERIOD <= 3600 (got '" +
+        text + "')";
     return std::nullopt;
   }
   return BurstParams{static_cast<double>(burst), static_cast<double>(period)};
@@ -31,10 +32,8 @@ Status TopBursts::start(Tracer& tracer, pid_t pid, const BurstParams& params, do
 Status TopBursts::tick(Tracer& tracer, pid_t pid, double now_s) {
   if (!state_.active()) return ok_status();
   switch (state_.tick(now_s, 0, 0, params_, uniform())) {
-    case BurstAction::kBurstStart:
-      return tracer.set_drain(pid, false);
-    case BurstAction::kBurstEnd:
-      return tracer.set_drain(pid, true);
+    case BurstAction::kBurstStart: return tracer.set_drain(pid, false);
+    case BurstAction::kBurstEnd: return tracer.set_drain(pid, true);
     default:  // no budget: the bursts go on
       return ok_status();
   }

@@ -24,8 +24,7 @@ namespace {
 constexpr double kDrainMemorySeconds = 3600;
 }  // namespace
 
-OverheadController::OverheadController(DaemonState& state, TracerControl& tracer,
-                                       MemoryReader read_memory)
+OverheadController::OverheadController(DaemonState& state, TracerControl& tracer, MemoryReader read_memory)
     : state_(state), tracer_(tracer), read_memory_(std::move(read_memory)) {}
 
 std::optional<StatmBytes> OverheadController::read_proc_statm(pid_t pid) {
@@ -73,8 +72,9 @@ void OverheadController::enter_bursts(pid_t pid, TrackedProcess& t, double now_s
   if (st) st = tracer_.set_drain(pid, true);
   if (!st) {
     // No bursts to be had: the old answer, a suspension.
+    const double wait = t.governor.suspend(now_s, gp);
     LW_LOG_WARN("governor: pid %d (%s): bursts refused (%s): heap probes suspended for %.0f s", pid,
-                t.info.identity.comm.c_str(), st.error().message.c_str(), t.governor.suspend(now_s, gp));
+                t.info.identity.comm.c_str(), st.error().message.c_str(), wait);
     (void)tracer_.set_bursts(pid, 1);
     ++state_.counters.governor_suspensions;
     sync_heap(pid, t, "governor: over budget");
@@ -86,11 +86,11 @@ void OverheadController::enter_bursts(pid_t pid, TrackedProcess& t, double now_s
   t.info.bursts.period_seconds = state_.config.governor.burst_period_seconds;
   t.info.bursts.since = unix_now();
   ++state_.counters.governor_bursts;
-  LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap traced in bursts of %u s every %u s "
-              "(%.1f%% of the time), the frees of what they record followed; heap figures are estimates",
-              pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
-              state_.config.governor.burst_seconds, state_.config.governor.burst_period_seconds,
-              100 * bp.fraction());
+  LW_LOG_WARN(
+      "governor: pid %d (%s) over %llu probe hits/s: heap traced in bursts of %u s every %u s "
+      "(%.1f%% of the time), the frees of what they record followed; heap figures are estimates",
+      pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
+      state_.config.governor.burst_seconds, state_.config.governor.burst_period_seconds, 100 * bp.fraction());
   state_.dirty = true;
 }
 
@@ -108,17 +108,18 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
   const BurstAction action = t.bursts.tick(now_s, *hits, gp.max_hits_per_second, burst_params(), uniform());
   const char* comm = t.info.identity.comm.c_str();
   switch (action) {
-    case BurstAction::kNone:
-      return;
+    case BurstAction::kNone: return;
     case BurstAction::kBurstStart:
     case BurstAction::kBurstEnd:
       if (Status st = tracer_.set_drain(pid, action == BurstAction::kBurstEnd); !st)
-        LW_LOG_WARN("pid %d (%s): %s: %s", pid, comm, action == BurstAction::kBurstEnd ? "ending a burst" : "starting a burst",
+        LW_LOG_WARN("pid %d (%s): %s: %s", pid, comm,
+                    action == BurstAction::kBurstEnd ? "ending a burst" : "starting a burst",
                     st.error().message.c_str());
       break;
     case BurstAction::kLeaveCalm:
-      LW_LOG_INFO("governor: pid %d (%s): a burst ran at %.0f probe hits/s, within budget: heap traced exactly again",
-                  pid, comm, t.bursts.burst_rate());
+      LW_LOG_INFO(
+          "governor: pid %d (%s): a burst ran at %.0f probe hits/s, within budget: heap traced exactly again",
+          pid, comm, t.bursts.burst_rate());
       leave_bursts(pid, t, true);
       break;
     case BurstAction::kLeaveDrainOverBudget: {
@@ -126,10 +127,11 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
       leave_bursts(pid, t, false);
       t.drain_over_budget_at = now_s;
       ++state_.counters.governor_suspensions;
-      LW_LOG_WARN("governor: pid %d (%s): its frees alone made %.0f probe hits/s between bursts, over %llu: "
-                  "heap probes suspended for %.0f s",
-                  pid, comm, rate, static_cast<unsigned long long>(gp.max_hits_per_second),
-                  t.governor.suspend(now_s, gp));
+      const double wait = t.governor.suspend(now_s, gp);
+      LW_LOG_WARN(
+          "governor: pid %d (%s): its frees alone made %.0f probe hits/s between bursts, over %llu: "
+          "heap probes suspended for %.0f s",
+          pid, comm, rate, static_cast<unsigned long long>(gp.max_hits_per_second), wait);
       sync_heap(pid, t, "governor: free side over budget");
       break;
     }
@@ -148,11 +150,11 @@ void OverheadController::apply_memory_budget(uint64_t baseline_rss) {
   const uint64_t budget = state_.config.limits.max_daemon_memory_bytes;
   const uint64_t cap = live_record_cap(budget, baseline_rss);
   tracer_.set_live_record_cap(cap);
-  LW_LOG_INFO("memory budget %llu bytes, baseline RSS %llu: at most %llu live records "
-              "(%llu bytes each at worst)",
-              static_cast<unsigned long long>(budget), static_cast<unsigned long long>(baseline_rss),
-              static_cast<unsigned long long>(cap),
-              static_cast<unsigned long long>(kBytesPerLiveRecord));
+  LW_LOG_INFO(
+      "memory budget %llu bytes, baseline RSS %llu: at most %llu live records "
+      "(%llu bytes each at worst)",
+      static_cast<unsigned long long>(budget), static_cast<unsigned long long>(baseline_rss),
+      static_cast<unsigned long long>(cap), static_cast<unsigned long long>(kBytesPerLiveRecord));
   // A warning only for a size the operator chose: the automatic size is
   // meant to outgrow the record budget on a big host (the budget, not the
   // map, is then the bound; decision live-map-sizing), and a default must
@@ -185,8 +187,8 @@ void OverheadController::handle_budget_sheds(double now_s) {
                  std::to_string(st.live_record_cap) +
                  "; the process holding the most has its heap tracing suspended, per-site "
                  "figures frozen (leakwatch_memory_budget_suspensions_total)");
-    LW_LOG_INFO("memory budget: pid %d (%s) heap records shed, heap probes suspended for %.0f s",
-                pid, t.info.identity.comm.c_str(), wait);
+    LW_LOG_INFO("memory budget: pid %d (%s) heap records shed, heap probes suspended for %.0f s", pid,
+                t.info.identity.comm.c_str(), wait);
     sync_heap(pid, t, "memory budget");
   }
   // The records' arrays were freed; hand the pages back to the kernel now
@@ -195,8 +197,7 @@ void OverheadController::handle_budget_sheds(double now_s) {
   state_.dirty = true;
 }
 
-void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
-                                const GovernorParams& gp) {
+void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp) {
   if (!t.info.heap_attached && !t.governor.suspended()) return;
   if (t.bursts.active()) return;  // tick_bursts() measures each phase
   std::optional<uint64_t> hits = tracer_.probe_hits(pid);
@@ -208,10 +209,11 @@ void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
         no_bursts.bursts = false;
         (void)t.governor.suspend(now_s, no_bursts);
         ++state_.counters.governor_suspensions;
-        LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap probes suspended for %.0f s "
-                    "(its free side alone was over budget %.0f s ago: no bursts)",
-                    pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
-                    t.governor.backoff_s(), now_s - t.drain_over_budget_at);
+        LW_LOG_WARN(
+            "governor: pid %d (%s) over %llu probe hits/s: heap probes suspended for %.0f s "
+            "(its free side alone was over budget %.0f s ago: no bursts)",
+            pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
+            t.governor.backoff_s(), now_s - t.drain_over_budget_at);
         sync_heap(pid, t, "governor: over budget");
         state_.dirty = true;
       } else {
@@ -220,10 +222,11 @@ void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
       break;
     case GovernorAction::kSuspend:
       ++state_.counters.governor_suspensions;
-      LW_LOG_WARN("governor: pid %d (%s) over %llu probe hits/s: heap probes suspended "
-                  "for %.0f s",
-                  pid, t.info.identity.comm.c_str(),
-                  static_cast<unsigned long long>(gp.max_hits_per_second), t.governor.backoff_s());
+      LW_LOG_WARN(
+          "governor: pid %d (%s) over %llu probe hits/s: heap probes suspended "
+          "for %.0f s",
+          pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
+          t.governor.backoff_s());
       sync_heap(pid, t, "governor: over budget");
       state_.dirty = true;
       break;
@@ -231,8 +234,7 @@ void OverheadController::govern(pid_t pid, TrackedProcess& t, double now_s,
       sync_heap(pid, t, "governor: backoff over");
       state_.dirty = true;
       break;
-    case GovernorAction::kNone:
-      break;
+    case GovernorAction::kNone: break;
   }
 }
 
@@ -249,8 +251,8 @@ void OverheadController::govern_tensors(pid_t pid, TrackedProcess& t, double now
   t.escalation.rebase();
   if (!on) {
     ++state_.counters.governor_suspensions;
-    LW_LOG_WARN("governor: pid %d (%s) over %llu tensor-tier hits/s: tensor probes suspended for %.0f s",
-                pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
+    LW_LOG_WARN("governor: pid %d (%s) over %llu tensor-tier hits/s: tensor probes suspended for %.0f s", pid,
+                t.info.identity.comm.c_str(), static_cast<unsigned long long>(gp.max_hits_per_second),
                 t.tensor_governor.backoff_s());
   }
   if (Status st = tracer_.set_tensor_tracing(pid, on); !st)
@@ -282,13 +284,12 @@ void OverheadController::escalate(pid_t pid, TrackedProcess& t, double now_s) {
   const uint64_t explained = tracer_.explained_bytes(pid);
   if (!mem || t.escalation.sample(now_s, *mem, e, explained) != EscalationAction::kEscalate) return;
   ++state_.counters.escalations_up;
-  LW_LOG_INFO("escalation: pid %d (%s) light -> full for %u s: VmData %llu, anonymous "
-              "resident %llu bytes, grew >= %llu within %u s (rising for %.0f s at %.0f B/s)",
-              pid, t.info.identity.comm.c_str(), e.full_window_seconds,
-              static_cast<unsigned long long>(mem->data),
-              static_cast<unsigned long long>(mem->anon_resident),
-              static_cast<unsigned long long>(e.growth_bytes), e.growth_window_seconds,
-              t.escalation.growth_span_s(), t.escalation.growth_rate_bytes_per_s());
+  LW_LOG_INFO(
+      "escalation: pid %d (%s) light -> full for %u s: VmData %llu, anonymous "
+      "resident %llu bytes, grew >= %llu within %u s (rising for %.0f s at %.0f B/s)",
+      pid, t.info.identity.comm.c_str(), e.full_window_seconds, static_cast<unsigned long long>(mem->data),
+      static_cast<unsigned long long>(mem->anon_resident), static_cast<unsigned long long>(e.growth_bytes),
+      e.growth_window_seconds, t.escalation.growth_span_s(), t.escalation.growth_rate_bytes_per_s());
   sync_heap(pid, t, "escalation");
   // The rise seen while light counts towards the heap analysis's span
   // (decision auto-mode-detection); heap records start now (the re-baseline).

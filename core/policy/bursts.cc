@@ -25,8 +25,8 @@ void BurstState::schedule_next(const BurstParams& p, double u01) {
   period_start_ += p.period_s;
 }
 
-BurstAction BurstState::tick(double now_s, uint64_t hits, uint64_t max_hits_per_second,
-                             const BurstParams& p, double u01) {
+BurstAction BurstState::tick(double now_s, uint64_t hits, uint64_t max_hits_per_second, const BurstParams& p,
+                             double u01) {
   if (!active_) return BurstAction::kNone;
   const double budget = static_cast<double>(max_hits_per_second);
   const double span = now_s - phase_start_;

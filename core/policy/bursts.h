@@ -33,9 +33,9 @@ struct BurstParams {
 
 enum class BurstAction {
   kNone,
-  kBurstStart,  // attach the allocating probes
-  kBurstEnd,    // park them: drain
-  kLeaveCalm,   // a whole burst ran under the budget: back to exact tracing
+  kBurstStart,            // attach the allocating probes
+  kBurstEnd,              // park them: drain
+  kLeaveCalm,             // a whole burst ran under the budget: back to exact tracing
   kLeaveDrainOverBudget,  // the free side alone is over the budget: suspend
 };
 
@@ -44,7 +44,10 @@ class BurstState {
   // Enters bursts at now_s, in a drain; the first burst at a uniform offset
   // (u01 in [0, 1)) of the first period.
   void enter(double now_s, uint64_t hits, const BurstParams& p, double u01);
-  void leave() { active_ = false; in_burst_ = false; }
+  void leave() {
+    active_ = false;
+    in_burst_ = false;
+  }
   bool active() const { return active_; }
   bool in_burst() const { return active_ && in_burst_; }
 

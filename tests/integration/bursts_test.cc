@@ -26,8 +26,10 @@ using namespace std::chrono_literals;
 std::string bursts_config(const std::string& comm, const std::string& over_budget) {
   return "top_sites_per_process: 50\n"
          "governor: {max_hits_per_second: 7000, burst_seconds: 1, burst_period_seconds: 2, over_budget: " +
-         over_budget + "}\n"
-         "targets:\n  - name: busy\n    match: " + comm_selector(comm) + "\n    mode: full\n";
+         over_budget +
+         "}\n"
+         "targets:\n  - name: busy\n    match: " +
+         comm_selector(comm) + "\n    mode: full\n";
 }
 
 // The leaked bytes the target reports at "stop".
@@ -61,10 +63,15 @@ TEST(Bursts, ABusyProcessIsTracedInBurstsItsLeakEstimatedAndFreedBlocksRetired) 
                          "heap probes attached");
   target.write_line("go");
   Json entry;
-  ASSERT_TRUE(wait_until(15s, [&] {
-    entry = *daemon.find_process(target.pid());
-    return !entry.at("bursts").is_null();
-  }, 100ms)) << entry.dump().substr(0, 2000) << "\n" << daemon.diagnostics().substr(0, 4000);
+  ASSERT_TRUE(wait_until(
+      15s,
+      [&] {
+        entry = *daemon.find_process(target.pid());
+        return !entry.at("bursts").is_null();
+      },
+      100ms))
+      << entry.dump().substr(0, 2000) << "\n"
+      << daemon.diagnostics().substr(0, 4000);
   EXPECT_DOUBLE_EQ(entry.at("bursts").at("fraction").get<double>(), 0.5);
   EXPECT_FALSE(entry.at("tracing_suspended").get<bool>());
   std::this_thread::sleep_for(16s);
@@ -75,19 +82,25 @@ TEST(Bursts, ABusyProcessIsTracedInBurstsItsLeakEstimatedAndFreedBlocksRetired) 
   // Idle now: the next burst is within budget and ends the bursts; the
   // records they made keep their weight.
   Json sites;
-  ASSERT_TRUE(wait_until(20s, [&] {
-    sites = daemon.sites_at_or_after(target.pid(), unix_now(), kApiTimeout);
-    return heap_live_at(sites, "hold_block").second == 0 && daemon.find_process(target.pid())->at("bursts").is_null();
-  }, 250ms)) << "held blocks still live, or still in bursts: " << heap_live_at(sites, "hold_block").second << "\n"
-             << daemon.diagnostics().substr(0, 4000);
+  ASSERT_TRUE(wait_until(
+      20s,
+      [&] {
+        sites = daemon.sites_at_or_after(target.pid(), unix_now(), kApiTimeout);
+        return heap_live_at(sites, "hold_block").second == 0 &&
+               daemon.find_process(target.pid())->at("bursts").is_null();
+      },
+      250ms))
+      << "held blocks still live, or still in bursts: " << heap_live_at(sites, "hold_block").second << "\n"
+      << daemon.diagnostics().substr(0, 4000);
   const auto [count, bytes] = heap_live_at(sites, "leak_block");
   const double ratio = static_cast<double>(bytes) / static_cast<double>(leaked);
-  std::printf("[ figures  ] bursts: %llu run, %.0f hits/s in a burst, %.0f between; leak_block %lld bytes "
-              "estimated of %lld leaked (%.3f), basis %s; hold_block 0 live after its frees\n",
-              static_cast<unsigned long long>(b.at("bursts").get<uint64_t>()),
-              b.at("burst_hits_per_second").get<double>(), b.at("drain_hits_per_second").get<double>(),
-              static_cast<long long>(bytes), static_cast<long long>(leaked), ratio,
-              sites.at("sampling").at("heap_basis").get<std::string>().c_str());
+  std::printf(
+      "[ figures  ] bursts: %llu run, %.0f hits/s in a burst, %.0f between; leak_block %lld bytes "
+      "estimated of %lld leaked (%.3f), basis %s; hold_block 0 live after its frees\n",
+      static_cast<unsigned long long>(b.at("bursts").get<uint64_t>()),
+      b.at("burst_hits_per_second").get<double>(), b.at("drain_hits_per_second").get<double>(),
+      static_cast<long long>(bytes), static_cast<long long>(leaked), ratio,
+      sites.at("sampling").at("heap_basis").get<std::string>().c_str());
   EXPECT_GE(b.at("bursts").get<uint64_t>(), 5u) << b.dump();
   EXPECT_LT(b.at("drain_hits_per_second").get<double>(), 7000) << b.dump();
   EXPECT_GT(b.at("burst_hits_per_second").get<double>(), 7000) << b.dump();

@@ -25,7 +25,7 @@ struct ScheduleRun {
   std::vector<BurstAction> actions;
 };
 ScheduleRun run_schedule(const BurstParams& p, double seconds, double step, double rate, double drain_rate,
-                 uint64_t budget, uint64_t seed) {
+                         uint64_t budget, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
   BurstState b;

@@ -368,7 +368,8 @@ TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
 // suspension: the allocating probes on for burst_seconds in each period,
 // the free side in between, until a burst runs within the budget.
 TEST(DaemonOverhead, GovernorPutsAProcessOverBudgetInBurstsByDefault) {
-  Parts p(std::string(kSleepFull) + "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 10}\n");
+  Parts p(std::string(kSleepFull) +
+          "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 10}\n");
   Child sleeper;
   const pid_t pid = p.track(sleeper);
   FakeTracer::Proc& fp = p.tracer.procs.at(pid);
