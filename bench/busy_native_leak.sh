@@ -130,10 +130,7 @@ for ((run = 1; run <= runs; run++)); do
   stop_daemon
   for ((i = 0; i < bare_chunks; i++)); do serve_chunk bareleak 1; done
   stop_target
-  awk -v run="$run" -v flagged="${flagged:-none}" -v live="$live" -v kept="$kept_at_flag" 'BEGIN {
-    err = kept > 0 ? (live - kept) / kept * 100 : 0
-    printf "run %d: flagged leak under lw_bench_native_keep <- remember_native after %s s; %d B attributed of %d B kept (%+.2f%%)\n", run, flagged, live, kept, err
-  }'
+  serve_accuracy "$run" "lw_bench_native_keep <- remember_native" "${flagged:-none}" "$live" "$kept_at_flag"
   serve_cost "$run"
   echo "run $run: other sites flagged leak: $false_flags; modes seen:$modes; chunks read suspended: $suspended_seen," \
     "in bursts: $bursts_seen, of $(wc -l <"$tmp/daemon")"

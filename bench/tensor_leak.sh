@@ -95,10 +95,7 @@ for ((run = 1; run <= runs; run++)); do
   # leakwatch's cost. Its bytes come after the accuracy was read.
   for ((i = 0; i < bare_chunks; i++)); do serve_chunk bareleak 1; done
   stop_target
-  awk -v run="$run" -v flagged="${flagged:-none}" -v live="$live" -v kept="$kept_at_flag" 'BEGIN {
-    err = kept > 0 ? (live - kept) / kept * 100 : 0
-    printf "run %d: flagged leak under remember_batch after %s s; %d B attributed of %d B kept (%+.2f%%)\n", run, flagged, live, kept, err
-  }'
+  serve_accuracy "$run" "remember_batch" "${flagged:-none}" "$live" "$kept_at_flag"
   serve_cost "$run"
   echo "run $run: other sites flagged leak: $false_flags; modes seen:$modes; tensor tier $state"
   grep -E "governor|escalation" "$tmp/daemon.err" | sed "s/^/run $run daemon: /" || true

@@ -168,7 +168,6 @@ struct TracedProcess {
   // side is attached. Both end when the heap probes are detached.
   bool bursts = false;
   bool drain = false;
-  double bursts_since = 0;  // unix seconds
   // The memory budget shed this process's heap records
   // (decision daemon-memory-bound): its kernel flags leave heap accounting off
   // at once, before the daemon detaches the heap probes; cleared when heap

@@ -145,7 +145,6 @@ Status Tracer::set_bursts(pid_t pid, double fraction) {
   if (!on && p->drain)
     if (Status st = set_drain(pid, false); !st) return st;
   p->bursts = on;
-  p->bursts_since = on ? unix_seconds_now() : 0;
   // From now (the kernel's clock): an allocation recorded later was made
   // inside a burst.
   p->heap.set_time_fraction(on ? fraction : 1, monotonic_ns());
@@ -179,7 +178,6 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     // Flags first: the probes may still fire while their links close.
     p->options.heap = false;
     p->bursts = p->drain = false;  // the bursts end with the probes
-    p->bursts_since = 0;
     p->heap.set_time_fraction(1, monotonic_ns());
     (void)session_->set_target(pid, current_flags(*p), 0, heap_mean(*p));
     // The heap probes only: CUDA's stay (governor, step-down).

@@ -77,3 +77,12 @@ serve_cost() {
       printf "run %d: bare without the leak (before the daemon) %.1f it/s, %.4f CPU ms/it: the leak alone x%.3f CPU/it\n", run, bi, bc, lc / bc
     }' "$tmp/bare" "$tmp/daemon" "$tmp/bareleak"
 }
+
+# serve_accuracy RUN SITE FLAGGED LIVE KEPT: the run's flag time (or "none")
+# and the bytes attributed under SITE against the target's own count.
+serve_accuracy() {
+  awk -v run="$1" -v site="$2" -v flagged="${3:-none}" -v live="$4" -v kept="$5" 'BEGIN {
+    err = kept > 0 ? (live - kept) / kept * 100 : 0
+    printf "run %d: flagged leak under %s after %s s; %d B attributed of %d B kept (%+.2f%%)\n", run, site, flagged, live, kept, err
+  }'
+}

@@ -14,7 +14,6 @@ void BurstState::enter(double now_s, uint64_t hits, const BurstParams& p, double
   phase_hits_ = hits;
   bursts_ = 0;
   burst_rate_ = drain_rate_ = 0;
-  on_s_ = 0;
   schedule_next(p, u01);
 }
 
@@ -40,7 +39,6 @@ BurstAction BurstState::tick(double now_s, uint64_t hits, uint64_t max_hits_per_
     }
     if (now_s < burst_end_) return BurstAction::kNone;
     in_burst_ = false;
-    on_s_ += span;
     burst_rate_ = rate;
     phase_start_ = now_s;
     phase_hits_ = hits;

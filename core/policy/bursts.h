@@ -65,7 +65,6 @@ class BurstState {
   uint64_t bursts() const { return bursts_; }
   double burst_rate() const { return burst_rate_; }  // hits/s of the last whole burst
   double drain_rate() const { return drain_rate_; }  // hits/s of the last whole drain
-  double on_seconds() const { return on_s_; }        // burst time so far, as run
 
  private:
   void schedule_next(const BurstParams& p, double u01);
@@ -81,7 +80,6 @@ class BurstState {
   uint64_t bursts_ = 0;
   double burst_rate_ = 0;
   double drain_rate_ = 0;
-  double on_s_ = 0;
 };
 
 }  // namespace lw

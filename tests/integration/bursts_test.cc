@@ -46,22 +46,38 @@ int64_t stop_and_read_leaked(Process& target) {
   }
 }
 
+// A daemon with bursts_config and busy_leaker started, attached with its
+// heap probes, and told "go".
+struct BusyRun {
+  explicit BusyRun(const std::string& over_budget)
+      : target_bin(private_target_copy(bin.path(), "busy_leaker")),
+        daemon({.config_body = bursts_config(file_name_of(target_bin), over_budget)}) {
+    daemon.wait_notify("READY=1", kReadyTimeout);
+    target.emplace(std::vector<std::string>{target_bin});
+    ready_pid = read_ready(*target);
+    if (ready_pid != target->pid()) return;  // the test's ASSERT says so
+    daemon.wait_for_process(target->pid(), kApiTimeout);
+    daemon.wait_for_status([](const Json& s) { return !attached_heap_probes(s).empty(); }, kApiTimeout,
+                           "heap probes attached");
+    target->write_line("go");
+  }
+  TempDir bin;
+  std::string target_bin;
+  DaemonProcess daemon;
+  std::optional<Process> target;
+  pid_t ready_pid = 0;  // what "ready" named
+};
+
 // Over budget: bursts, not a suspension. The steady leak under leak_block
 // is estimated from what the bursts recorded (each record weighing
 // period/burst = 2), and the short-lived blocks of hold_block, recorded in
 // bursts and freed between them, are retired: none reads as live once the
 // target has freed them all.
 TEST(Bursts, ABusyProcessIsTracedInBurstsItsLeakEstimatedAndFreedBlocksRetired) {
-  TempDir bin;
-  const std::string target_bin = private_target_copy(bin.path(), "busy_leaker");
-  DaemonProcess daemon({.config_body = bursts_config(file_name_of(target_bin), "bursts")});
-  daemon.wait_notify("READY=1", kReadyTimeout);
-  Process target({target_bin});
-  ASSERT_EQ(read_ready(target), target.pid());
-  daemon.wait_for_process(target.pid(), kApiTimeout);
-  daemon.wait_for_status([](const Json& s) { return !attached_heap_probes(s).empty(); }, kApiTimeout,
-                         "heap probes attached");
-  target.write_line("go");
+  BusyRun run("bursts");
+  DaemonProcess& daemon = run.daemon;
+  Process& target = *run.target;
+  ASSERT_EQ(run.ready_pid, target.pid());
   Json entry;
   ASSERT_TRUE(wait_until(
       15s,
@@ -122,16 +138,10 @@ TEST(Bursts, ABusyProcessIsTracedInBurstsItsLeakEstimatedAndFreedBlocksRetired) 
 // is estimated. The control that the test above sees bursts because of the
 // setting, not by chance.
 TEST(Bursts, OverBudgetSuspendsWhenBurstsAreOff) {
-  TempDir bin;
-  const std::string target_bin = private_target_copy(bin.path(), "busy_leaker");
-  DaemonProcess daemon({.config_body = bursts_config(file_name_of(target_bin), "suspend")});
-  daemon.wait_notify("READY=1", kReadyTimeout);
-  Process target({target_bin});
-  ASSERT_EQ(read_ready(target), target.pid());
-  daemon.wait_for_process(target.pid(), kApiTimeout);
-  daemon.wait_for_status([](const Json& s) { return !attached_heap_probes(s).empty(); }, kApiTimeout,
-                         "heap probes attached");
-  target.write_line("go");
+  BusyRun run("suspend");
+  DaemonProcess& daemon = run.daemon;
+  Process& target = *run.target;
+  ASSERT_EQ(run.ready_pid, target.pid());
   daemon.wait_for_status([](const Json& s) { return s.at("governor_suspensions").get<uint64_t>() >= 1; }, 15s,
                          "governor suspension");
   const Json entry = *daemon.find_process(target.pid());

@@ -364,6 +364,16 @@ TEST(DaemonOverhead, GovernorSuspendsOverBudgetAndResumesAfterTheBackoff) {
   EXPECT_FALSE(t.governor.suspended());
 }
 
+// Tracks `child` and has it make 5,000 probe hits in its first second
+// (over a budget of 1,000): the governor's answer comes at tick 1.
+pid_t track_over_budget(Parts& p, const Child& child) {
+  const pid_t pid = p.track(child);
+  p.overhead.tick(0);
+  p.tracer.procs.at(pid).hits = 5000;
+  p.overhead.tick(1);
+  return pid;
+}
+
 // Decision busy-processes: over budget, the default is bursts, not a
 // suspension: the allocating probes on for burst_seconds in each period,
 // the free side in between, until a burst runs within the budget.
@@ -371,11 +381,8 @@ TEST(DaemonOverhead, GovernorPutsAProcessOverBudgetInBurstsByDefault) {
   Parts p(std::string(kSleepFull) +
           "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 10}\n");
   Child sleeper;
-  const pid_t pid = p.track(sleeper);
+  const pid_t pid = track_over_budget(p, sleeper);
   FakeTracer::Proc& fp = p.tracer.procs.at(pid);
-  p.overhead.tick(0);
-  fp.hits = 5000;
-  p.overhead.tick(1);
   const TrackedProcess& t = p.state.tracked.at(pid);
   EXPECT_FALSE(t.governor.suspended());
   EXPECT_TRUE(t.info.heap_attached);
@@ -419,11 +426,8 @@ TEST(DaemonOverhead, AFreeSideOverBudgetSuspendsAndIsRemembered) {
           "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 60, "
           "backoff_initial_seconds: 10}\n");
   Child sleeper;
-  const pid_t pid = p.track(sleeper);
+  const pid_t pid = track_over_budget(p, sleeper);
   FakeTracer::Proc& fp = p.tracer.procs.at(pid);
-  p.overhead.tick(0);
-  fp.hits = 5000;
-  p.overhead.tick(1);
   const TrackedProcess& t = p.state.tracked.at(pid);
   ASSERT_TRUE(t.bursts.active());
   for (double now = 1.1; now < 4 && t.bursts.active(); now += 0.1) {
