@@ -74,9 +74,11 @@ static __always_inline void emit(struct lw_target *t, __u32 type, __u32 tgid, __
   count(LW_CNT_EVENTS_SEEN);
   struct lw_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
   if (!e) {
-    count(LW_CNT_EVENTS_DROPPED_RINGBUF);
+    /* The target's count first: user space reads the global one, then the
+     * target's, and a loss it saw globally must already show there. */
     if (t)
       __sync_fetch_and_add(&t->lost, 1);
+    count(LW_CNT_EVENTS_DROPPED_RINGBUF);
     return;
   }
   __u64 id = bpf_get_current_pid_tgid();

@@ -399,8 +399,13 @@ Result<bool> Tracer::wait_for_tables(std::chrono::milliseconds timeout,
 void Tracer::after_poll() {
   // A drop anywhere shows in the global counter; only then look per target.
   Counters c = session_->read_counters();
-  bool drops = c[LW_CNT_EVENTS_DROPPED_RINGBUF] != drops_seen_;
-  if (drops) {
+  const bool new_drops = c[LW_CNT_EVENTS_DROPPED_RINGBUF] != drops_seen_;
+  // The targets are looked at again one poll after a loss: a drop counted
+  // on another CPU while these counters were read may show in a target's
+  // count only afterwards.
+  const bool drops = new_drops || drops_recheck_;
+  drops_recheck_ = new_drops;
+  if (new_drops) {
     // Consume what is already buffered first, so the map read below is not
     // older than the events still queued before it.
     if (!session_->drain()) ++stats_.ringbuf_errors;
@@ -432,7 +437,7 @@ void Tracer::after_poll() {
     // map of millions of records (seconds to read, in which the burst
     // overflows the ring again) is read back at most a tenth of the time,
     // as kernel_live_bytes() is.
-    if (proc->resync_pending && (!drops || monotonic_ns() >= kernel_read_allowed_ns_)) {
+    if (proc->resync_pending && (!new_drops || monotonic_ns() >= kernel_read_allowed_ns_)) {
       proc->resync_pending = false;
       resync(*proc);
       resynced = true;

@@ -238,6 +238,7 @@ class Tracer {
   StackGcPass stack_gc_;
   StackResolver resolver_;  // after the rest: its symbol thread stops first
   uint64_t drops_seen_ = 0;
+  bool drops_recheck_ = false;  // look at the targets' losses again next poll
   std::function<void(const void*, size_t)> tap_;
   uint64_t kernel_read_allowed_ns_ = 0;  // kernel_live_bytes()'s next read
   uint64_t shares_due_ns_ = 0;           // the next fair-share look (decision fair-shares)

@@ -8,7 +8,11 @@
 // of 64 MiB the runtime committed. Transparent huge pages are off for the
 // process (PR_SET_THP_DISABLE; the runtime asks for them on its heap, and
 // one touched byte could then make 2 MiB resident), so that touched pages
-// are what is resident. Speaks the protocol of ../target_protocol.h.
+// are what is resident. The collector is off (debug.SetGCPercent(-1)): every
+// slice comes from memory fresh from the kernel, which the runtime knows is
+// zero and does not clear, where a span reused after a collection would be
+// cleared whole (1 MiB touched for 512 KiB). Speaks the protocol of
+// ../target_protocol.h.
 package main
 
 /*
@@ -20,6 +24,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -37,6 +42,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "prctl(PR_SET_THP_DISABLE): %v\n", errno)
 		os.Exit(1)
 	}
+	debug.SetGCPercent(-1)
 	_ = C.have_cgo()
 	in := bufio.NewScanner(os.Stdin)
 	fmt.Printf("ready %d\n", os.Getpid())
