@@ -16,8 +16,8 @@ build=${FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S fuzz -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 # The fuzzers run side by side, one per core (LW_FUZZ_JOBS, default nproc):
-# each still gets its SECONDS of a whole core, and CI's 8 x 60 s take 4
-# minutes on 2 cores instead of 8.
+# each still gets its SECONDS of a whole core, and CI's 9 x 30 s take 2.5
+# minutes on 2 cores instead of 4.5.
 jobs=${LW_FUZZ_JOBS:-$(nproc)}
 case "$jobs" in ''|*[!0-9]*|0) echo "fuzz.sh: LW_FUZZ_JOBS must be a positive number" >&2; exit 2 ;; esac
 run_one() {

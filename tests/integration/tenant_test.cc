@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -331,6 +332,133 @@ TEST(HostileTenant, RotatingTopSitesArePrunedAndAProcessOverItsCapIsShed) {
   EXPECT_LE(shed.at("bytes").get<uint64_t>(), 16u << 20);
   EXPECT_EQ(daemon.get("/api/v1/status").status, 200);
   tenant.write_line("exit");
+}
+
+// A fake CPython (tests/targets/fake_python.c) as uid 65533, traced in
+// mode full: it starts `tenant`'s probes and waits for them.
+struct FakePython {
+  TempDir bin;
+  std::string exe;
+  std::unique_ptr<DaemonProcess> daemon;
+  std::unique_ptr<Process> tenant;
+  explicit FakePython(const std::string &config_extra) {
+    EXPECT_EQ(chmod(bin.path().c_str(), 0755), 0);
+    exe = private_target_copy(bin.path(), "fake_python");
+    daemon = std::make_unique<DaemonProcess>(DaemonProcess::Options{
+        .config_body = config_extra + "targets:\n  - name: tenant\n    match: " + comm_selector(file_name_of(exe)) +
+                       "\n    mode: full\n",
+        .args = {}});
+    daemon->wait_notify("READY=1", kReadyTimeout);
+    tenant = std::make_unique<Process>(std::vector<std::string>{exe}, Process::Options{.as_uid = 65533});
+    EXPECT_EQ(read_ready(*tenant), tenant->pid());
+    daemon->wait_for_process(tenant->pid(), kApiTimeout);
+    daemon->wait_for_status([](const Json &s) { return !attached_probes(s).empty(); }, kApiTimeout,
+                            "probes attached");
+    // Its Python frames are read (the interpreter found, its key read).
+    EXPECT_TRUE(wait_until(10s, [&] {
+      auto p = daemon->find_process(tenant->pid());
+      return p && p->contains("python") && p->at("python").is_object() && p->at("python").value("frames", false);
+    }, 100ms)) << daemon->diagnostics();
+    churn_command(*tenant, "go");
+  }
+};
+
+// Issue 32: 600 code objects that share one 1 MiB location table, each on
+// a site whose line is at the table's end, from a fake CPython run as
+// another user. The daemon reads the table prefix each line needs and
+// keeps the line, never the table: every site is named (function, file and
+// line: the table's first entry says firstlineno + 2), what it holds for the
+// code objects stays under 4 MiB, and its peak RSS under 256 MiB. Before
+// decision compressed-sections the code-object cache kept a copy of the
+// table per code object: 603 MiB (a unit test measured it on the same
+// layout), 60 -> 715 MiB of RSS in 10 s.
+TEST(HostileTenant, CodeObjectsSharingAHugeLineTableAreNotCopied) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  FakePython fake("top_sites_per_process: 1000\n");
+  DaemonProcess &daemon = *fake.daemon;
+  const uint64_t rss_ready = status_kib(daemon.pid(), "VmRSS:");
+  const unsigned codes = 600;
+  churn_command(*fake.tenant, "codes " + std::to_string(codes) + " 1048576");
+  std::set<std::string> named, lined;  // distinct code objects
+  Json sites;
+  wait_until(30s, [&] {
+    sites = daemon.sites_at_or_after(fake.tenant->pid(), unix_now() + 0.5, kApiTimeout);
+    named.clear();
+    lined.clear();
+    for (const Json &site : sites.at("sites"))
+      for (const Json &frame : site.at("frames")) {
+        const std::string fn = frame.value("function", "");
+        if (fn.rfind("fake_code_", 0) != 0 || frame.value("file", "") != "/srv/fake.py") continue;
+        named.insert(fn);
+        if (frame.value("line", 0) == 100 + std::stoi(fn.substr(10)) + 2) lined.insert(fn);
+      }
+    return named.size() >= codes;
+  }, 500ms);
+  const Json p = daemon.find_process(fake.tenant->pid()).value_or(Json::object());
+  const Json python = p.value("python", Json::object());
+  const uint64_t held = python.value("code_cache_bytes", uint64_t{0});
+  const uint64_t read = python.value("line_table_bytes_read", uint64_t{0});
+  const uint64_t peak_kib = status_kib(daemon.pid(), "VmHWM:");
+  std::printf("[ figures  ] %u code objects sharing a 1 MiB line table, fake CPython as uid 65533: %u sites named, "
+              "%u with the table's line; code cache %llu bytes, %llu table bytes read; daemon RSS %.1f MiB at "
+              "ready, peak %.1f MiB\n",
+              codes, static_cast<unsigned>(named.size()), static_cast<unsigned>(lined.size()),
+              static_cast<unsigned long long>(held), static_cast<unsigned long long>(read),
+              static_cast<double>(rss_ready) / 1024, static_cast<double>(peak_kib) / 1024);
+  const std::string context = python.dump() + "\n" + describe_sites(sites) + daemon.diagnostics();
+  EXPECT_EQ(named.size(), codes) << context;
+  EXPECT_EQ(lined.size(), codes) << context;
+  EXPECT_GT(held, 0u) << context;
+  EXPECT_LT(held, 4u << 20) << context;
+  EXPECT_GE(read, uint64_t{codes} << 20) << "each line needs the whole table\n" << context;
+  EXPECT_LT(peak_kib, 256u << 10) << context;
+  fake.tenant->write_line("exit");
+}
+
+// Issue 32: the same fake CPython rotating its top sites through stacks of
+// 64 forged Python frames (8 rounds of 200 new sites, each freeing the last
+// round's blocks): the stacks resolved for the freed sites are pruned, and
+// what the daemon holds stays at about two rounds' worth. Before decision
+// process-cost every resolved stack stayed until exec (+2.7 MiB/s).
+TEST(HostileTenant, RotatingForgedPythonFramesArePruned) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  FakePython fake("top_sites_per_process: 4000\n");
+  DaemonProcess &daemon = *fake.daemon;
+  const unsigned rounds = 8, per_round = 200;
+  uint64_t most_resolved = 0, most_bytes = 0;
+  bool deep = false;
+  for (unsigned r = 0; r < rounds; ++r) {
+    churn_command(*fake.tenant, "rotate " + std::to_string(r) + " " + std::to_string(per_round));
+    wait_published_after(daemon, unix_now() + 0.2);
+    if (auto p = daemon.find_process(fake.tenant->pid())) {
+      most_resolved = std::max(most_resolved, p->at("cost").at("stacks_resolved").get<uint64_t>());
+      most_bytes = std::max(most_bytes, p->at("cost").at("bytes").get<uint64_t>());
+    }
+    if (r == 0) {
+      // The sites carry the 64 forged frames, named.
+      const Json sites = daemon.sites_at_or_after(fake.tenant->pid(), unix_now(), kApiTimeout);
+      for (const Json &site : sites.at("sites")) {
+        unsigned n = 0;
+        for (const Json &frame : site.at("frames")) n += frame.value("function", "").rfind("rotating_", 0) == 0;
+        deep = deep || n == 64;
+      }
+      EXPECT_TRUE(deep) << describe_sites(sites);
+    }
+  }
+  std::optional<Json> p;
+  ASSERT_TRUE(wait_until(5s, [&] {
+    p = daemon.find_process(fake.tenant->pid());
+    return p && p->at("cost").at("stacks_pruned").get<uint64_t>() >= (rounds - 2) * per_round;
+  }, 200ms)) << (p ? p->dump() : "not listed") << daemon.diagnostics();
+  const Json cost = p->at("cost");
+  std::printf("[ figures  ] fake CPython as uid 65533, %u rounds of %u new top sites of 64 Python frames: at most "
+              "%llu stacks resolved, %llu pruned, at most %llu bytes held\n",
+              rounds, per_round, static_cast<unsigned long long>(most_resolved),
+              static_cast<unsigned long long>(cost.at("stacks_pruned").get<uint64_t>()),
+              static_cast<unsigned long long>(most_bytes));
+  EXPECT_TRUE(cost.at("shed").is_null()) << cost.dump();
+  EXPECT_LE(most_resolved, 3u * per_round + 10) << cost.dump();
+  fake.tenant->write_line("exit");
 }
 
 }  // namespace
