@@ -363,7 +363,14 @@ TEST(LeakwatchChurn, PidReuseAttributesNothingToTheNewProcess) {
 
   int probe_failures = 0;
   const auto end = t0 + std::chrono::seconds(seconds);
-  for (int k = 0; steady_clock::now() < end; ++k) {
+  // The churn goes on past `end` until every probe is launched (each waits
+  // seconds for its bytes: six in 60 s on a slow machine may not fit), at
+  // most 60 s more.
+  const auto churning = [&] {
+    const auto now = steady_clock::now();
+    return now < end || (static_cast<int>(probes.size()) < probes_wanted && now < end + 60s);
+  };
+  for (int k = 0; churning(); ++k) {
     ASSERT_TRUE(daemon.running()) << daemon.diagnostics();
     sample();
     const auto due = t0 + std::chrono::milliseconds(1000LL * seconds * (static_cast<long long>(probes.size()) + 1) /
