@@ -45,9 +45,15 @@ StackResolver::StackResolver(StackGcPass& stacks, const UnwindTables* unwind)
 }
 
 void StackResolver::configure_symbols(const SymbolsConfig& config) {
-  if (symbols_ && config == symbols_config_) return;
-  symbols_.reset();  // joins the old thread before the new one starts
+  // The perf-map limits apply to maps opened from now on; they alone do
+  // not restart the symbol thread (and drop its caches).
+  SymbolsConfig same_maps = config;
+  same_maps.perf_map_max_file_bytes = symbols_config_.perf_map_max_file_bytes;
+  same_maps.perf_map_max_memory_bytes = symbols_config_.perf_map_max_memory_bytes;
+  const bool unchanged = symbols_ && same_maps == symbols_config_;
   symbols_config_ = config;
+  if (unchanged) return;
+  symbols_.reset();  // joins the old thread before the new one starts
   symbols_ = std::make_unique<SymbolService>(symbol_service_options(config));
 }
 
@@ -258,7 +264,10 @@ StackAddress StackResolver::address_of(const TracedProcess& proc, const StoredFr
 const PerfMap* StackResolver::jit_names(TracedProcess& proc) {
   if (!proc.perf_map) {
     if (proc.exited) return nullptr;
-    proc.perf_map = std::make_unique<PerfMapFile>(proc.pid);
+    PerfMapLimits limits;
+    limits.max_file_bytes = symbols_config_.perf_map_max_file_bytes;
+    limits.max_memory_bytes = symbols_config_.perf_map_max_memory_bytes;
+    proc.perf_map = std::make_unique<PerfMapFile>(proc.pid, limits);
   }
   const uint64_t now = monotonic_ns();
   if (!proc.exited && (proc.perf_map_read_ns == 0 || now - proc.perf_map_read_ns >= kPerfMapReadIntervalNs)) {

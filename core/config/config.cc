@@ -124,6 +124,12 @@ void parse_symbols(ErrorSink& errors, const YAML::Node& node, const std::string&
                   }},
                  {"max_inflated_bytes", [&](const YAML::Node& v, const std::string& p) {
                     read_uint(errors, v, p, 0, 1ull << 40, out.max_inflated_bytes);
+                  }},
+                 {"perf_map_max_file_bytes", [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 0, 1ull << 40, out.perf_map_max_file_bytes);
+                  }},
+                 {"perf_map_max_memory_bytes", [&](const YAML::Node& v, const std::string& p) {
+                    read_uint(errors, v, p, 0, 1ull << 40, out.perf_map_max_memory_bytes);
                   }}});
 }
 

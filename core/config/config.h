@@ -190,6 +190,10 @@ struct SymbolsConfig {
   // What libelf may inflate for the compressed sections of the objects and
   // debug files open at once (issue 32; SymbolizerLimits::max_inflated_bytes).
   uint64_t max_inflated_bytes = 128u << 20;
+  // A runtime's perf map (decision jit-perf-maps; PerfMapLimits): bytes
+  // read from one process's map in all, and what its kept entries may take.
+  uint64_t perf_map_max_file_bytes = 64ull << 20;
+  uint64_t perf_map_max_memory_bytes = 16ull << 20;
   bool operator==(const SymbolsConfig&) const = default;
 };
 

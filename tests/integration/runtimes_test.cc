@@ -33,6 +33,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/integration/daemon_harness.h"
 #include "tests/integration/harness.h"
 
 namespace lw::itest {
@@ -108,8 +109,10 @@ void tally(RuntimeRun& r) {
 // `after_done` run at those points (the JVM's map is written on request).
 // `traced`: the process to trace when it is not `target` itself (a child in
 // a pid namespace); called once the target said ready.
+// `top_args`: more options for `leakwatch top`.
 RuntimeRun run_runtime(Process& target, const std::function<void()>& after_ready,
-                       const std::function<void()>& after_done, const std::function<pid_t()>& traced = nullptr) {
+                       const std::function<void()>& after_done, const std::function<pid_t()>& traced = nullptr,
+                       const std::vector<std::string>& top_args = {}) {
   RuntimeRun r;
   auto ready = target.read_line(std::chrono::milliseconds(60000));
   if (!ready || ready->rfind("ready ", 0) != 0)
@@ -117,7 +120,9 @@ RuntimeRun run_runtime(Process& target, const std::function<void()>& after_ready
                              target.stderr_text());
   r.pid = traced ? traced() : target.pid();
   if (after_ready) after_ready();
-  Process leakwatch({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(r.pid), "--json", "--interval", "0.2"});
+  std::vector<std::string> argv = {LW_LEAKWATCH_BIN, "top", "-p", std::to_string(r.pid), "--json", "--interval", "0.2"};
+  argv.insert(argv.end(), top_args.begin(), top_args.end());
+  Process leakwatch(argv);
   const double start = now_s();
   for (Json snap = next_json(leakwatch, 60); !tables_ready(snap) && now_s() - start < 30;)
     snap = next_json(leakwatch, 60);
@@ -166,23 +171,48 @@ void expect_named(const RuntimeRun& r, bool walk_goes_on, std::string map = "") 
               100.0 * static_cast<double>(r.under_function - r.expected) / static_cast<double>(r.expected));
 }
 
+// Node keeping Buffers (tests/targets/node/keep_buffers.js) in a scratch
+// working directory: --perf-basic-prof also has V8 write isolate-*-v8.log
+// there (sh execs node: the same pid). Returns what `top` saw.
+RuntimeRun run_node(const std::vector<std::string>& top_args = {}) {
+  const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
+  TempDir scratch;
+  Process target({"/bin/sh", "-c", "cd " + scratch.path() + " && exec " + node_binary() +
+                                       " --perf-basic-prof --interpreted-frames-native-stack " + script + " 256"});
+  PerfMapCleanup cleanup{target.pid()};
+  return run_runtime(target, nullptr, nullptr, nullptr, top_args);
+}
+
 TEST(Runtimes, NodeBuffersLandUnderTheJsFunction) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
   if (access(node_binary().c_str(), X_OK) != 0)
     GTEST_SKIP() << node_binary() << " missing: apt-get install nodejs (scripts/install-deps.sh)";
-  const std::string script = std::string(LW_SOURCE_DIR) + "/tests/targets/node/keep_buffers.js";
-  // --perf-basic-prof also has V8 write isolate-*-v8.log into the working
-  // directory: node runs in a scratch one (sh execs it: the same pid).
-  char scratch[] = "/tmp/lw-node-cwd.XXXXXX";
-  ASSERT_NE(mkdtemp(scratch), nullptr);
-  struct RemoveScratch {
-    const char* path;
-    ~RemoveScratch() { std::filesystem::remove_all(path); }
-  } remove_scratch{scratch};
-  Process target({"/bin/sh", "-c", "cd " + std::string(scratch) + " && exec " + node_binary() +
-                                       " --perf-basic-prof --interpreted-frames-native-stack " + script + " 256"});
-  PerfMapCleanup cleanup{target.pid()};
-  expect_named(run_runtime(target, nullptr, nullptr), true);
+  expect_named(run_node(), true);
+}
+
+// The perf map's caps from the config (symbols.perf_map_max_file_bytes,
+// .perf_map_max_memory_bytes; here `top --config`'s symbols section): V8
+// writes every builtin at start-up, well past 64 KiB, so a 64 KiB file cap
+// stops the read there, and an 8 KiB memory cap refuses entries. Both show
+// in `jit`; the JS function is not named (its line comes later).
+TEST(Runtimes, NodePerfMapCapsFromTheConfig) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (access(node_binary().c_str(), X_OK) != 0)
+    GTEST_SKIP() << node_binary() << " missing: apt-get install nodejs (scripts/install-deps.sh)";
+  TempDir dir;
+  const std::string config = dir.path() + "/leakwatch.yaml";
+  std::ofstream(config) << "symbols:\n  perf_map_max_file_bytes: 65536\n  perf_map_max_memory_bytes: 8192\n";
+  const RuntimeRun r = run_node({"--config", config});
+  const Json& jit = r.snapshot.at("jit");
+  ASSERT_TRUE(jit.is_object()) << r.snapshot.dump();
+  std::printf("[          ] caps 65536 read, 8192 kept: %s\n", jit.dump().c_str());
+  EXPECT_TRUE(jit.at("file_capped").get<bool>()) << jit.dump();
+  EXPECT_LE(jit.at("bytes_read").get<int64_t>(), 65536) << jit.dump();
+  EXPECT_GT(jit.at("bytes_read").get<int64_t>(), 0) << jit.dump();
+  EXPECT_LE(jit.at("memory_bytes").get<int64_t>(), 8192) << jit.dump();
+  EXPECT_GT(jit.at("entries").get<int64_t>(), 0) << jit.dump();
+  EXPECT_GT(jit.at("entries_refused").get<int64_t>(), 0) << jit.dump();
+  EXPECT_EQ(r.under_function, 0) << describe_sites(r.snapshot);
 }
 
 // A container's view: Node as pid 1 of its own pid namespace, with its own

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config/config.h"
+#include "core/symbols/perf_map.h"
 #include "core/config/yaml_support.h"
 #include "tests/unit/config_test_support.h"
 
@@ -399,6 +400,10 @@ TEST(Config, SymbolsDefaultsAreOffAndDocumented) {
   EXPECT_EQ(c.symbols.cache_max_bytes, 1ull << 30);
   EXPECT_EQ(c.symbols.timeout_seconds, 30u);
   EXPECT_EQ(c.symbols.max_inflated_bytes, 128u << 20);  // decision compressed-sections
+  EXPECT_EQ(c.symbols.perf_map_max_file_bytes, 64u << 20);  // PerfMapLimits' defaults
+  EXPECT_EQ(c.symbols.perf_map_max_memory_bytes, 16u << 20);
+  EXPECT_EQ(c.symbols.perf_map_max_file_bytes, PerfMapLimits{}.max_file_bytes);
+  EXPECT_EQ(c.symbols.perf_map_max_memory_bytes, PerfMapLimits{}.max_memory_bytes);
   EXPECT_EQ(parse_ok("symbols:\n").symbols, SymbolsConfig{});
 }
 
@@ -410,7 +415,9 @@ TEST(Config, SymbolsKeys) {
       "  cache_dir: /var/cache/lw\n"
       "  cache_max_bytes: 1048576\n"
       "  timeout_seconds: 5\n"
-      "  max_inflated_bytes: 0\n");
+      "  max_inflated_bytes: 0\n"
+      "  perf_map_max_file_bytes: 268435456\n"
+      "  perf_map_max_memory_bytes: 0\n");
   EXPECT_EQ(c.symbols.debug_dirs, (std::vector<std::string>{"/usr/lib/debug", "/opt/debug"}));
   EXPECT_EQ(c.symbols.debuginfod_urls,
             (std::vector<std::string>{"https://debuginfod.debian.net", "http://127.0.0.1:8002"}));
@@ -418,6 +425,8 @@ TEST(Config, SymbolsKeys) {
   EXPECT_EQ(c.symbols.cache_max_bytes, 1048576u);
   EXPECT_EQ(c.symbols.timeout_seconds, 5u);
   EXPECT_EQ(c.symbols.max_inflated_bytes, 0u);
+  EXPECT_EQ(c.symbols.perf_map_max_file_bytes, 256u << 20);
+  EXPECT_EQ(c.symbols.perf_map_max_memory_bytes, 0u);
   // An empty list turns the directory search off.
   EXPECT_TRUE(parse_ok("symbols: {debug_dirs: []}\n").symbols.debug_dirs.empty());
 }
@@ -436,6 +445,8 @@ TEST(Config, BadSymbolsKeys) {
   EXPECT_TRUE(has(parse_bad("symbols: {cache_max_bytes: 1000}\n"), "between 1048576"));
   EXPECT_TRUE(has(parse_bad("symbols: {timeout_seconds: 0}\n"), "between 1 and 600"));
   EXPECT_TRUE(has(parse_bad("symbols: {max_inflated_bytes: 1099511627777}\n"), "between 0 and"));
+  EXPECT_TRUE(has(parse_bad("symbols: {perf_map_max_file_bytes: 1099511627777}\n"), "between 0 and"));
+  EXPECT_TRUE(has(parse_bad("symbols: {perf_map_max_memory_bytes: -1}\n"), "perf_map_max_memory_bytes"));
   std::string many = "symbols:\n  debug_dirs:\n";
   for (int i = 0; i < 17; ++i) many += "    - /d" + std::to_string(i) + "\n";
   EXPECT_TRUE(has(parse_bad(many), "more than 16"));
