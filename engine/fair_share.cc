@@ -39,6 +39,22 @@ uint64_t RecordBudget::user_records(const TracedProcess& p) const {
   return it == user_records_.end() ? 0 : it->second;
 }
 
+uint64_t RecordBudget::user_share(const TracedProcess& p) const {
+  if (!share_ || !p.options.uid || *p.options.uid == 0) return share_;
+  const uint64_t mine = user_records(p);
+  const uint64_t others = stats_.live_records > mine ? stats_.live_records - mine : 0;
+  const uint64_t left = capacity_ > others ? capacity_ - others : 0;
+  return std::min(share_, std::max<uint64_t>(left / 4 * 3, 1));
+}
+
+uint64_t RecordBudget::user_stack_share(const TracedProcess& p) const {
+  if (!p.options.uid || *p.options.uid == 0) return stack_share();
+  const uint64_t mine = user_stacks(p);
+  const uint64_t others = stacks_held_ > mine ? stacks_held_ - mine : 0;
+  const uint64_t left = stack_entries_ > others ? stack_entries_ - others : 0;
+  return std::min(stack_share(), std::max<uint64_t>(left / 4 * 3, 1));
+}
+
 uint64_t RecordBudget::user_stacks(const TracedProcess& p) const {
   if (!p.options.uid || *p.options.uid == 0) return 0;
   auto it = user_stacks_.find(*p.options.uid);
@@ -52,8 +68,9 @@ uint64_t RecordBudget::user_stacks(const TracedProcess& p) const {
 void RecordBudget::enforce_share(TracedProcess& p, const char* whose) {
   const uint64_t all = p.heap.record_count();
   const uint64_t near = share_ - share_ / 100;
+  const uint64_t user = user_share(p);
   if (p.heap.record_count(LW_KIND_HEAP) * 2 >= all && sample_automatically(p, "fair_share") &&
-      p.heap.record_count() < near && user_records(p) < near) {
+      p.heap.record_count() < near && user_records(p) < user - user / 100) {
     if (std::optional<lw_target> t = session_.get_target(p.pid)) write_limits(p, *t, p.stacks_held);
     return;
   }
@@ -64,11 +81,11 @@ void RecordBudget::set_over_share(TracedProcess& p, const char* whose) {
   p.over_share = whose;
   (void)session_.set_target(p.pid, current_flags(p), 0, heap_mean(p));
   ++stats_.fair_share_marks;
-  LW_LOG_INFO("fair share: pid %d (%s) holds %llu live records (its user %llu; share %llu, "
-              "limits.fair_share_percent): nothing new is recorded for it (%s share)",
+  LW_LOG_INFO("fair share: pid %d (%s) holds %llu live records (its user %llu; share %llu, its user's "
+              "%llu, limits.fair_share_percent): nothing new is recorded for it (%s share)",
               p.pid, p.comm.c_str(), static_cast<unsigned long long>(p.heap.record_count()),
               static_cast<unsigned long long>(user_records(p)), static_cast<unsigned long long>(share_),
-              whose);
+              static_cast<unsigned long long>(user_share(p)), whose);
 }
 
 // What the kernel may still insert for `p`, and store of its stacks: its
@@ -78,11 +95,11 @@ void RecordBudget::set_over_share(TracedProcess& p, const char* whose) {
 // side's counters.
 void RecordBudget::write_limits(TracedProcess& p, const lw_target& t, uint64_t stacks_held) {
   const uint64_t in_flight = t.records_added > p.records_added_seen ? t.records_added - p.records_added_seen : 0;
-  const uint64_t held = std::max(p.heap.record_count(), user_records(p)) + in_flight;
-  const uint64_t records = share_ && held < share_ ? share_ - held : 0;
+  const auto room = [](uint64_t share, uint64_t held) { return held < share ? share - held : 0; };
+  const uint64_t records = std::min(room(share_, p.heap.record_count() + in_flight),
+                                    room(user_share(p), user_records(p) + in_flight));
   const uint64_t record_limit = share_ ? t.records_added + records + 1 : 0;
-  const uint64_t stack_used = std::max(stacks_held, user_stacks(p));
-  const uint64_t stacks = stack_used < stack_share() ? stack_share() - stack_used : 0;
+  const uint64_t stacks = std::min(room(stack_share(), stacks_held), room(user_stack_share(p), user_stacks(p)));
   const uint64_t stack_limit = t.stacks_added + stacks + 1;
   if (record_limit == p.record_limit && stack_limit == p.stack_limit) return;
   if (!session_.set_share_limits(p.pid, record_limit, stack_limit)) return;
@@ -108,19 +125,21 @@ void RecordBudget::check_shares() {
   // of them).
   std::vector<std::pair<TracedProcess*, lw_target>> live;
   user_stacks_.clear();
+  stacks_held_ = 0;
   for (auto& [pid, p] : procs_) {
     if (p->exited) continue;
     std::optional<lw_target> t = session_.get_target(pid);
     if (!t) continue;
     p->stacks_held = t->stacks_added > p->stacks_freed ? t->stacks_added - p->stacks_freed : 0;
     if (p->options.uid && *p->options.uid != 0) user_stacks_[*p->options.uid] += p->stacks_held;
+    stacks_held_ += p->stacks_held;
     live.emplace_back(p.get(), *t);
   }
   const uint64_t share = stack_share();
   for (auto& [p, t] : live) {
     write_limits(*p, t, p->stacks_held);
     const uint64_t user = user_stacks(*p);
-    const char* whose = p->stacks_held >= share ? "process" : user >= share ? "user" : "";
+    const char* whose = p->stacks_held >= share ? "process" : user >= user_stack_share(*p) ? "user" : "";
     if (*whose && !*p->stack_over_share) {
       ++stats_.fair_share_stack_marks;
       LW_LOG_INFO("fair share: pid %d (%s) holds %llu stacks (its user %llu; share %llu of the stack map, "
@@ -134,8 +153,7 @@ void RecordBudget::check_shares() {
 
 void RecordBudget::unmark_under_share(TracedProcess& p) {
   if (std::string_view(p.over_share) == "memory_budget") return;  // until exec
-  const uint64_t low = share_ / 8 * 7;
-  if (p.heap.record_count() >= low || user_records(p) >= low) return;
+  if (p.heap.record_count() >= share_ / 8 * 7 || user_records(p) >= user_share(p) / 8 * 7) return;
   p.over_share = "";
   (void)session_.set_target(p.pid, current_flags(p), 0, heap_mean(p));
   LW_LOG_INFO("fair share: pid %d (%s) back under its share of the live map: recording again", p.pid,

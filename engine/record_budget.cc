@@ -41,6 +41,7 @@ void RecordBudget::update_auto_sampling() {
   auto_sampling_.records = std::min<uint64_t>(160000, std::max<uint64_t>(capacity / 8, 1));
   sample_blocked_at_ = 0;
   share_ = share_percent_ < 100 ? std::max<uint64_t>(capacity * share_percent_ / 100, 1) : 0;
+  capacity_ = capacity;
 }
 
 void RecordBudget::after_record(TracedProcess& p, const Event& e, uint64_t records_before) {
@@ -53,10 +54,10 @@ void RecordBudget::after_record(TracedProcess& p, const Event& e, uint64_t recor
   // its share (the kernel's limit stops it there) is brought back under
   // before anything else is thinned.
   if (share_ && !*p.over_share) {
-    const uint64_t near = share_ - share_ / 100;
-    if (after >= near)
+    const uint64_t user = user_share(p);
+    if (after >= share_ - share_ / 100)
       enforce_share(p, "process");
-    else if (user_records(p) >= near)
+    else if (user_records(p) >= user - user / 100)
       enforce_share(p, "user");
   }
   if (auto_sampling_.share) {

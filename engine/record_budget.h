@@ -77,6 +77,11 @@ class RecordBudget {
   // A record change of `p` by `delta` records: its user's count.
   void count_user(const TracedProcess& p, int64_t delta);
   uint64_t user_records(const TracedProcess& p) const;
+  // What `p`'s user may hold (decision fair-shares, "Two users"): its share,
+  // and at most three quarters of what every other process leaves of the
+  // capacity, so that users together never fill a map. share_ for root.
+  uint64_t user_share(const TracedProcess& p) const;
+  uint64_t user_stack_share(const TracedProcess& p) const;
   // `p` or its user passed its share of the live map: sample its heap, or
   // mark it over share. "process" or "user".
   void enforce_share(TracedProcess& p, const char* whose);
@@ -99,7 +104,9 @@ class RecordBudget {
   uint64_t sample_blocked_at_ = 0;  // as shed_blocked_at_, for sample_largest()
   uint32_t share_percent_ = 100;
   uint64_t share_ = 0;           // live records, per process and per user; 0: none
+  uint64_t capacity_ = 0;        // the live-record capacity the shares are of
   uint64_t stack_entries_ = 0;
+  uint64_t stacks_held_ = 0;     // every process's stacks in use at the last look
   std::unordered_map<uint32_t, uint64_t> user_records_;  // users other than root
   std::unordered_map<uint32_t, uint64_t> user_stacks_;   // ...their stacks in use at the last look
 };

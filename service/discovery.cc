@@ -118,12 +118,15 @@ void ProcessDiscovery::attach(pid_t pid, const ProcessIdentity& id, const Target
     return;
   }
   // A user's share of the slots (decision fair-shares): one user cannot
-  // keep another's processes untraced.
+  // keep another's processes untraced, and users together leave slots
+  // over ("Two users": at most three quarters of what the others leave).
   if (id.real_uid && *id.real_uid != 0 && config.limits.fair_share_percent < 100) {
     const size_t slots = config.limits.max_processes;
-    const size_t share = std::max<size_t>(slots * config.limits.fair_share_percent / 100, 1);
     size_t held = 0;
     for (const auto& [p, t] : state_.tracked) held += t.info.identity.real_uid == id.real_uid;
+    const size_t left = slots - (state_.tracked.size() - held);
+    const size_t share =
+        std::max<size_t>(std::min(slots * config.limits.fair_share_percent / 100, left / 4 * 3), 1);
     if (held >= share) {
       ++counters.refused_user_share;
       log_once("user_share", "limits.fair_share_percent: a user holds its share of limits.max_processes (" +

@@ -42,7 +42,7 @@ void command(Process &target, const std::string &line) {
 
 // The bystander's holder: started, attached, run; every one of its blocks
 // must be recorded under hold_block, exactly, with nothing lost.
-void expect_bystander_exact(DaemonProcess &daemon, Process &holder, int64_t blocks) {
+void expect_bystander_exact(DaemonProcess &daemon, Process &holder, int64_t blocks, uid_t uid = 65533) {
   ASSERT_EQ(read_ready(holder), holder.pid());
   daemon.wait_for_process(holder.pid(), kApiTimeout);
   const Json truth = go_and_read_truth(holder);
@@ -54,9 +54,9 @@ void expect_bystander_exact(DaemonProcess &daemon, Process &holder, int64_t bloc
   }, 200ms);
   const auto [count, bytes] = heap_live_at(sites, "hold_block");
   const Json &u = sites.at("unrecorded");
-  std::printf("[ figures  ] bystander (uid 65533): %lld of %lld blocks, %lld of %lld bytes under hold_block; "
+  std::printf("[ figures  ] bystander (uid %u): %lld of %lld blocks, %lld of %lld bytes under hold_block; "
               "coverage %.3f\n",
-              static_cast<long long>(count), static_cast<long long>(blocks), static_cast<long long>(bytes),
+              static_cast<unsigned>(uid), static_cast<long long>(count), static_cast<long long>(blocks), static_cast<long long>(bytes),
               static_cast<long long>(truth_bytes), u.at("coverage").get<double>());
   EXPECT_TRUE(all) << u.dump() << "\n" << daemon.diagnostics().substr(0, 4000);
   EXPECT_EQ(count, blocks);
@@ -107,6 +107,59 @@ TEST(FairShare, AMapFillerKeepsToItsShareAndAnotherUsersHeapIsExact) {
   expect_bystander_exact(daemon, holder, 20000);
   holder.write_line("exit");
   filler.write_line("exit");
+}
+
+// A filler (100,000 untouched one-page mmaps) as `nobody`, and its user's
+// share, whose holdings come back. Returns the filler's API entry once it
+// is marked over its share.
+Json fill_to_share(DaemonProcess &daemon, Process &filler) {
+  Json entry;
+  EXPECT_EQ(read_ready(filler), filler.pid());
+  daemon.wait_for_process(filler.pid(), kApiTimeout);
+  const Json filled = go_and_read_truth(filler, 60s);
+  EXPECT_EQ(filled.at("facts").at("mappings").get<int64_t>(), 100000);
+  EXPECT_TRUE(wait_until(20s, [&] {
+    entry = *daemon.find_process(filler.pid());
+    return !entry.at("unrecorded").at("fair_share").at("live_map").is_null();
+  }, 200ms)) << entry.dump().substr(0, 3000) << "\n" << daemon.diagnostics().substr(0, 3000);
+  return entry;
+}
+
+int64_t mmap_records(const Json &entry) {
+  return entry.at("kinds").at("mmap").at("live_allocations").get<int64_t>();
+}
+
+// Two hostile users, each filling the live map (65,536 entries) with
+// 100,000 mmaps: the first holds its half (32,768), the second three
+// quarters of what the first left (24,576), and a third user's 5,000 heap
+// blocks are all recorded, exactly (it may hold three quarters of the
+// 8,192 left). Before decision fair-shares' "Two users" each user had half
+// the map: the two filled it, and the third lost its blocks (map_full).
+TEST(FairShare, TwoMapFillersLeaveRoomForAThirdUser) {
+  TempDir bin;
+  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
+  const std::string filler_bin = private_target_copy(bin.path(), "map_filler");
+  const std::string holder_bin = private_target_copy(bin.path(), "holder");
+  DaemonProcess daemon({.config_body = two_targets(file_name_of(filler_bin), "light", file_name_of(holder_bin),
+                                                   "  live_map_entries: 65536\n  fair_share_percent: 50\n"),
+                        .args = {}});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  Process first({filler_bin, "100000"}, {.as_nobody = true});
+  const int64_t first_held = mmap_records(fill_to_share(daemon, first));
+  Process second({filler_bin, "100000"}, {.as_uid = 65533});
+  const int64_t second_held = mmap_records(fill_to_share(daemon, second));
+  std::printf("[ figures  ] two fillers of 100,000 mmaps on a 65,536-entry map: nobody holds %lld, uid 65533 "
+              "holds %lld, %lld left\n",
+              static_cast<long long>(first_held), static_cast<long long>(second_held),
+              static_cast<long long>(65536 - first_held - second_held));
+  EXPECT_LE(first_held, 65536 / 2 + 64);
+  EXPECT_LE(second_held, (65536 - first_held) / 4 * 3 + 64);
+  EXPECT_GE(second_held, (65536 - first_held) / 4 * 3 - 1024);
+  Process holder({holder_bin, "5000"}, {.as_uid = 65532});
+  expect_bystander_exact(daemon, holder, 5000, 65532);
+  holder.write_line("exit");
+  second.write_line("exit");
+  first.write_line("exit");
 }
 
 // stack_churn as nobody stores 600 distinct stacks (freed at once) against
@@ -173,6 +226,43 @@ TEST(FairShare, OneUserHoldsItsShareOfProcessSlots) {
   std::printf("[ figures  ] max_processes 4: nobody's 4 processes, %d attached, %llu refused (user_share); "
               "uid 65533's attached\n",
               attached, static_cast<unsigned long long>(status.at("refused_user_share").get<uint64_t>()));
+}
+
+// limits.max_processes 8, two users starting 6 idle processes each:
+// nobody holds 4 (its half), uid 65533 three quarters of the 4 left (3),
+// and a third user's process still gets the last slot. Before decision
+// fair-shares' "Two users" the second user took its 4 and the third was
+// refused (max_processes).
+TEST(FairShare, TwoUsersLeaveAProcessSlotForAThird) {
+  TempDir bin;
+  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
+  const std::string idle = private_target_copy(bin.path(), "mp_idle");
+  DaemonProcess daemon({.config_body = "limits:\n  max_processes: 8\n  fair_share_percent: 50\n"
+                                       "targets:\n  - name: idle\n    match: " + comm_selector(file_name_of(idle)) +
+                                       "\n    mode: light\n",
+                        .args = {}});
+  daemon.wait_notify("READY=1", kReadyTimeout);
+  std::vector<std::unique_ptr<Process>> tenant;
+  int attached[2] = {0, 0};
+  for (int user = 0; user < 2; ++user) {
+    const size_t first = tenant.size();
+    for (int i = 0; i < 6; ++i)
+      tenant.push_back(std::make_unique<Process>(
+          std::vector<std::string>{idle}, user == 0 ? Process::Options{.as_nobody = true}
+                                                    : Process::Options{.as_uid = 65533}));
+    const uint64_t refused = user == 0 ? 2 : 5;  // nobody's 2, then 65533's 3 more
+    daemon.wait_for_status([&](const Json &s) { return s.at("refused_user_share").get<uint64_t>() >= refused; },
+                           kApiTimeout, "processes over the user's share refused");
+    for (size_t i = first; i < tenant.size(); ++i) attached[user] += daemon.find_process(tenant[i]->pid()).has_value();
+  }
+  EXPECT_EQ(attached[0], 4);
+  EXPECT_EQ(attached[1], 3);
+  Process third({idle}, {.as_uid = 65532});
+  EXPECT_TRUE(wait_until(10s, [&] { return daemon.find_process(third.pid()).has_value(); }, 50ms))
+      << daemon.diagnostics().substr(0, 3000);
+  std::printf("[ figures  ] max_processes 8: nobody's 6 processes, %d attached; uid 65533's 6, %d attached; "
+              "uid 65532's attached\n",
+              attached[0], attached[1]);
 }
 
 }  // namespace
