@@ -253,7 +253,14 @@ TEST(FairShare, TwoUsersLeaveAProcessSlotForAThird) {
     const uint64_t refused = user == 0 ? 2 : 5;  // nobody's 2, then 65533's 3 more
     daemon.wait_for_status([&](const Json &s) { return s.at("refused_user_share").get<uint64_t>() >= refused; },
                            kApiTimeout, "processes over the user's share refused");
-    for (size_t i = first; i < tenant.size(); ++i) attached[user] += daemon.find_process(tenant[i]->pid()).has_value();
+    // Listed once the daemon publishes (its view may lag the refusals).
+    const int expected = user == 0 ? 4 : 3;
+    wait_until(10s, [&] {
+      attached[user] = 0;
+      for (size_t i = first; i < tenant.size(); ++i)
+        attached[user] += daemon.find_process(tenant[i]->pid()).has_value();
+      return attached[user] >= expected;
+    }, 100ms);
   }
   EXPECT_EQ(attached[0], 4);
   EXPECT_EQ(attached[1], 3);
