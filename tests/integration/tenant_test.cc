@@ -451,11 +451,13 @@ TEST(HostileTenant, RotatingForgedPythonFramesArePruned) {
     return p && p->at("cost").at("stacks_pruned").get<uint64_t>() >= (rounds - 2) * per_round;
   }, 200ms)) << (p ? p->dump() : "not listed") << daemon.diagnostics();
   const Json cost = p->at("cost");
+  const uint64_t peak_kib = status_kib(daemon.pid(), "VmHWM:");
   std::printf("[ figures  ] fake CPython as uid 65533, %u rounds of %u new top sites of 64 Python frames: at most "
-              "%llu stacks resolved, %llu pruned, at most %llu bytes held\n",
+              "%llu stacks resolved, %llu pruned, at most %llu bytes held; daemon peak RSS %.1f MiB\n",
               rounds, per_round, static_cast<unsigned long long>(most_resolved),
               static_cast<unsigned long long>(cost.at("stacks_pruned").get<uint64_t>()),
-              static_cast<unsigned long long>(most_bytes));
+              static_cast<unsigned long long>(most_bytes), static_cast<double>(peak_kib) / 1024);
+  EXPECT_LT(peak_kib, 256u << 10);
   EXPECT_TRUE(cost.at("shed").is_null()) << cost.dump();
   EXPECT_LE(most_resolved, 3u * per_round + 10) << cost.dump();
   fake.tenant->write_line("exit");
