@@ -49,6 +49,10 @@ class OverheadController {
   // processes the tracer shed at the live-record cap.
   void handle_budget_sheds(double now_s);
 
+  // Where the bursts' offsets come from (uniform in [0, 1]); by default a
+  // generator seeded at random. Tests give fixed draws.
+  void set_offset_source(std::function<double()> draw) { draw_ = std::move(draw); }
+
   // /proc/PID/statm, one read of at most 255 bytes.
   static std::optional<StatmBytes> read_proc_statm(pid_t pid);
 
@@ -67,13 +71,14 @@ class OverheadController {
   // Every call (the daemon loop's 0.1 s): the phase switches due.
   void tick_bursts(double now_s);
   void burst_step(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
-  double uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+  double uniform() { return draw_ ? draw_() : std::uniform_real_distribution<double>(0, 1)(rng_); }
 
   DaemonState& state_;
   TracerControl& tracer_;
   MemoryReader read_memory_;
   double last_tick_s_ = -1e18;
   std::mt19937_64 rng_{std::random_device{}()};  // burst offsets
+  std::function<double()> draw_;                 // set_offset_source()
 };
 
 }  // namespace lw
