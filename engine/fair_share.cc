@@ -39,12 +39,16 @@ uint64_t RecordBudget::user_records(const TracedProcess& p) const {
   return it == user_records_.end() ? 0 : it->second;
 }
 
-uint64_t RecordBudget::user_share(const TracedProcess& p) const {
+uint64_t RecordBudget::user_share(const TracedProcess& p, uint64_t mine) const {
   if (!share_ || !p.options.uid || *p.options.uid == 0) return share_;
-  const uint64_t mine = user_records(p);
   const uint64_t others = stats_.live_records > mine ? stats_.live_records - mine : 0;
   const uint64_t left = capacity_ > others ? capacity_ - others : 0;
   return std::min(share_, std::max<uint64_t>(left / 4 * 3, 1));
+}
+
+bool RecordBudget::user_near_share(const TracedProcess& p, uint64_t mine) const {
+  const uint64_t share = user_share(p, mine);
+  return mine >= share - share / 100;
 }
 
 uint64_t RecordBudget::user_stack_share(const TracedProcess& p) const {
@@ -68,9 +72,8 @@ uint64_t RecordBudget::user_stacks(const TracedProcess& p) const {
 void RecordBudget::enforce_share(TracedProcess& p, const char* whose) {
   const uint64_t all = p.heap.record_count();
   const uint64_t near = share_ - share_ / 100;
-  const uint64_t user = user_share(p);
   if (p.heap.record_count(LW_KIND_HEAP) * 2 >= all && sample_automatically(p, "fair_share") &&
-      p.heap.record_count() < near && user_records(p) < user - user / 100) {
+      p.heap.record_count() < near && !user_near_share(p, user_records(p))) {
     if (std::optional<lw_target> t = session_.get_target(p.pid)) write_limits(p, *t, p.stacks_held);
     return;
   }
@@ -96,8 +99,9 @@ void RecordBudget::set_over_share(TracedProcess& p, const char* whose) {
 void RecordBudget::write_limits(TracedProcess& p, const lw_target& t, uint64_t stacks_held) {
   const uint64_t in_flight = t.records_added > p.records_added_seen ? t.records_added - p.records_added_seen : 0;
   const auto room = [](uint64_t share, uint64_t held) { return held < share ? share - held : 0; };
+  const uint64_t mine = user_records(p);
   const uint64_t records = std::min(room(share_, p.heap.record_count() + in_flight),
-                                    room(user_share(p), user_records(p) + in_flight));
+                                    room(user_share(p, mine), mine + in_flight));
   const uint64_t record_limit = share_ ? t.records_added + records + 1 : 0;
   const uint64_t stacks = std::min(room(stack_share(), stacks_held), room(user_stack_share(p), user_stacks(p)));
   const uint64_t stack_limit = t.stacks_added + stacks + 1;
@@ -153,7 +157,8 @@ void RecordBudget::check_shares() {
 
 void RecordBudget::unmark_under_share(TracedProcess& p) {
   if (std::string_view(p.over_share) == "memory_budget") return;  // until exec
-  if (p.heap.record_count() >= share_ / 8 * 7 || user_records(p) >= user_share(p) / 8 * 7) return;
+  const uint64_t mine = user_records(p);
+  if (p.heap.record_count() >= share_ / 8 * 7 || mine >= user_share(p, mine) / 8 * 7) return;
   p.over_share = "";
   (void)session_.set_target(p.pid, current_flags(p), 0, heap_mean(p));
   LW_LOG_INFO("fair share: pid %d (%s) back under its share of the live map: recording again", p.pid,

@@ -54,10 +54,9 @@ void RecordBudget::after_record(TracedProcess& p, const Event& e, uint64_t recor
   // its share (the kernel's limit stops it there) is brought back under
   // before anything else is thinned.
   if (share_ && !*p.over_share) {
-    const uint64_t user = user_share(p);
     if (after >= share_ - share_ / 100)
       enforce_share(p, "process");
-    else if (user_records(p) >= user - user / 100)
+    else if (user_near_share(p, user_records(p)))  // one lookup; none for root
       enforce_share(p, "user");
   }
   if (auto_sampling_.share) {

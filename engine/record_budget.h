@@ -80,7 +80,11 @@ class RecordBudget {
   // What `p`'s user may hold (decision fair-shares, "Two users"): its share,
   // and at most three quarters of what every other process leaves of the
   // capacity, so that users together never fill a map. share_ for root.
-  uint64_t user_share(const TracedProcess& p) const;
+  // `mine`: user_records(p), when the caller has it.
+  uint64_t user_share(const TracedProcess& p, uint64_t mine) const;
+  uint64_t user_share(const TracedProcess& p) const { return user_share(p, user_records(p)); }
+  // Whether `p`'s user (holding `mine`) is within 1% of its share.
+  bool user_near_share(const TracedProcess& p, uint64_t mine) const;
   uint64_t user_stack_share(const TracedProcess& p) const;
   // `p` or its user passed its share of the live map: sample its heap, or
   // mark it over share. "process" or "user".

@@ -68,50 +68,26 @@ void expect_bystander_exact(DaemonProcess &daemon, Process &holder, int64_t bloc
   EXPECT_EQ(sites.value("sampling", Json::object()).value("mean_bytes", 0), 0) << "the bystander was sampled";
 }
 
-// 100,000 untouched one-page mmaps as nobody against a 65,536-entry live
-// map: the filler is held to its half (marked over share, its further
-// mappings counted as over_share), and another user's 20,000 heap blocks
-// are all recorded, exactly, coverage 1. Before the shares the filler took
-// the whole map: the bystander lost its blocks (map_full), or automatic
-// sampling thinned the bystander's heap, not the filler's mappings.
-TEST(FairShare, AMapFillerKeepsToItsShareAndAnotherUsersHeapIsExact) {
+// map_filler and holder copies, and a daemon tracing them with a
+// 65,536-entry live map and shares of 50%.
+struct MapFillSetup {
   TempDir bin;
-  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
-  const std::string filler_bin = private_target_copy(bin.path(), "map_filler");
-  const std::string holder_bin = private_target_copy(bin.path(), "holder");
-  DaemonProcess daemon({.config_body = two_targets(file_name_of(filler_bin), "light", file_name_of(holder_bin),
-                                                   "  live_map_entries: 65536\n  fair_share_percent: 50\n"),
-                        .args = {}});
-  daemon.wait_notify("READY=1", kReadyTimeout);
+  std::string filler_bin, holder_bin;
+  std::unique_ptr<DaemonProcess> daemon;
+  MapFillSetup() {
+    EXPECT_EQ(chmod(bin.path().c_str(), 0755), 0);
+    filler_bin = private_target_copy(bin.path(), "map_filler");
+    holder_bin = private_target_copy(bin.path(), "holder");
+    daemon = std::make_unique<DaemonProcess>(DaemonProcess::Options{
+        .config_body = two_targets(file_name_of(filler_bin), "light", file_name_of(holder_bin),
+                                   "  live_map_entries: 65536\n  fair_share_percent: 50\n"),
+        .args = {}});
+    daemon->wait_notify("READY=1", kReadyTimeout);
+  }
+};
 
-  Process filler({filler_bin, "100000"}, {.as_nobody = true});
-  ASSERT_EQ(read_ready(filler), filler.pid());
-  daemon.wait_for_process(filler.pid(), kApiTimeout);
-  const Json filled = go_and_read_truth(filler, 60s);
-  ASSERT_EQ(filled.at("facts").at("mappings").get<int64_t>(), 100000);
-  Json entry;
-  ASSERT_TRUE(wait_until(20s, [&] {
-    entry = *daemon.find_process(filler.pid());
-    return !entry.at("unrecorded").at("fair_share").at("live_map").is_null();
-  }, 200ms)) << entry.dump().substr(0, 3000) << "\n" << daemon.diagnostics().substr(0, 3000);
-  const Json &fu = entry.at("unrecorded");
-  const int64_t refused = fu.at("kinds").at("mmap").at("allocations").at("over_share").get<int64_t>();
-  std::printf("[ figures  ] filler (nobody): 100,000 mmaps, %lld refused over its share, coverage %.3f, "
-              "marked over the %s share\n",
-              static_cast<long long>(refused), fu.at("coverage").get<double>(),
-              fu.at("fair_share").at("live_map").get<std::string>().c_str());
-  EXPECT_GE(refused, 100000 - 65536 / 2 - 64) << fu.dump();
-  EXPECT_LT(fu.at("coverage").get<double>(), 0.5) << fu.dump();
-
-  Process holder({holder_bin, "20000"}, {.as_uid = 65533});
-  expect_bystander_exact(daemon, holder, 20000);
-  holder.write_line("exit");
-  filler.write_line("exit");
-}
-
-// A filler (100,000 untouched one-page mmaps) as `nobody`, and its user's
-// share, whose holdings come back. Returns the filler's API entry once it
-// is marked over its share.
+// A started map_filler (100,000 untouched one-page mmaps) told to go: its
+// API entry once it is marked over its share.
 Json fill_to_share(DaemonProcess &daemon, Process &filler) {
   Json entry;
   EXPECT_EQ(read_ready(filler), filler.pid());
@@ -129,6 +105,33 @@ int64_t mmap_records(const Json &entry) {
   return entry.at("kinds").at("mmap").at("live_allocations").get<int64_t>();
 }
 
+// 100,000 untouched one-page mmaps as nobody against a 65,536-entry live
+// map: the filler is held to its half (marked over share, its further
+// mappings counted as over_share), and another user's 20,000 heap blocks
+// are all recorded, exactly, coverage 1. Before the shares the filler took
+// the whole map: the bystander lost its blocks (map_full), or automatic
+// sampling thinned the bystander's heap, not the filler's mappings.
+TEST(FairShare, AMapFillerKeepsToItsShareAndAnotherUsersHeapIsExact) {
+  MapFillSetup setup;
+  DaemonProcess &daemon = *setup.daemon;
+  Process filler({setup.filler_bin, "100000"}, {.as_nobody = true});
+  const Json entry = fill_to_share(daemon, filler);
+  ASSERT_FALSE(entry.at("unrecorded").at("fair_share").at("live_map").is_null());
+  const Json &fu = entry.at("unrecorded");
+  const int64_t refused = fu.at("kinds").at("mmap").at("allocations").at("over_share").get<int64_t>();
+  std::printf("[ figures  ] filler (nobody): 100,000 mmaps, %lld refused over its share, coverage %.3f, "
+              "marked over the %s share\n",
+              static_cast<long long>(refused), fu.at("coverage").get<double>(),
+              fu.at("fair_share").at("live_map").get<std::string>().c_str());
+  EXPECT_GE(refused, 100000 - 65536 / 2 - 64) << fu.dump();
+  EXPECT_LT(fu.at("coverage").get<double>(), 0.5) << fu.dump();
+
+  Process holder({setup.holder_bin, "20000"}, {.as_uid = 65533});
+  expect_bystander_exact(daemon, holder, 20000);
+  holder.write_line("exit");
+  filler.write_line("exit");
+}
+
 // Two hostile users, each filling the live map (65,536 entries) with
 // 100,000 mmaps: the first holds its half (32,768), the second three
 // quarters of what the first left (24,576), and a third user's 5,000 heap
@@ -136,17 +139,11 @@ int64_t mmap_records(const Json &entry) {
 // 8,192 left). Before decision fair-shares' "Two users" each user had half
 // the map: the two filled it, and the third lost its blocks (map_full).
 TEST(FairShare, TwoMapFillersLeaveRoomForAThirdUser) {
-  TempDir bin;
-  ASSERT_EQ(chmod(bin.path().c_str(), 0755), 0);
-  const std::string filler_bin = private_target_copy(bin.path(), "map_filler");
-  const std::string holder_bin = private_target_copy(bin.path(), "holder");
-  DaemonProcess daemon({.config_body = two_targets(file_name_of(filler_bin), "light", file_name_of(holder_bin),
-                                                   "  live_map_entries: 65536\n  fair_share_percent: 50\n"),
-                        .args = {}});
-  daemon.wait_notify("READY=1", kReadyTimeout);
-  Process first({filler_bin, "100000"}, {.as_nobody = true});
+  MapFillSetup setup;
+  DaemonProcess &daemon = *setup.daemon;
+  Process first({setup.filler_bin, "100000"}, {.as_nobody = true});
   const int64_t first_held = mmap_records(fill_to_share(daemon, first));
-  Process second({filler_bin, "100000"}, {.as_uid = 65533});
+  Process second({setup.filler_bin, "100000"}, {.as_uid = 65533});
   const int64_t second_held = mmap_records(fill_to_share(daemon, second));
   std::printf("[ figures  ] two fillers of 100,000 mmaps on a 65,536-entry map: nobody holds %lld, uid 65533 "
               "holds %lld, %lld left\n",
@@ -155,7 +152,7 @@ TEST(FairShare, TwoMapFillersLeaveRoomForAThirdUser) {
   EXPECT_LE(first_held, 65536 / 2 + 64);
   EXPECT_LE(second_held, (65536 - first_held) / 4 * 3 + 64);
   EXPECT_GE(second_held, (65536 - first_held) / 4 * 3 - 1024);
-  Process holder({holder_bin, "5000"}, {.as_uid = 65532});
+  Process holder({setup.holder_bin, "5000"}, {.as_uid = 65532});
   expect_bystander_exact(daemon, holder, 5000, 65532);
   holder.write_line("exit");
   second.write_line("exit");

@@ -141,6 +141,7 @@ static void codes(unsigned n, size_t table_bytes) {
   for (unsigned i = 0; i < n; i++) {
     char name[32];
     snprintf(name, sizeof name, "fake_code_%u", i);
+    set_current(NULL); /* the code object's own blocks carry no forged frame */
     char *code = make_code(name, 100 + (int)i, table, lasti / 2 + 8);
     set_frame(frame, code, lasti, NULL, 1);
     set_current(frame);
