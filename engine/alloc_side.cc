@@ -21,6 +21,7 @@ void ProcessAttacher::split_alloc_side(ObjectSpecs& specs, AttachedObject& obj) 
   std::vector<UprobeSpec> free_side;
   for (const UprobeSpec& e : specs.entries)
     (frees_in_drain(e.func) ? free_side : obj.alloc_entries).push_back(e);
+  obj.free_entries = free_side;
   specs.entries = std::move(free_side);
   obj.alloc_returns = std::move(specs.returns);
   specs.returns.clear();
@@ -58,6 +59,36 @@ Status ProcessAttacher::unpark_alloc_side() {
     if (fd_or) {
       Fd fd(*fd_or);
       st = attach_alloc_links("/proc/self/fd/" + std::to_string(fd.get()), o);
+    }
+    if (!st && first) first = Error{st.error().code, o.path + ": " + st.error().message};
+  }
+  return first;
+}
+
+std::vector<Link> ProcessAttacher::park_free_side() {
+  free_parked_ = true;
+  std::vector<Link> links;
+  for (AttachedObject& o : objects_) {
+    if (!o.map || o.free_entries.empty()) continue;  // not an allocator object
+    for (Link& l : o.links) links.push_back(std::move(l));
+    o.links.clear();
+  }
+  return links;
+}
+
+Status ProcessAttacher::unpark_free_side() {
+  free_parked_ = false;
+  Status first = ok_status();
+  for (AttachedObject& o : objects_) {
+    if (!o.map || o.free_entries.empty() || !o.links.empty()) continue;
+    Result<int> fd_or = open_mapped_file(pid_, *o.map);
+    Status st = fd_or ? ok_status() : Status(fd_or.error());
+    if (fd_or) {
+      Fd fd(*fd_or);
+      Result<std::vector<Link>> links =
+          session_.attach_uprobes(pid_, "/proc/self/fd/" + std::to_string(fd.get()), o.free_entries, false);
+      if (links) o.links = std::move(*links);
+      else st = links.error();
     }
     if (!st && first) first = Error{st.error().code, o.path + ": " + st.error().message};
   }

@@ -418,7 +418,7 @@ std::vector<Link> ProcessAttacher::take_links(bool heap, bool cuda, bool tensor)
       for (Link& l : o.alloc_links) links.push_back(std::move(l));
     }
   objects_.erase(std::remove_if(objects_.begin(), objects_.end(), taken), objects_.end());
-  if (heap) alloc_parked_ = false;  // attached again whole
+  if (heap) alloc_parked_ = free_parked_ = false;  // attached again whole
   refresh_functions();
   return links;
 }

@@ -51,6 +51,8 @@ struct AttachedObject {
   // and `map` attach them again.
   std::vector<Link> alloc_links;
   std::vector<UprobeSpec> alloc_entries, alloc_returns;
+  // Its free side, attached again after a park_free_side() (windows).
+  std::vector<UprobeSpec> free_entries;
   std::optional<MapEntry> map;
 };
 
@@ -131,6 +133,14 @@ class ProcessAttacher {
   std::vector<Link> park_alloc_side();
   Status unpark_alloc_side();
   bool alloc_parked() const { return alloc_parked_; }
+  // Windows (decision busy-processes, "Windows and walks"): with the
+  // allocating side parked, moves out the free side of the allocator
+  // objects too (no heap probe left), and attaches it again; the first
+  // failure is returned (those objects stay parked, tried at the next
+  // unpark). Objects attached while parked get their free side.
+  std::vector<Link> park_free_side();
+  Status unpark_free_side();
+  bool free_parked() const { return free_parked_; }
 
   // Detaches every probe (in parallel, see destroy_links()).
   void detach_all();
@@ -235,6 +245,7 @@ class ProcessAttacher {
   std::vector<std::string> tensor_refusals_;  // "libc10.so: ...", accumulated per object
   bool syscalls_ = true;
   bool alloc_parked_ = false;  // park_alloc_side() .. unpark_alloc_side()
+  bool free_parked_ = false;   // park_free_side() .. unpark_free_side()
   size_t shared_threshold_ = kSharedSyscallLinkThreshold;
   bool loader_attached_now_ = false;  // set by attach_loader_objects()
   SyscallTracing syscall_state_ = SyscallTracing::kPending;

@@ -79,6 +79,7 @@ void fill_process(ProcessSnapshot& snap, Tracer& tracer, const TracedProcess& pr
   snap.sample_mean_bytes = proc.heap.sample_mean();
   snap.time_sampled = proc.heap.time_sampled();
   snap.burst_fraction = proc.heap.time_fraction();
+  snap.heap_walk = proc.walk.view;
   snap.sampling_automatic = proc.auto_sample_mean > 0 && proc.auto_sample_mean == proc.heap.sample_mean();
   if (snap.sampling_automatic) {
     snap.sampling_reason = proc.auto_sample_reason;

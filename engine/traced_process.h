@@ -26,6 +26,7 @@
 #include "core/policy/process_cost.h"
 #include "core/proc/proc_maps.h"
 #include "core/symbols/perf_map.h"
+#include "engine/heap_walk.h"
 #include "core/symbols/symbolizer.h"
 #include "engine/process_attacher.h"
 #include "engine/python_process.h"
@@ -168,6 +169,10 @@ struct TracedProcess {
   // side is attached. Both end when the heap probes are detached.
   bool bursts = false;
   bool drain = false;
+  // Windows (decision busy-processes, "Windows and walks"): the free side
+  // is parked too, the records marked (engine/heap_walk.h).
+  bool parked = false;
+  HeapWalkState walk;
   // The memory budget shed this process's heap records
   // (decision daemon-memory-bound): its kernel flags leave heap accounting off
   // at once, before the daemon detaches the heap probes; cleared when heap

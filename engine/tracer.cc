@@ -162,11 +162,39 @@ Status Tracer::set_drain(pid_t pid, bool drain) {
     destroy_links(p->attacher->park_alloc_side());
     return ok_status();
   }
+  // Parked: the free side first, and the walk (set_parked).
+  if (p->parked)
+    if (Status parked = set_parked(pid, false); !parked) return parked;
   // The probes first: the flag goes once they fire.
   Status st = p->attacher->unpark_alloc_side();
   p->drain = false;
   if (Status t = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !t) return t;
   return st;
+}
+
+Status Tracer::set_parked(pid_t pid, bool parked) {
+  TracedProcess* p = process(pid);
+  if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
+  if (!p->options.heap || !p->attacher || p->parked == parked) return ok_status();
+  if (parked) {
+    if (!p->drain) return Error{EINVAL, "pid " + std::to_string(pid) + ": parking needs the drain"};
+    // Marked while the free side is on: every record is live now.
+    mark_heap_records(*p, *session_);
+    p->parked = true;
+    destroy_links(p->attacher->park_free_side());
+    return ok_status();
+  }
+  // The free side first: a free from now on is seen, the walk settles
+  // what was freed before.
+  Status st = p->attacher->unpark_free_side();
+  p->parked = false;
+  settle_heap_records(*p, *session_, heap_walk_max_bytes_);
+  return st;
+}
+
+bool Tracer::heap_walkable(pid_t pid) {
+  TracedProcess* p = process(pid);
+  return p != nullptr && lw::heap_walkable(*p);
 }
 
 void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<pid_t>& all_probe_pids) {
@@ -177,7 +205,8 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     if (!p || !p->options.heap) continue;
     // Flags first: the probes may still fire while their links close.
     p->options.heap = false;
-    p->bursts = p->drain = false;  // the bursts end with the probes
+    p->bursts = p->drain = p->parked = false;  // the bursts end with the probes
+    p->walk.marks.clear();
     p->heap.set_time_fraction(1, monotonic_ns());
     (void)session_->set_target(pid, current_flags(*p), 0, heap_mean(*p));
     // The heap probes only: CUDA's stay (governor, step-down).

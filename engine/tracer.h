@@ -86,6 +86,16 @@ class Tracer {
   // the free side stays, so recorded blocks are still retired when freed;
   // false: attached again.
   Status set_drain(pid_t pid, bool drain);
+  // Windows (decision busy-processes, "Windows and walks"; needs the drain):
+  // parked (true), the heap records are marked and the free side goes too;
+  // false, the free side comes back and the heap is walked
+  // (engine/heap_walk.h), retiring the records whose blocks were freed
+  // meanwhile, before the caller attaches the allocating side.
+  Status set_parked(pid_t pid, bool parked);
+  // Whether pid's heap can be walked (glibc's malloc).
+  bool heap_walkable(pid_t pid);
+  // At most this much of a process's memory read by one walk.
+  void set_heap_walk_max_bytes(uint64_t bytes) { heap_walk_max_bytes_ = bytes; }
   // Detaches the heap probes of every pid given (set_heap_tracing(pid,
   // false) for many) and, for `all_probe_pids` (the kill switch), every other
   // probe too (CUDA, mmap wrappers, ld.so), closing all links at once.
@@ -223,6 +233,7 @@ class Tracer {
   void sync_syscall_sites(TracedProcess& proc);
   void update_raw_syscalls();
   bool raw_syscalls_allowed_ = true;
+  uint64_t heap_walk_max_bytes_ = 256ull << 20;  // set_heap_walk_max_bytes()
   std::unique_ptr<BpfSession> session_;
   // After session_: destroyed (queue closed) before the session.
   std::unique_ptr<LinkCloser> closer_ = std::make_unique<LinkCloser>();

@@ -29,6 +29,8 @@ ProcessInfo process_info(const TrackedProcess& t) {
   p.bursts.bursts = t.bursts.bursts();
   p.bursts.burst_rate = t.bursts.burst_rate();
   p.bursts.drain_rate = t.bursts.drain_rate();
+  p.bursts.windows = t.bursts.windowed();
+  p.bursts.parked = t.bursts.parked();
   return p;
 }
 

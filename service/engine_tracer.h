@@ -30,6 +30,9 @@ class EngineTracer final : public TracerControl {
   Status set_heap_tracing(pid_t pid, bool on) override { return tracer_->set_heap_tracing(pid, on); }
   Status set_bursts(pid_t pid, double fraction) override { return tracer_->set_bursts(pid, fraction); }
   Status set_drain(pid_t pid, bool drain) override { return tracer_->set_drain(pid, drain); }
+  Status set_parked(pid_t pid, bool parked) override { return tracer_->set_parked(pid, parked); }
+  bool heap_walkable(pid_t pid) override { return tracer_->heap_walkable(pid); }
+  void set_heap_walk_max_bytes(uint64_t bytes) override { tracer_->set_heap_walk_max_bytes(bytes); }
   void detach_heap_many(const std::vector<pid_t>& heap_pids,
                         const std::vector<pid_t>& all_probe_pids) override {
     tracer_->detach_heap_many(heap_pids, all_probe_pids);

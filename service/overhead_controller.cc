@@ -60,14 +60,17 @@ GovernorParams OverheadController::governor_params() const {
   return gp;
 }
 
-BurstParams OverheadController::burst_params() const {
+BurstParams OverheadController::burst_params(pid_t pid) const {
   const GovernorConfig& g = state_.config.governor;
-  return BurstParams{static_cast<double>(g.burst_seconds), static_cast<double>(g.burst_period_seconds)};
+  BurstParams p{static_cast<double>(g.burst_seconds), static_cast<double>(g.burst_period_seconds)};
+  p.window_s = g.drain_window_seconds;
+  p.walk = g.drain_window_seconds > 0 && tracer_.heap_walkable(pid);
+  return p;
 }
 
 void OverheadController::enter_bursts(pid_t pid, TrackedProcess& t, double now_s, uint64_t hits,
                                       const GovernorParams& gp) {
-  const BurstParams bp = burst_params();
+  const BurstParams bp = burst_params(pid);
   Status st = tracer_.set_bursts(pid, bp.fraction());
   if (st) st = tracer_.set_drain(pid, true);
   if (!st) {
@@ -105,16 +108,35 @@ void OverheadController::leave_bursts(pid_t pid, TrackedProcess& t, bool exact_a
 void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp) {
   std::optional<uint64_t> hits = tracer_.probe_hits(pid);
   if (!hits) return;
-  const BurstAction action = t.bursts.tick(now_s, *hits, gp.max_hits_per_second, burst_params(), uniform());
+  const BurstParams bp = burst_params(pid);
+  const bool was_windowed = t.bursts.windowed();
+  const BurstAction action = t.bursts.tick(now_s, *hits, gp.max_hits_per_second, bp, uniform());
   const char* comm = t.info.identity.comm.c_str();
   switch (action) {
     case BurstAction::kNone: return;
     case BurstAction::kBurstStart:
     case BurstAction::kBurstEnd:
+    case BurstAction::kWalkThenBurst: {
+      // A burst after a parked phase: set_drain(false) brings the free side
+      // back and walks the heap before the allocating side (Tracer::set_parked).
+      if (action == BurstAction::kWalkThenBurst) tracer_.set_heap_walk_max_bytes(state_.config.governor.heap_walk_max_bytes);
       if (Status st = tracer_.set_drain(pid, action == BurstAction::kBurstEnd); !st)
         LW_LOG_WARN("pid %d (%s): %s: %s", pid, comm,
                     action == BurstAction::kBurstEnd ? "ending a burst" : "starting a burst",
                     st.error().message.c_str());
+      break;
+    }
+    case BurstAction::kPark:
+      if (Status st = tracer_.set_parked(pid, true); !st)
+        LW_LOG_WARN("pid %d (%s): parking the free side: %s", pid, comm, st.error().message.c_str());
+      if (!was_windowed) {
+        t.info.bursts.window_seconds = state_.config.governor.drain_window_seconds;
+        LW_LOG_WARN(
+            "governor: pid %d (%s): its frees alone made %.0f probe hits/s between bursts, over %llu: "
+            "the free side kept %u s after each burst, the rest settled by walking its heap (glibc)",
+            pid, comm, t.bursts.drain_rate(), static_cast<unsigned long long>(gp.max_hits_per_second),
+            state_.config.governor.drain_window_seconds);
+      }
       break;
     case BurstAction::kLeaveCalm:
       LW_LOG_INFO(
@@ -122,21 +144,23 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
           pid, comm, t.bursts.burst_rate());
       leave_bursts(pid, t, true);
       break;
-    case BurstAction::kLeaveDrainOverBudget: {
-      const double rate = t.bursts.drain_rate();
-      leave_bursts(pid, t, false);
-      t.drain_over_budget_at = now_s;
-      ++state_.counters.governor_suspensions;
-      const double wait = t.governor.suspend(now_s, gp);
-      LW_LOG_WARN(
-          "governor: pid %d (%s): its frees alone made %.0f probe hits/s between bursts, over %llu: "
-          "heap probes suspended for %.0f s",
-          pid, comm, rate, static_cast<unsigned long long>(gp.max_hits_per_second), wait);
-      sync_heap(pid, t, "governor: free side over budget");
-      break;
-    }
+    case BurstAction::kLeaveDrainOverBudget: leave_drain_over_budget(pid, t, now_s, gp); break;
   }
   state_.dirty = true;
+}
+
+void OverheadController::leave_drain_over_budget(pid_t pid, TrackedProcess& t, double now_s,
+                                                 const GovernorParams& gp) {
+  const double rate = t.bursts.drain_rate();
+  leave_bursts(pid, t, false);
+  t.drain_over_budget_at = now_s;
+  ++state_.counters.governor_suspensions;
+  const double wait = t.governor.suspend(now_s, gp);
+  LW_LOG_WARN(
+      "governor: pid %d (%s): its frees alone made %.0f probe hits/s between bursts, over %llu: "
+      "heap probes suspended for %.0f s",
+      pid, t.info.identity.comm.c_str(), rate, static_cast<unsigned long long>(gp.max_hits_per_second), wait);
+  sync_heap(pid, t, "governor: free side over budget");
 }
 
 void OverheadController::tick_bursts(double now_s) {

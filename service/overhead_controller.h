@@ -65,12 +65,13 @@ class OverheadController {
   void escalate(pid_t pid, TrackedProcess& t, double now_s);
   GovernorParams governor_params() const;
   // Bursts (decision busy-processes, engine side: Tracer::set_bursts).
-  BurstParams burst_params() const;
+  BurstParams burst_params(pid_t pid) const;
   void enter_bursts(pid_t pid, TrackedProcess& t, double now_s, uint64_t hits, const GovernorParams& gp);
   void leave_bursts(pid_t pid, TrackedProcess& t, bool exact_again);
   // Every call (the daemon loop's 0.1 s): the phase switches due.
   void tick_bursts(double now_s);
   void burst_step(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
+  void leave_drain_over_budget(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
   double uniform() { return draw_ ? draw_() : std::uniform_real_distribution<double>(0, 1)(rng_); }
 
   DaemonState& state_;

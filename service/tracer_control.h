@@ -86,6 +86,12 @@ class TracerControl {
   // and between two bursts only the free side of the heap probes attached.
   virtual Status set_bursts(pid_t, double) { return ok_status(); }
   virtual Status set_drain(pid_t, bool) { return ok_status(); }
+  // Windows (Tracer::set_parked, heap_walkable): between a window's end
+  // and the next burst no heap probe at all, the heap walked before the
+  // burst; only where the heap can be walked.
+  virtual Status set_parked(pid_t, bool) { return ok_status(); }
+  virtual bool heap_walkable(pid_t) { return false; }
+  virtual void set_heap_walk_max_bytes(uint64_t) {}
   // set_heap_tracing(pid, false) for `heap_pids` and, for `all_probe_pids`
   // (the kill switch), every other probe too, in one teardown.
   virtual void detach_heap_many(const std::vector<pid_t>& heap_pids,

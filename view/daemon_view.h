@@ -43,6 +43,12 @@ struct BurstInfo {
   uint64_t bursts = 0;           // bursts run since then
   double burst_rate = 0;         // probe hits/s of the last whole burst
   double drain_rate = 0;         // probe hits/s of the last whole drain (the free side)
+  // Windows (decision busy-processes, "Windows and walks"): the free side
+  // over the budget, kept only `window_seconds` after each burst; parked:
+  // no heap probe on now, the heap walked before the next burst.
+  bool windows = false;
+  bool parked = false;
+  uint32_t window_seconds = 0;
 };
 
 struct ProcessInfo {

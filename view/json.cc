@@ -5,6 +5,24 @@
 
 namespace lw {
 
+namespace {
+
+nlohmann::json heap_walk_json(const HeapWalkView& w) {
+  if (w.walks == 0 && w.undecided == 0) return nullptr;
+  return {{"walks", w.walks},
+          {"marked", w.marked},
+          {"kept", w.kept},
+          {"freed", w.freed},
+          {"undecided", w.undecided},
+          {"undecided_bytes", w.undecided_bytes},
+          {"last_bytes_read", w.last_bytes_read},
+          {"last_seconds", w.last_seconds},
+          {"last_complete", w.last_complete},
+          {"last_stopped", w.last_stopped.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.last_stopped)}};
+}
+
+}  // namespace
+
 nlohmann::json sampling_json(const ProcessSnapshot& snap) {
   using nlohmann::json;
   const bool estimated = snap.sample_mean_bytes || snap.time_sampled;
@@ -12,6 +30,7 @@ nlohmann::json sampling_json(const ProcessSnapshot& snap) {
           {"estimated_kinds", estimated ? json::array({"heap"}) : json::array()},
           {"heap_basis", snap.heap_basis()},  // decision busy-processes
           {"burst_fraction", snap.burst_fraction < 1 ? json(snap.burst_fraction) : json(nullptr)},
+          {"heap_walk", heap_walk_json(snap.heap_walk)},  // decision busy-processes, "Windows and walks"
           {"automatic", snap.sampling_automatic},
           {"reason", snap.sampling_automatic ? json(snap.sampling_reason) : json(nullptr)},
           {"since", snap.sampling_automatic ? json(snap.sampling_since) : json(nullptr)}};

@@ -251,6 +251,21 @@ struct JitInfo {
   PerfMapStats stats;
 };
 
+// Heap walks (decision busy-processes, "Windows and walks"): what settling
+// a process's heap records from glibc's heap, between bursts, did.
+struct HeapWalkView {
+  uint64_t walks = 0;
+  uint64_t marked = 0;            // records marked at the last window's end
+  uint64_t kept = 0;              // records the last walk found live
+  uint64_t freed = 0;             // records retired as freed, all walks
+  uint64_t undecided = 0;         // records dropped as undecided, all walks and marks
+  uint64_t undecided_bytes = 0;   // the bytes those counted for (estimated)
+  uint64_t last_bytes_read = 0;   // of the target's memory, by the last walk
+  double last_seconds = 0;        // how long the last walk took
+  bool last_complete = false;     // the last walk reached the top chunk
+  std::string last_stopped;       // why it did not ("" when it did)
+};
+
 // The tensor tier of one process (decision tensor-tier): which framework
 // allocators are probed, or why none is.
 struct TensorTierInfo {
@@ -370,11 +385,17 @@ struct ProcessSnapshot {
   // have ended since), `burst_fraction` the current share (1 when exact).
   bool time_sampled = false;
   double burst_fraction = 1;
+  HeapWalkView heap_walk;  // walks == 0: the heap was never walked
   // How a heap figure and its verdict were made: "exact", "sampled" (byte
-  // sampling) or "bursts" (and "sampled+bursts").
+  // sampling) or "bursts" (and "sampled+bursts"); "+walk" when records
+  // were settled by heap walks.
   std::string heap_basis() const {
-    if (sample_mean_bytes && time_sampled) return "sampled+bursts";
-    return time_sampled ? "bursts" : sample_mean_bytes ? "sampled" : "exact";
+    std::string b = sample_mean_bytes && time_sampled ? "sampled+bursts"
+                    : time_sampled                    ? "bursts"
+                    : sample_mean_bytes               ? "sampled"
+                                                      : "exact";
+    if (heap_walk.walks > 0 && time_sampled) b += "+walk";
+    return b;
   }
   // > 0 (unix seconds): the heap probes were detached then (step-down from
   // `full`, governor, kill switch), so the heap figures are frozen as of

@@ -349,6 +349,32 @@ void HeapTracker::shed_kind(uint32_t kind) {
   }
 }
 
+bool HeapTracker::retire(uint64_t addr, uint64_t alloc_ns, bool undecided) {
+  const uint64_t key = live_key(LW_KIND_HEAP, addr);
+  const LiveRecord* found = live_.find(key);
+  if (found == nullptr || found->alloc_ns != alloc_ns) return false;
+  const LiveRecord r = *found;
+  if (!undecided) {
+    drop_live(key, r, r.size);
+    ++counters_.walk_freed;
+    return true;
+  }
+  // Out of the cumulative figures too, as a thinned record: drop_live()
+  // counts it freed, taken back here, and allocated - freed stays live.
+  const uint64_t bytes = counted_bytes(r);
+  const uint64_t count = counted_allocations(r);
+  drop_live(key, r, r.size);
+  SiteStats& s = sites_[r.site];
+  auto sub = [](uint64_t& v, uint64_t d) { v = v > d ? v - d : 0; };
+  sub(s.freed_bytes, bytes);
+  sub(s.frees, count);
+  sub(s.allocated_bytes, bytes);
+  sub(s.allocations, count);
+  ++counters_.walk_undecided;
+  counters_.walk_undecided_bytes += bytes;
+  return true;
+}
+
 void HeapTracker::clear_kind(uint32_t kind) {
   if (kind >= LW_KIND_MAX) return;
   std::vector<uint64_t> keys;

@@ -125,6 +125,12 @@ struct HeapCounters {
   uint64_t thinned_late = 0;
   uint64_t thinnings = 0;         // thinning passes
   uint64_t sites_folded = 0;      // sites folded into another (fold_sites())
+  // Heap walks (retire()): records whose blocks a walk found freed, and
+  // records dropped because nothing could say their block was still live
+  // (undecided), with the bytes they counted for.
+  uint64_t walk_freed = 0;
+  uint64_t walk_undecided = 0;
+  uint64_t walk_undecided_bytes = 0;
 };
 
 class HeapTracker {
@@ -187,6 +193,13 @@ class HeapTracker {
   void thin_to(uint64_t mean_bytes, uint64_t switch_ns, std::vector<ThinnedRecord>* dropped);
   std::vector<ThinnedRecord> take_thinned() { return std::exchange(thinned_pending_, {}); }
   bool thinned_pending() const { return !thinned_pending_.empty(); }
+  // Heap walks (decision busy-processes, "Windows and walks"): retires the
+  // heap record at `addr` if it is still the allocation made at alloc_ns.
+  // A walk found its block freed (a free not seen: it counts as one), or
+  // (undecided) nothing can say the block is still live: the record leaves
+  // the live and the cumulative figures, as a thinned one does, and is
+  // counted in walk_undecided. false when there is no such record.
+  bool retire(uint64_t addr, uint64_t alloc_ns, bool undecided);
   // The mean the kernel sampled an allocation made at `alloc_ns` with.
   uint64_t mean_at(uint64_t alloc_ns) const;
   // Bursts (core/policy/bursts.h; decision busy-processes): heap records

@@ -165,6 +165,12 @@ struct GovernorConfig {
   bool bursts = true;
   uint32_t burst_seconds = 2;
   uint32_t burst_period_seconds = 60;
+  // A process whose free side alone is over the budget, on glibc's heap:
+  // the free side kept this long after each burst, the heap walked before
+  // the next (decision busy-processes, "Windows and walks"); 0: suspended.
+  uint32_t drain_window_seconds = 2;
+  // At most this much of a process's memory read by one walk.
+  uint64_t heap_walk_max_bytes = 256ull << 20;
 };
 
 // The native unwinder's tables (decision cfi-unwinding).

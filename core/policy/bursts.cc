@@ -8,6 +8,7 @@ namespace lw {
 void BurstState::enter(double now_s, uint64_t hits, const BurstParams& p, double u01) {
   active_ = true;
   in_burst_ = false;
+  windowed_ = parked_ = false;
   since_s_ = now_s;
   period_start_ = now_s;
   phase_start_ = now_s;
@@ -38,28 +39,47 @@ BurstAction BurstState::tick(double now_s, uint64_t hits, uint64_t max_hits_per_
       schedule_next(p, u01);
     }
     if (now_s < burst_end_) return BurstAction::kNone;
-    in_burst_ = false;
-    burst_rate_ = rate;
-    phase_start_ = now_s;
-    phase_hits_ = hits;
-    if (budget > 0 && rate <= budget) return BurstAction::kLeaveCalm;
-    return BurstAction::kBurstEnd;
+    return end_burst(now_s, hits, rate, budget);
   }
-  // A drain over the budget is known within kDrainCheckSeconds: its free
-  // side would cost the process more than the budget meanwhile.
-  if (budget > 0 && span >= kDrainCheckSeconds && rate > budget) {
-    drain_rate_ = rate;
-    return BurstAction::kLeaveDrainOverBudget;
+  if (!parked_) {
+    // A window ends after window_s: the free side goes until the next burst.
+    const bool window_over = windowed_ && span >= p.window_s;
+    // A drain over the budget is known within kDrainCheckSeconds: its free
+    // side would cost the process more than the budget meanwhile.
+    const bool over = !windowed_ && budget > 0 && span >= kDrainCheckSeconds && rate > budget;
+    if (window_over || over) {
+      drain_rate_ = rate;
+      if (over && !(p.walk && p.window_s > 0)) return BurstAction::kLeaveDrainOverBudget;
+      windowed_ = parked_ = true;
+      phase_start_ = now_s;
+      phase_hits_ = hits;
+      return BurstAction::kPark;
+    }
   }
   if (now_s < next_start_) return BurstAction::kNone;
+  return start_burst(now_s, hits, rate, p, u01);
+}
+
+BurstAction BurstState::end_burst(double now_s, uint64_t hits, double rate, double budget) {
+  in_burst_ = false;
+  burst_rate_ = rate;
+  phase_start_ = now_s;
+  phase_hits_ = hits;
+  if (budget > 0 && rate <= budget) return BurstAction::kLeaveCalm;
+  return BurstAction::kBurstEnd;
+}
+
+BurstAction BurstState::start_burst(double now_s, uint64_t hits, double rate, const BurstParams& p, double u01) {
+  const bool was_parked = parked_;
   in_burst_ = true;
+  parked_ = false;
   ++bursts_;
-  drain_rate_ = rate;
+  if (!was_parked) drain_rate_ = rate;  // a parked phase has no free side to measure
   burst_end_ = next_start_ + p.burst_s;
   schedule_next(p, u01);
   phase_start_ = now_s;
   phase_hits_ = hits;
-  return BurstAction::kBurstStart;
+  return was_parked ? BurstAction::kWalkThenBurst : BurstAction::kBurstStart;
 }
 
 }  // namespace lw

@@ -9,6 +9,15 @@
 // may run into the next period), so a record weighs period_s/burst_s: an
 // unbiased estimate, like byte sampling's.
 //
+// A process whose free side alone is over the budget is, when its heap
+// can be walked (glibc's; engine/heap_walk.h), traced in *windows*: the
+// free side stays for `window_s` after each burst (the short-lived blocks
+// a burst recorded are retired exactly), then goes too until the next
+// burst ("parked"); before that burst's allocating probes come back, the
+// free side is attached again and the heap walked, retiring the records
+// whose blocks were freed meanwhile (decision busy-processes, "Windows
+// and walks").
+//
 // BurstState is the schedule and the per-phase rates, pure and
 // unit-tested; the daemon's overhead controller
 // (service/overhead_controller.cc) carries its actions out.
@@ -26,6 +35,11 @@ inline constexpr double kDrainCheckSeconds = 2;
 struct BurstParams {
   double burst_s = 2;
   double period_s = 60;
+  // A drain over the budget: windows of this length after each burst and
+  // a heap walk before the next (walk, only where the heap can be walked),
+  // or (false, or 0 s) the bursts end in a suspension.
+  bool walk = false;
+  double window_s = 2;
   // The share of the time the allocating probes are on: each allocation's
   // chance of being recorded.
   double fraction() const { return period_s > 0 ? burst_s / period_s : 1; }
@@ -37,6 +51,8 @@ enum class BurstAction {
   kBurstEnd,              // park them: drain
   kLeaveCalm,             // a whole burst ran under the budget: back to exact tracing
   kLeaveDrainOverBudget,  // the free side alone is over the budget: suspend
+  kPark,                  // windows: the free side goes too, until the next burst
+  kWalkThenBurst,         // windows: the free side back, the heap walked, then the allocating probes
 };
 
 class BurstState {
@@ -47,17 +63,24 @@ class BurstState {
   void leave() {
     active_ = false;
     in_burst_ = false;
+    windowed_ = false;
+    parked_ = false;
   }
   bool active() const { return active_; }
   bool in_burst() const { return active_ && in_burst_; }
+  // Traced in windows (the free side over the budget), and, now, with no
+  // heap probe on at all.
+  bool windowed() const { return active_ && windowed_; }
+  bool parked() const { return active_ && parked_; }
 
   // Called often (every daemon loop, ~0.1 s): the phase switch due now, if
   // any, with the hits the kernel counted (lw_target.hits). `u01` draws
   // the next burst's offset. A burst's and a drain's rate are measured from
   // the hits at its two ends; a burst whose rate is within the budget
-  // (kLeaveCalm) ends the bursts, and so does a drain whose rate is not
-  // (kLeaveDrainOverBudget), judged once it has run kDrainCheckSeconds
-  // (0 = no budget: only the schedule).
+  // (kLeaveCalm) ends the bursts; a drain whose rate is not, judged once it
+  // has run kDrainCheckSeconds, ends them (kLeaveDrainOverBudget) or, with
+  // p.walk and a window, turns them into windows (kPark; 0 = no budget:
+  // only the schedule).
   BurstAction tick(double now_s, uint64_t hits, uint64_t max_hits_per_second, const BurstParams& p,
                    double u01);
 
@@ -68,9 +91,13 @@ class BurstState {
 
  private:
   void schedule_next(const BurstParams& p, double u01);
+  BurstAction end_burst(double now_s, uint64_t hits, double rate, double budget);
+  BurstAction start_burst(double now_s, uint64_t hits, double rate, const BurstParams& p, double u01);
 
   bool active_ = false;
   bool in_burst_ = false;
+  bool windowed_ = false;
+  bool parked_ = false;
   double since_s_ = 0;
   double period_start_ = 0;  // of the period whose burst is next
   double next_start_ = 0;

@@ -33,7 +33,9 @@ json bursts_json(const BurstInfo& b) {
   return {{"fraction", b.fraction},           {"burst_seconds", b.burst_seconds},
           {"period_seconds", b.period_seconds}, {"since", b.since},
           {"bursts", b.bursts},                {"in_burst", b.in_burst},
-          {"burst_hits_per_second", b.burst_rate}, {"drain_hits_per_second", b.drain_rate}};
+          {"burst_hits_per_second", b.burst_rate}, {"drain_hits_per_second", b.drain_rate},
+          {"windows", b.windows},              {"parked", b.parked},
+          {"window_seconds", b.windows ? json(b.window_seconds) : json(nullptr)}};
 }
 
 json identity_json(const DaemonSnapshot& snap, const ProcessInfo& t) {

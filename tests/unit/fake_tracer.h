@@ -39,6 +39,8 @@ class FakeTracer : public TracerControl {
     uint64_t explained = 0;   // tensor_cpu + cuda_host live bytes
     double fraction = 1;      // set_bursts()
     bool drain = false;       // set_drain()
+    bool parked = false;      // set_parked()
+    bool walkable = false;    // heap_walkable()
     HeapTracker heap_tracker;
   };
 
@@ -89,6 +91,17 @@ class FakeTracer : public TracerControl {
     it->second.drain = drain;
     drain_calls.emplace_back(pid, drain);
     return ok_status();
+  }
+  Status set_parked(pid_t pid, bool parked) override {
+    auto it = procs.find(pid);
+    if (it == procs.end()) return Error{ESRCH, "not attached"};
+    it->second.parked = parked;
+    park_calls.emplace_back(pid, parked);
+    return ok_status();
+  }
+  bool heap_walkable(pid_t pid) override {
+    auto it = procs.find(pid);
+    return it != procs.end() && it->second.walkable;
   }
   void detach_heap_many(const std::vector<pid_t>& heap_pids,
                         const std::vector<pid_t>& all_probe_pids) override {
@@ -179,6 +192,7 @@ class FakeTracer : public TracerControl {
   // What was asked.
   std::vector<std::pair<pid_t, bool>> heap_calls;
   std::vector<std::pair<pid_t, bool>> drain_calls;
+  std::vector<std::pair<pid_t, bool>> park_calls;
   uint64_t live_record_cap = 0;
   bool raw_syscalls_allowed = true;
   int teardowns = 0;

@@ -21,6 +21,7 @@ namespace {
 // the allocating probes were on.
 struct ScheduleRun {
   double on_s = 0;
+  double free_side_s = 0;  // the free side attached (bursts, drains and windows; not parked)
   double left_at = -1;  // when a leave action came
   std::vector<BurstAction> actions;
 };
@@ -34,7 +35,10 @@ ScheduleRun run_schedule(const BurstParams& p, double seconds, double step, doub
   double hits = 0;
   for (double t = step; t <= seconds && b.active(); t += step) {
     const bool was_in = b.in_burst();
-    hits += (was_in ? rate : drain_rate) * step;
+    if (!b.parked()) {
+      hits += (was_in ? rate : drain_rate) * step;
+      r.free_side_s += step;
+    }
     if (was_in) r.on_s += step;
     BurstAction a = b.tick(t, static_cast<uint64_t>(hits), budget, p, u(rng));
     if (a != BurstAction::kNone) r.actions.push_back(a);
@@ -92,6 +96,54 @@ TEST(Bursts, ACalmBurstEndsThemAndAFreeSideOverBudgetSuspends) {
   EXPECT_GE(busy.actions.size(), 16u);
   for (BurstAction a : busy.actions)
     EXPECT_TRUE(a == BurstAction::kBurstStart || a == BurstAction::kBurstEnd) << static_cast<int>(a);
+}
+
+// A free side over the budget, on a heap that can be walked: windows. The
+// first drain is judged after its check time and parked; from then on each
+// burst is followed by a window of window_s and parked until the next,
+// whose start walks the heap first. The allocating probes keep their share
+// of the time, and the free side is on for about burst + window a period.
+TEST(Bursts, AFreeSideOverBudgetOnAWalkableHeapIsTracedInWindows) {
+  BurstParams p{2, 20};
+  p.walk = true;
+  p.window_s = 3;
+  ScheduleRun w = run_schedule(p, 2000, 0.1, 1e6, 80000, 50000, 7);
+  ASSERT_GE(w.actions.size(), 4u);
+  EXPECT_EQ(w.actions[0], BurstAction::kPark) << static_cast<int>(w.actions[0]);
+  EXPECT_LT(w.left_at, 0) << "the windows never end by themselves while the free side is over budget";
+  size_t walks = 0, parks = 1, plain_starts = 0;
+  for (size_t i = 1; i < w.actions.size(); ++i) {
+    const BurstAction a = w.actions[i];
+    walks += a == BurstAction::kWalkThenBurst;
+    parks += a == BurstAction::kPark;
+    plain_starts += a == BurstAction::kBurstStart;
+    EXPECT_TRUE(a == BurstAction::kWalkThenBurst || a == BurstAction::kBurstEnd || a == BurstAction::kPark ||
+                a == BurstAction::kBurstStart)
+        << static_cast<int>(a);
+    // Every park follows a burst's end (its window), never a burst; a
+    // walk only a park.
+    if (a == BurstAction::kPark) {
+      EXPECT_EQ(w.actions[i - 1], BurstAction::kBurstEnd) << i;
+    }
+    if (a == BurstAction::kWalkThenBurst) {
+      EXPECT_EQ(w.actions[i - 1], BurstAction::kPark) << i;
+    }
+  }
+  EXPECT_GE(walks, 90u);
+  // A burst due within a window (offsets near the ends of two periods)
+  // starts without a walk: the free side never went.
+  EXPECT_LE(plain_starts, walks / 4);
+  // Every parked phase ends in a walk (the last may still be parked).
+  EXPECT_TRUE(parks == walks || parks == walks + 1) << parks << " parks, " << walks << " walks";
+  EXPECT_NEAR(w.on_s, 2000 * p.fraction(), 0.1 * 2000 * p.fraction());
+  EXPECT_NEAR(w.free_side_s, 2000 * (p.burst_s + p.window_s) / p.period_s, 0.1 * 2000 * 5 / 20);
+  // Without walk, the same process is suspended (the old answer).
+  p.walk = false;
+  EXPECT_EQ(run_schedule(p, 200, 0.1, 1e6, 80000, 50000, 7).actions.back(), BurstAction::kLeaveDrainOverBudget);
+  // And a window of 0 s means no windows.
+  p.walk = true;
+  p.window_s = 0;
+  EXPECT_EQ(run_schedule(p, 200, 0.1, 1e6, 80000, 50000, 7).actions.back(), BurstAction::kLeaveDrainOverBudget);
 }
 
 TEST(Bursts, AGovernorWithBurstsAnswersOverBudgetWithoutSuspending) {

@@ -455,6 +455,58 @@ TEST(DaemonOverhead, AFreeSideOverBudgetSuspendsAndIsRemembered) {
   EXPECT_EQ(p.state.counters.governor_suspensions, 2u);
 }
 
+// The same free side, on a heap that can be walked (glibc's): windows, not
+// a suspension. After the drain's check time the free side is parked; the
+// next burst unparks it (set_drain(false), which walks the heap first in
+// the engine), and the burst's end is followed by a window of
+// drain_window_seconds, then parked again.
+TEST(DaemonOverhead, AFreeSideOverBudgetOnAWalkableHeapGetsWindows) {
+  Parts p(std::string(kSleepFull) +
+          "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 60, "
+          "drain_window_seconds: 3, backoff_initial_seconds: 10}\n");
+  p.overhead.set_offset_source([] { return 0.9; });
+  Child sleeper;
+  const pid_t pid = track_over_budget(p, sleeper);
+  FakeTracer::Proc& fp = p.tracer.procs.at(pid);
+  fp.walkable = true;
+  const TrackedProcess& t = p.state.tracked.at(pid);
+  ASSERT_TRUE(t.bursts.active());
+  double now = 1.1;
+  for (; now < 4 && !t.bursts.parked(); now += 0.1) {
+    fp.hits += 500;  // 5,000 a second between bursts
+    p.overhead.tick(now);
+  }
+  ASSERT_TRUE(t.bursts.parked());
+  EXPECT_TRUE(t.bursts.windowed());
+  EXPECT_FALSE(t.governor.suspended());
+  EXPECT_TRUE(fp.heap);
+  ASSERT_EQ(p.tracer.park_calls.size(), 1u);
+  EXPECT_EQ(p.tracer.park_calls[0], std::make_pair(pid, true));
+  // Parked: no hits.
+  for (; now < 60 && !t.bursts.in_burst(); now += 0.1) p.overhead.tick(now);
+  ASSERT_TRUE(t.bursts.in_burst());
+  EXPECT_NEAR(now, 55, 0.3);  // 54 s into the period begun with the bursts (at 1 s)
+  EXPECT_FALSE(fp.drain);  // the allocating side back (the engine walked first)
+  for (; t.bursts.in_burst(); now += 0.1) {
+    fp.hits += 5000;
+    p.overhead.tick(now);
+  }
+  EXPECT_TRUE(fp.drain);
+  const double window_from = now;
+  for (; !t.bursts.parked() && now < 70; now += 0.1) {
+    fp.hits += 500;
+    p.overhead.tick(now);
+  }
+  EXPECT_TRUE(t.bursts.parked());
+  EXPECT_NEAR(now - window_from, 3, 0.25);
+  EXPECT_EQ(p.tracer.park_calls.size(), 2u);
+  EXPECT_EQ(p.state.counters.governor_suspensions, 0u);
+  const ProcessInfo info = process_info(t);
+  EXPECT_TRUE(info.bursts.windows);
+  EXPECT_TRUE(info.bursts.parked);
+  EXPECT_EQ(info.bursts.window_seconds, 3u);
+}
+
 TEST(DaemonOverhead, ABudgetShedSuspendsHeapTracingWithTheGovernorsBackoff) {
   Parts p(kSleepFull);
   Child sleeper;

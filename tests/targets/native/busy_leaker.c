@@ -6,7 +6,8 @@
  * freed, one grown by realloc: 19 allocator calls, 10 of them on the free
  * side), leak_block keeps a 4 KiB block for good, and hold_block replaces a
  * 4 KiB block it has held HOLD_NS (a short-lived cache: none may read as
- * live once freed). About 9,500 allocator calls a second, 5,000 of them
+ * live once freed; argv[1], when given, is HOLD_NS in milliseconds: a
+ * cache whose blocks outlive a window). About 9,500 allocator calls a second, 5,000 of them
  * frees and reallocs. "stop" ends the loop: the held blocks are freed, the
  * leaked ones stay; it prints "leaked <bytes> <blocks>" and idles until
  * "exit" or EOF.
@@ -20,7 +21,7 @@
 
 enum { BLOCK = 4096, HELD_SLOTS = 64, REQUESTS = 5 };
 static const long long TICK_NS = 10000000LL; /* one leaked block a tick: 400 KiB/s */
-static const long long HOLD_NS = 300000000LL;
+static long long HOLD_NS = 300000000LL;
 
 static void *volatile leaked_head;
 static unsigned long long leaked_blocks;
@@ -72,7 +73,8 @@ static int stop_requested(void) {
   return lw_read_line(line, sizeof line) < 0 || strcmp(line, "stop") == 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) HOLD_NS = atoll(argv[1]) * 1000000LL;
   if (lw_ready_wait_go() != 0) return 0;
   unsigned seed = 1, slot = 0;
   struct timespec tick;

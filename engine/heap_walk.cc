@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/heap_walk.h"
+
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "core/proc/proc_maps.h"
+#include "engine/process_attacher.h"
+#include "engine/traced_process.h"
+
+namespace lw {
+
+namespace {
+
+// glibc's chunk size flags (core/accounting/glibc_heap.h).
+constexpr uint64_t kIsMmapped = 0x2;
+constexpr uint64_t kNonMainArena = 0x4;
+
+// process_vm_readv of the whole range: 0, EFAULT (not mapped, or partly),
+// or the call's errno.
+int read_target(pid_t pid, uint64_t addr, void* out, size_t len) {
+  if (len == 0) return 0;
+  if (addr + len < addr) return EFAULT;
+  iovec local{out, len};
+  iovec remote{reinterpret_cast<void*>(addr), len};
+  const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (n == static_cast<ssize_t>(len)) return 0;
+  return n >= 0 || errno == EFAULT ? EFAULT : errno;
+}
+
+// GLIBC_TUNABLES from the process's environment ("" when it sets none).
+std::string glibc_tunables(pid_t pid) {
+  const std::string env = read_bounded("/proc/" + std::to_string(pid) + "/environ", kMaxEnvironBytes);
+  constexpr std::string_view kName = "GLIBC_TUNABLES=";
+  for (size_t at = 0; at < env.size();) {
+    const size_t end = std::min(env.find('\0', at), env.size());
+    const std::string_view var(env.data() + at, end - at);
+    if (var.substr(0, kName.size()) == kName) return std::string(var.substr(kName.size()));
+    at = end + 1;
+  }
+  return "";
+}
+
+void retire_all(TracedProcess& p, BpfSession& session, const std::vector<ThinnedRecord>& freed,
+                const std::vector<ThinnedRecord>& undecided) {
+  HeapWalkView& v = p.walk.view;
+  for (const ThinnedRecord& r : freed)
+    if (p.heap.retire(r.addr, r.alloc_ns, false)) ++v.freed;
+  const uint64_t before = p.heap.counters().walk_undecided_bytes;
+  for (const ThinnedRecord& r : undecided)
+    if (p.heap.retire(r.addr, r.alloc_ns, true)) ++v.undecided;
+  v.undecided_bytes += p.heap.counters().walk_undecided_bytes - before;
+  std::vector<ThinnedRecord> gone = freed;
+  gone.insert(gone.end(), undecided.begin(), undecided.end());
+  if (!gone.empty()) session.delete_live(p.pid, LW_KIND_HEAP, gone);
+}
+
+// The mark of the live chunk at user address addr, or nullopt when it
+// cannot be followed (see heap_walk.h).
+std::optional<HeapMark> mark_of(pid_t pid, uint64_t addr, uint64_t alloc_ns, uint64_t small_chunk_max) {
+  uint64_t hdr[4];  // prev_size, size, the first 16 bytes of the block
+  if (addr < 16 || read_target(pid, addr - 16, hdr, sizeof hdr) != 0) return std::nullopt;
+  const uint64_t flags = hdr[1] & 7, chunk = hdr[1] & ~uint64_t{7};
+  if (flags & kNonMainArena) return std::nullopt;  // a thread arena: not walked
+  HeapMark m;
+  m.alloc_ns = alloc_ns;
+  m.head[0] = hdr[2];
+  m.head[1] = hdr[3];
+  m.mmapped = (flags & kIsMmapped) != 0;
+  if (m.mmapped) return m;
+  if (chunk <= small_chunk_max) return std::nullopt;  // tcache or a fastbin keep it "in use" when freed
+  if (read_target(pid, addr - 16 + chunk, &m.foot, sizeof m.foot) != 0) return std::nullopt;
+  if (m.foot == chunk) return std::nullopt;  // a free writes the size there: it would not show
+  return m;
+}
+
+}  // namespace
+
+bool heap_walkable(const TracedProcess& p) {
+  if (!p.attacher) return false;
+  // malloc and free must be libc.so.6's own: an allocator preloaded or
+  // linked in takes the "libc" role too (whoever exports them first), and
+  // its blocks have no glibc chunk headers.
+  auto has = [](const AttachedObject& o, std::string_view fn) {
+    for (const ProbeReport& r : o.probes)
+      for (size_t at = 0; at <= r.symbols.size();) {
+        const size_t end = std::min(r.symbols.find(',', at), r.symbols.size());
+        if (std::string_view(r.symbols).substr(at, end - at) == fn) return true;
+        at = end + 1;
+      }
+    return false;
+  };
+  bool malloc_here = false, free_here = false;
+  for (const AttachedObject& o : p.attacher->objects()) {
+    if (!o.map) continue;  // not an allocator object
+    if (o.role != "libc") return false;  // jemalloc, tcmalloc, mimalloc: not proven
+    const std::string_view base = std::string_view(o.path).substr(o.path.rfind('/') + 1);
+    const bool glibc = base.substr(0, 7) == "libc.so";
+    for (std::string_view fn : {"malloc", "free", "calloc", "realloc", "posix_memalign", "memalign", "aligned_alloc"})
+      if (has(o, fn) && !glibc) return false;
+    malloc_here = malloc_here || (glibc && has(o, "malloc"));
+    free_here = free_here || (glibc && has(o, "free"));
+  }
+  return malloc_here && free_here;
+}
+
+void mark_heap_records(TracedProcess& p, BpfSession& session) {
+  HeapWalkState& w = p.walk;
+  if (w.small_chunk_max == 0) {
+    const std::string tunables = glibc_tunables(p.pid);
+    w.small_chunk_max = glibc_small_chunk_max(tunables);
+    w.mmap_rounding = glibc_mmap_rounding(tunables);
+  }
+  w.marks.clear();
+  std::vector<ThinnedRecord> undecided;
+  p.heap.for_each_live_at([&](uint64_t addr, const LiveRecord& r) {
+    if (r.kind != LW_KIND_HEAP) return;
+    std::optional<HeapMark> m;
+    if (w.marks.size() < kMaxHeapMarks) m = mark_of(p.pid, addr, r.alloc_ns, w.small_chunk_max);
+    if (m) w.marks.emplace(addr, *m);
+    else undecided.push_back({addr, r.alloc_ns});
+  });
+  w.view.marked = w.marks.size();
+  retire_all(p, session, {}, undecided);
+}
+
+namespace {
+
+// Whether a block the walk found live still carries its mark.
+bool mark_holds(pid_t pid, uint64_t addr, const HeapMark& m) {
+  uint64_t head[2];
+  if (read_target(pid, addr, head, sizeof head) != 0 || head[0] != m.head[0] || head[1] != m.head[1])
+    return false;
+  if (m.mmapped) return true;
+  uint64_t size = 0, foot = 0;
+  if (read_target(pid, addr - 8, &size, sizeof size) != 0) return false;
+  const uint64_t chunk = size & ~uint64_t{7};
+  return read_target(pid, addr - 16 + chunk, &foot, sizeof foot) == 0 && foot == m.foot;
+}
+
+}  // namespace
+
+void settle_heap_records(TracedProcess& p, BpfSession& session, uint64_t max_read_bytes) {
+  HeapWalkState& w = p.walk;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint64_t> addrs;
+  std::vector<HeapCandidate> candidates;
+  p.heap.for_each_live_at([&](uint64_t addr, const LiveRecord& r) {
+    if (r.kind != LW_KIND_HEAP) return;
+    auto it = w.marks.find(addr);
+    // A record with no mark (or another allocation's) was made after the
+    // window: none can be, the allocating side being parked, but a queued
+    // event may land late. It is left as it is, seen by the probes since.
+    if (it == w.marks.end() || it->second.alloc_ns != r.alloc_ns) return;
+    addrs.push_back(addr);
+    candidates.push_back({addr, r.size});
+  });
+  uint64_t heap_start = 0, heap_end = 0;
+  if (Result<ParsedMaps> maps = read_proc_maps(p.pid); maps)
+    for (const MapEntry& m : maps->entries)
+      if (m.path == "[heap]") heap_start = m.start, heap_end = m.end;
+  GlibcHeapLimits limits;
+  limits.max_read_bytes = max_read_bytes;
+  limits.small_chunk_max = w.small_chunk_max;
+  limits.mmap_rounding = w.mmap_rounding;
+  GlibcWalkStats stats;
+  const pid_t pid = p.pid;
+  const HeapReader reader = [pid](uint64_t a, void* out, size_t n) { return read_target(pid, a, out, n); };
+  const std::vector<Liveness> verdicts = check_glibc_chunks(reader, heap_start, heap_end, candidates, limits, &stats);
+  std::vector<ThinnedRecord> freed, undecided;
+  uint64_t kept = 0;
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    const HeapMark& m = w.marks.at(addrs[i]);
+    Liveness v = verdicts[i];
+    if (v == Liveness::kLive && !mark_holds(pid, addrs[i], m)) v = Liveness::kUndecided;
+    if (v == Liveness::kLive) ++kept;
+    else (v == Liveness::kFreed ? freed : undecided).push_back({addrs[i], m.alloc_ns});
+  }
+  w.marks.clear();
+  retire_all(p, session, freed, undecided);
+  HeapWalkView& view = w.view;
+  ++view.walks;
+  view.kept = kept;
+  view.last_bytes_read = stats.bytes_read;
+  view.last_complete = stats.complete;
+  view.last_stopped = stats.stopped;
+  view.last_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace lw
