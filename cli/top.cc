@@ -60,6 +60,7 @@ struct TopOptions {
   uint64_t sample_mean_bytes = 0;  // byte sampling; 0 = every allocation
   bool no_auto_sampling = false;   // --no-auto-sampling (decision auto-sampling)
   std::optional<BurstParams> bursts;  // --bursts (decision busy-processes)
+  std::string window;                 // --window, applied to `bursts` after parsing
   bool light = false;              // --mode light: no heap probes
   bool no_tensors = false;         // --no-tensors: no tensor tier (decision tensor-tier)
   LiveFilter filter;               // --older, --min-size, --max-size
@@ -106,6 +107,9 @@ void top_usage(FILE* out) {
           "      --bursts SECONDS/PERIOD trace the heap in bursts of SECONDS in every PERIOD,\n"
           "                              the frees of what they record followed between\n"
           "                              them (heap figures become estimates)\n"
+          "      --window SECONDS        with --bursts: keep the free side SECONDS after each\n"
+          "                              burst only, and settle the rest by walking the heap\n"
+          "                              before the next (glibc's malloc only)\n"
           "      --no-auto-sampling      never switch the heap to sampling when its records\n"
           "                              outgrow their share of the live map: lose\n"
           "                              allocations instead (counted as map_full)\n"
@@ -166,6 +170,7 @@ enum LongOnly {
   kOptSampleMean,
   kOptNoAutoSampling,
   kOptBursts,
+  kOptBurstWindow,
   kOptRecord,
   kOptStall,
   kOptSlowTables,
@@ -241,6 +246,9 @@ int parse_trace_option(int c, TopOptions& o, bool& have_pid, bool& have_command)
       if (!o.bursts) return usage_error("%s", error.c_str());
       return kTaken;
     }
+    case kOptBurstWindow:
+      o.window = optarg;
+      return kTaken;
     case kOptUnwind:
       if (strcmp(optarg, "cfi") != 0 && strcmp(optarg, "frame_pointers") != 0)
         return usage_error("--unwind must be cfi or frame_pointers (got '%s')", optarg);
@@ -360,6 +368,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"sample-mean", required_argument, nullptr, kOptSampleMean},
       {"no-auto-sampling", no_argument, nullptr, kOptNoAutoSampling},
       {"bursts", required_argument, nullptr, kOptBursts},
+      {"window", required_argument, nullptr, kOptBurstWindow},
       {"record-events", required_argument, nullptr, kOptRecord},
       {"debug-stall-consumer-ms", required_argument, nullptr, kOptStall},
       {"debug-slow-tables-ms", required_argument, nullptr, kOptSlowTables},
@@ -404,6 +413,11 @@ int parse(int argc, char** argv, TopOptions& o) {
     return usage_error(have_pid ? "-p and -c exclude each other" : "-p PID or -c COMMAND is required");
   if (o.filter.min_size > o.filter.max_size) return usage_error("--min-size is above --max-size");
   if (o.bursts && o.light) return usage_error("--bursts needs the heap probes: not with --mode light");
+  if (!o.window.empty()) {
+    if (!o.bursts) return usage_error("--window needs --bursts");
+    std::string error;
+    if (!parse_window(o.window, *o.bursts, &error)) return usage_error("%s", error.c_str());
+  }
   if (o.max_by_rate == SIZE_MAX) o.max_by_rate = o.max_sites;  // documented default: K
   return -1;
 }

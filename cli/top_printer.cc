@@ -356,6 +356,16 @@ void figure_note_lines(const ProcessSnapshot& s, size_t width, std::vector<std::
                               ", the frees of what they recorded followed"),
                         width, " ", 2));
   }
+  if (const HeapWalkView& w = s.heap_walk; w.walks > 0 || w.undecided > 0) {
+    char line[256];
+    snprintf(line, sizeof(line),
+             "heap settled between bursts by %llu walks of glibc's heap (the last read %s%s); %llu records "
+             "undecided (%s) dropped, never shown live",
+             static_cast<unsigned long long>(w.walks), human_bytes(w.last_bytes_read).c_str(),
+             w.last_complete || w.walks == 0 ? "" : (", stopped: " + w.last_stopped).c_str(),
+             static_cast<unsigned long long>(w.undecided), human_bytes(w.undecided_bytes).c_str());
+    add_lines(out, pack(words(line), width, " ", 2));
+  }
   if (s.heap_stale_since > 0) {
     char when[64];
     snprintf(when, sizeof(when), "%.0f", s.heap_stale_since);

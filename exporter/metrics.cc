@@ -465,7 +465,8 @@ enum ProcessRow : size_t {
   kSiteLiveBytes, kSiteLiveAllocations, kSiteLeakRate, kSiteSuspectedLeak, kSiteLiveBytesByAge,
   kSamplingMean, kStaleSince, kUnrecorded, kUnrecordedBytes, kCoverage, kStartTime,
   kMode, kTracingSuspended, kBurstsFraction, kCudaDeviceLiveBytes, kAllocatorInfo, kRssBytes, kTensorTierInfo, kGpuTensorBytes,
-  kGpuPoolCachedBytes, kGpuPoolReservedBytes, kGpuOutsidePoolBytes, kProcessRowCount
+  kGpuPoolCachedBytes, kGpuPoolReservedBytes, kGpuOutsidePoolBytes, kHeapWalkRecords, kHeapWalkUndecidedBytes,
+  kProcessRowCount
 };
 const FamilyDef kProcessFamilies[] = {
     {"leakwatch_process_info", kGauge,
@@ -548,6 +549,13 @@ const FamilyDef kProcessFamilies[] = {
     {"leakwatch_process_gpu_outside_pool_bytes", kGauge,
      "Live CUDA bytes (cuda_device, cuda_managed) outside the framework pool's reservation, by device.",
      nullptr},
+    // Windows and walks (decision busy-processes).
+    {"leakwatch_process_heap_walk_records_total", kCounter,
+     "Heap records settled by walking the process's heap between bursts (decision busy-processes): "
+     "freed (its block was freed unseen) or undecided (dropped: nothing could say it is live).",
+     nullptr},
+    {"leakwatch_process_heap_walk_undecided_bytes_total", kCounter,
+     "The estimated bytes of the heap records dropped as undecided by marks and walks.", nullptr},
 };
 static_assert(std::size(kProcessFamilies) == kProcessRowCount);
 
@@ -600,6 +608,11 @@ void add_process_series(Scrape& s, const ProcessRows& rows, const ProcessEntry& 
   fam.add(*rows[kMode], with(base, {{"mode", "full"}}), e.process.heap_attached ? 1 : 0);
   fam.add(*rows[kTracingSuspended], base, e.process.tracing_suspended ? 1 : 0);
   fam.add(*rows[kBurstsFraction], base, e.process.bursts.active ? e.process.bursts.fraction : 0);
+  if (const HeapWalkView& w = ps.heap_walk; w.walks > 0 || w.undecided > 0) {
+    fam.add(*rows[kHeapWalkRecords], with(base, {{"verdict", "freed"}}), static_cast<double>(w.freed));
+    fam.add(*rows[kHeapWalkRecords], with(base, {{"verdict", "undecided"}}), static_cast<double>(w.undecided));
+    fam.add(*rows[kHeapWalkUndecidedBytes], base, static_cast<double>(w.undecided_bytes));
+  }
   // By kind: heap and mmap always (so an alert's increase() sees the
   // first loss), a CUDA or tensor kind once it made or lost an allocation.
   for (uint32_t kind = 0; kind < LW_KIND_MAX; ++kind) {

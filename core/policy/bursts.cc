@@ -46,7 +46,8 @@ BurstAction BurstState::tick(double now_s, uint64_t hits, uint64_t max_hits_per_
     const bool window_over = windowed_ && span >= p.window_s;
     // A drain over the budget is known within kDrainCheckSeconds: its free
     // side would cost the process more than the budget meanwhile.
-    const bool over = !windowed_ && budget > 0 && span >= kDrainCheckSeconds && rate > budget;
+    const bool over = !windowed_ && (p.force_windows && p.walk ? span >= p.window_s
+                                                               : budget > 0 && span >= kDrainCheckSeconds && rate > budget);
     if (window_over || over) {
       drain_rate_ = rate;
       if (over && !(p.walk && p.window_s > 0)) return BurstAction::kLeaveDrainOverBudget;

@@ -40,6 +40,9 @@ struct BurstParams {
   // or (false, or 0 s) the bursts end in a suspension.
   bool walk = false;
   double window_s = 2;
+  // Windows from the first drain, whatever the budget (`top --window`;
+  // needs walk).
+  bool force_windows = false;
   // The share of the time the allocating probes are on: each allocation's
   // chance of being recorded.
   double fraction() const { return period_s > 0 ? burst_s / period_s : 1; }

@@ -224,27 +224,51 @@ TEST(Bursts, OverBudgetSuspendsWhenBurstsAreOff) {
   target.write_line("exit");
 }
 
-// `top --bursts` forces them for one run (no budget: they never end by
-// themselves): the heap figures say how they were made, and the leak is
-// seen.
-TEST(Bursts, TopForcesThemForOneRun) {
+// Runs `top --json` on a fresh busy_leaker with `args` for `count`
+// intervals of 1 s; the last report.
+std::optional<Json> top_on_busy_leaker(const std::vector<std::string>& args, int count) {
   Process target({target_path("busy_leaker")});
-  ASSERT_EQ(read_ready(target), target.pid());
+  EXPECT_EQ(read_ready(target), target.pid());
   target.write_line("go");
-  Process top({LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--json", "--interval", "1",
-               "--count", "9", "--bursts", "1/2"});
+  std::vector<std::string> argv{LW_LEAKWATCH_BIN, "top", "-p", std::to_string(target.pid()), "--json",
+                                "--interval", "1", "--count", std::to_string(count)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Process top(argv);
   std::optional<Json> last;
   for (;;) {
     const std::optional<std::string> line = top.read_line(60s);
     if (!line) break;
     last = Json::parse(*line);
   }
-  ASSERT_TRUE(last.has_value()) << top.stderr_text();
   (void)stop_and_read_leaked(target);
   target.write_line("exit");
+  if (!last) ADD_FAILURE() << top.stderr_text();
+  return last;
+}
+
+// `top --bursts` forces them for one run (no budget: they never end by
+// themselves): the heap figures say how they were made, and the leak is
+// seen.
+TEST(Bursts, TopForcesThemForOneRun) {
+  const std::optional<Json> last = top_on_busy_leaker({"--bursts", "1/2"}, 9);
+  ASSERT_TRUE(last.has_value());
   const Json& sampling = last->at("sampling");
   EXPECT_EQ(sampling.at("heap_basis"), "bursts") << sampling.dump();
   EXPECT_DOUBLE_EQ(sampling.at("burst_fraction").get<double>(), 0.5) << sampling.dump();
+  EXPECT_TRUE(sampling.at("heap_walk").is_null()) << sampling.dump();
+  EXPECT_GT(heap_live_at(*last, "leak_block").second, 0) << last->dump().substr(0, 3000);
+}
+
+// And `--window` forces windows and walks with them (decision
+// busy-processes, "Windows and walks"), whatever the budget: the heap is
+// walked before each burst after the first, the leak still seen.
+TEST(Bursts, TopForcesWindowsForOneRun) {
+  const std::optional<Json> last = top_on_busy_leaker({"--bursts", "1/3", "--window", "1"}, 12);
+  ASSERT_TRUE(last.has_value());
+  const Json& sampling = last->at("sampling");
+  EXPECT_EQ(sampling.at("heap_basis"), "bursts+walk") << sampling.dump();
+  ASSERT_FALSE(sampling.at("heap_walk").is_null()) << sampling.dump();
+  EXPECT_GE(sampling.at("heap_walk").at("walks").get<uint64_t>(), 2u) << sampling.dump();
   EXPECT_GT(heap_live_at(*last, "leak_block").second, 0) << last->dump().substr(0, 3000);
 }
 
