@@ -25,9 +25,16 @@
 #     ("absent" otherwise), and the native frame seen without its Python
 #     caller (a stack cut short).
 #
+#   - with --after-flag-minutes A, the daemon stays A minutes after the flag
+#     (its cost still counted) and the accuracy is read again at the end;
+#     each accuracy line is also given against the bytes kept since the heap
+#     probes were attached (the escalation, from the daemon's log, the
+#     library's count interpolated between chunk ends): what leakwatch could
+#     have seen, as it re-baselines the heap then.
+#
 #   bench/busy_native_leak.sh [--runs N] [--timeout-minutes M] [--bare-chunks K]
-#                             [--chunk-seconds S] [BUILD_DIR]
-# Timeout 10 minutes, 3 bare chunks of 10 s. Root. Needs python3-torch
+#                             [--chunk-seconds S] [--after-flag-minutes A] [BUILD_DIR]
+# Timeout 10 minutes, 3 bare chunks of 10 s, 0 minutes after the flag. Root. Needs python3-torch
 # (scripts/install-deps.sh --with-bench-tools), g++ and curl.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,10 +43,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib/serve_leak.sh
 . "$here/lib/serve_leak.sh"
 usage() { sed -n 2,30p "$0" >&2; exit 2; }
-runs=1 timeout_minutes=10 bare_chunks=3 chunk_seconds=10 build=./build
+runs=1 timeout_minutes=10 bare_chunks=3 chunk_seconds=10 after_flag_minutes=0 build=./build
 python=${PYTHON:-/usr/bin/python3}
 parse_options "--runs=runs --timeout-minutes=timeout_minutes --bare-chunks=bare_chunks
-  --chunk-seconds=chunk_seconds" "$@"
+  --chunk-seconds=chunk_seconds --after-flag-minutes=after_flag_minutes" "$@"
 require_root BPF
 require_built scripts/build.sh "$build/leakwatch"
 "$python" -c 'import torch' 2>/dev/null ||
@@ -97,6 +104,25 @@ print(f"named_sites={named} kinds={','.join(sorted(kinds)) or '-'}"
 EOF
 }
 
+# kept_since_attach KEPT: KEPT less the library's count when the heap probes
+# were attached (the daemon log's first "heap probes attached" line), that
+# count interpolated between the chunk ends of $tmp/kept_at ("UNIX KEPT").
+kept_since_attach() {
+  local stamp at
+  stamp=$(grep -m1 'heap probes attached' "$tmp/daemon.err" | cut -d' ' -f1) || true
+  [[ -n $stamp ]] || { echo "$1"; return; }
+  at=$(date -d "$stamp" +%s.%N)
+  awk -v at="$at" -v kept="$1" '
+    { t[NR] = $1; k[NR] = $2 }
+    END {
+      base = 0
+      for (i = 2; i <= NR; i++)
+        if (t[i - 1] <= at && at <= t[i]) base = k[i - 1] + (k[i] - k[i - 1]) * (at - t[i - 1]) / (t[i] - t[i - 1])
+      if (NR > 0 && at > t[NR]) base = k[NR]
+      printf "%d\n", kept - base
+    }' "$tmp/kept_at"
+}
+
 # governor_counters PORT: the daemon's escalation and governor counters.
 governor_counters() {
   curl -sf "http://127.0.0.1:$1/metrics" 2>/dev/null |
@@ -111,6 +137,8 @@ for ((run = 1; run <= runs; run++)); do
   for ((i = 0; i < bare_chunks; i++)); do serve_chunk bare 0; done
   start_default_daemon
   start=$(date +%s.%N) flagged='' false_flags=0 modes='' kept_bytes=0 suspended_seen=0 bursts_seen=0
+  live_at_flag=0 kept_at_flag=0
+  : >"$tmp/kept_at"
   deadline=$(($(date +%s) + timeout_minutes * 60))
   while (($(date +%s) < deadline)); do
     serve_chunk daemon 1
@@ -120,17 +148,33 @@ for ((run = 1; run <= runs; run++)); do
     [[ $suspended != true ]] || suspended_seen=$((suspended_seen + 1))
     [[ $detail == *" bursts=absent "* || $detail == *" bursts=null "* ]] || bursts_seen=$((bursts_seen + 1))
     [[ " $modes " == *" $mode "* ]] || modes="$modes $mode"
+    echo "$(date +%s.%N) $kept_bytes" >>"$tmp/kept_at"
     echo "   run $run: ${el}s trend $trend, $live B named of $kept_bytes kept; mode $mode," \
       "suspended $suspended; $detail" >&2
-    if [[ $trend == leak ]]; then flagged=$el; break; fi
+    if [[ $trend == leak && -z $flagged ]]; then
+      flagged=$el live_at_flag=$live kept_at_flag=$kept_bytes
+      deadline=$(($(date +%s) + after_flag_minutes * 60))
+    fi
+    [[ -z $flagged ]] || (($(date +%s) < deadline)) || break
   done
   { read -r _ live _ _ _; read -r detail; } <<<"$(verdict "$port" "$target_pid")"
   counters=$(governor_counters "$port")
-  kept_at_flag=$kept_bytes  # the bare chunks below keep leaking
+  kept_at_end=$kept_bytes  # the bare chunks below keep leaking
   stop_daemon
   for ((i = 0; i < bare_chunks; i++)); do serve_chunk bareleak 1; done
   stop_target
-  serve_accuracy "$run" "lw_bench_native_keep <- remember_native" "${flagged:-none}" "$live" "$kept_at_flag"
+  site="lw_bench_native_keep <- remember_native"
+  if [[ -n $flagged ]]; then
+    serve_accuracy "$run" "$site" "$flagged" "$live_at_flag" "$kept_at_flag"
+    serve_accuracy "$run" "$site (at the flag, kept since the heap probes attached)" "$flagged" "$live_at_flag" \
+      "$(kept_since_attach "$kept_at_flag")"
+  fi
+  if [[ -z $flagged ]] || ((after_flag_minutes > 0)); then
+    echo "run $run: at the end ($(seconds_since "$start") s):"
+    serve_accuracy "$run" "$site" "${flagged:-none}" "$live" "$kept_at_end"
+    serve_accuracy "$run" "$site (kept since the heap probes attached)" "${flagged:-none}" "$live" \
+      "$(kept_since_attach "$kept_at_end")"
+  fi
   serve_cost "$run"
   echo "run $run: other sites flagged leak: $false_flags; modes seen:$modes; chunks read suspended: $suspended_seen," \
     "in bursts: $bursts_seen, of $(wc -l <"$tmp/daemon")"

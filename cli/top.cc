@@ -413,11 +413,8 @@ int parse(int argc, char** argv, TopOptions& o) {
     return usage_error(have_pid ? "-p and -c exclude each other" : "-p PID or -c COMMAND is required");
   if (o.filter.min_size > o.filter.max_size) return usage_error("--min-size is above --max-size");
   if (o.bursts && o.light) return usage_error("--bursts needs the heap probes: not with --mode light");
-  if (!o.window.empty()) {
-    if (!o.bursts) return usage_error("--window needs --bursts");
-    std::string error;
-    if (!parse_window(o.window, *o.bursts, &error)) return usage_error("%s", error.c_str());
-  }
+  if (std::string error; !o.window.empty() && !parse_window(o.window, o.bursts, &error))
+    return usage_error("%s", error.c_str());
   if (o.max_by_rate == SIZE_MAX) o.max_by_rate = o.max_sites;  // documented default: K
   return -1;
 }

@@ -21,16 +21,20 @@ std::optional<BurstParams> parse_bursts(const std::string& text, std::string* er
   return BurstParams{static_cast<double>(burst), static_cast<double>(period)};
 }
 
-bool parse_window(const std::string& text, BurstParams& params, std::string* error) {
+bool parse_window(const std::string& text, std::optional<BurstParams>& params, std::string* error) {
+  if (!params) {
+    *error = "--window needs --bursts";
+    return false;
+  }
   unsigned window = 0;
   char tail = 0;
   if (std::sscanf(text.c_str(), "%u%c", &window, &tail) != 1 || window < 1 ||
-      window + params.burst_s > params.period_s) {
+      window + params->burst_s > params->period_s) {
     *error = "--window must be whole seconds, at least 1, and fit in the period with the burst (got '" + text + "')";
     return false;
   }
-  params.window_s = window;
-  params.walk = params.force_windows = true;
+  params->window_s = window;
+  params->walk = params->force_windows = true;
   return true;
 }
 

@@ -23,9 +23,10 @@ class Tracer;
 // Parses "SECONDS/PERIOD" (whole seconds, 1 <= SECONDS, PERIOD >= 2 *
 // SECONDS, PERIOD <= 3600); nullopt with `error` set otherwise.
 std::optional<BurstParams> parse_bursts(const std::string& text, std::string* error);
-// Parses --window's SECONDS into `params` (1 <= SECONDS, SECONDS + the
-// burst <= the period); false with `error` set otherwise.
-bool parse_window(const std::string& text, BurstParams& params, std::string* error);
+// Parses --window's SECONDS into `params` (--bursts', which it needs; 1 <=
+// SECONDS, SECONDS + the burst <= the period); false with `error` set
+// otherwise.
+bool parse_window(const std::string& text, std::optional<BurstParams>& params, std::string* error);
 
 class TopBursts {
  public:

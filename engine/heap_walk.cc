@@ -181,7 +181,9 @@ void settle_heap_records(TracedProcess& p, BpfSession& session, uint64_t max_rea
     if (v == Liveness::kLive) ++kept;
     else (v == Liveness::kFreed ? freed : undecided).push_back({addrs[i], m.alloc_ns});
   }
-  w.marks.clear();
+  // The kept keep their marks: a walk while parked is followed by others.
+  for (const ThinnedRecord& r : freed) w.marks.erase(r.addr);
+  for (const ThinnedRecord& r : undecided) w.marks.erase(r.addr);
   retire_all(p, session, freed, undecided);
   HeapWalkView& view = w.view;
   ++view.walks;

@@ -19,6 +19,9 @@
 //   arena is walked (mmapped chunks read one by one), and a record is kept
 //   only if its chunk is still there, of its size, in use, and its mark
 //   unchanged; freed ones are retired as frees, the rest as undecided.
+//   The daemon also walks while parked (every kParkedWalkSeconds), so a
+//   block freed in the gap leaves its site within that time, not at the
+//   next burst.
 //
 // Thread-safety: not thread-safe (the Tracer's thread).
 #pragma once

@@ -192,6 +192,11 @@ Status Tracer::set_parked(pid_t pid, bool parked) {
   return st;
 }
 
+void Tracer::walk_parked_heap(pid_t pid) {
+  TracedProcess* p = process(pid);
+  if (p != nullptr && p->parked && !p->exited) settle_heap_records(*p, *session_, heap_walk_max_bytes_);
+}
+
 bool Tracer::heap_walkable(pid_t pid) {
   TracedProcess* p = process(pid);
   return p != nullptr && lw::heap_walkable(*p);
@@ -586,6 +591,8 @@ void Tracer::reattach_after_exec(TracedProcess& proc) {
   // image's first return probe; see test FollowsPidThroughExec.)
   if (!session_->purge_live(proc.pid)) ++stats_.attach_errors;
   proc.heap.clear();
+  proc.walk.marks.clear();        // a new heap (windows: decision busy-processes)
+  proc.walk.small_chunk_max = 0;  // and maybe a new environment
   proc.resync_pending = false;  // nothing of the old image is left to read back
   // A new image, a new heap: exact again (or the configured mean) until it
   // outgrows its share in turn.

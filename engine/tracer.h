@@ -92,6 +92,9 @@ class Tracer {
   // (engine/heap_walk.h), retiring the records whose blocks were freed
   // meanwhile, before the caller attaches the allocating side.
   Status set_parked(pid_t pid, bool parked);
+  // While parked: walks pid's heap now (no free probe: a record whose block
+  // was freed since the window leaves now, not at the next burst).
+  void walk_parked_heap(pid_t pid);
   // Whether pid's heap can be walked (glibc's malloc).
   bool heap_walkable(pid_t pid);
   // At most this much of a process's memory read by one walk.

@@ -45,6 +45,9 @@ struct TrackedProcess {
   // governor then suspends it at once for an hour, without trying bursts
   // again (each try costs the drain's check). -1: never.
   double drain_over_budget_at = -1;
+  // Windows (decision busy-processes): when the heap was last walked while
+  // parked (daemon seconds).
+  double parked_walk_at = -1;
   // Heap probes wanted: mode full, or auto and escalated.
   bool full() const { return info.mode == TargetMode::kFull || escalation.full(); }
 };

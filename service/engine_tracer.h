@@ -32,6 +32,7 @@ class EngineTracer final : public TracerControl {
   Status set_drain(pid_t pid, bool drain) override { return tracer_->set_drain(pid, drain); }
   Status set_parked(pid_t pid, bool parked) override { return tracer_->set_parked(pid, parked); }
   bool heap_walkable(pid_t pid) override { return tracer_->heap_walkable(pid); }
+  void walk_parked_heap(pid_t pid) override { tracer_->walk_parked_heap(pid); }
   void set_heap_walk_max_bytes(uint64_t bytes) override { tracer_->set_heap_walk_max_bytes(bytes); }
   void detach_heap_many(const std::vector<pid_t>& heap_pids,
                         const std::vector<pid_t>& all_probe_pids) override {

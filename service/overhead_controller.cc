@@ -113,7 +113,13 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
   const BurstAction action = t.bursts.tick(now_s, *hits, gp.max_hits_per_second, bp, uniform());
   const char* comm = t.info.identity.comm.c_str();
   switch (action) {
-    case BurstAction::kNone: return;
+    case BurstAction::kNone:
+      if (t.bursts.parked() && now_s - t.parked_walk_at >= kParkedWalkSeconds) {
+        t.parked_walk_at = now_s;
+        tracer_.walk_parked_heap(pid);
+        state_.dirty = true;
+      }
+      return;
     case BurstAction::kBurstStart:
     case BurstAction::kBurstEnd:
     case BurstAction::kWalkThenBurst: {
@@ -127,6 +133,7 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
       break;
     }
     case BurstAction::kPark:
+      t.parked_walk_at = now_s;
       if (Status st = tracer_.set_parked(pid, true); !st)
         LW_LOG_WARN("pid %d (%s): parking the free side: %s", pid, comm, st.error().message.c_str());
       if (!was_windowed) {

@@ -91,6 +91,9 @@ class TracerControl {
   // burst; only where the heap can be walked.
   virtual Status set_parked(pid_t, bool) { return ok_status(); }
   virtual bool heap_walkable(pid_t) { return false; }
+  // While parked: walks the heap now, retiring the records whose blocks
+  // were freed (Tracer::walk_parked_heap).
+  virtual void walk_parked_heap(pid_t) {}
   virtual void set_heap_walk_max_bytes(uint64_t) {}
   // set_heap_tracing(pid, false) for `heap_pids` and, for `all_probe_pids`
   // (the kill switch), every other probe too, in one teardown.

@@ -31,6 +31,10 @@ namespace lw {
 // How long a drain runs before its rate is judged (a drain over the
 // budget ends the bursts then, not at the next burst).
 inline constexpr double kDrainCheckSeconds = 2;
+// Windows: how often a parked process's heap is walked between two bursts
+// (the analysis samples every 10 s: a block freed while parked leaves its
+// site by the next sample or the one after).
+inline constexpr double kParkedWalkSeconds = 10;
 
 struct BurstParams {
   double burst_s = 2;

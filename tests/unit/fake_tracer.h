@@ -99,6 +99,7 @@ class FakeTracer : public TracerControl {
     park_calls.emplace_back(pid, parked);
     return ok_status();
   }
+  void walk_parked_heap(pid_t pid) override { parked_walks.push_back(pid); }
   bool heap_walkable(pid_t pid) override {
     auto it = procs.find(pid);
     return it != procs.end() && it->second.walkable;
@@ -193,6 +194,7 @@ class FakeTracer : public TracerControl {
   std::vector<std::pair<pid_t, bool>> heap_calls;
   std::vector<std::pair<pid_t, bool>> drain_calls;
   std::vector<std::pair<pid_t, bool>> park_calls;
+  std::vector<pid_t> parked_walks;
   uint64_t live_record_cap = 0;
   bool raw_syscalls_allowed = true;
   int teardowns = 0;

@@ -482,8 +482,10 @@ TEST(DaemonOverhead, AFreeSideOverBudgetOnAWalkableHeapGetsWindows) {
   EXPECT_TRUE(fp.heap);
   ASSERT_EQ(p.tracer.park_calls.size(), 1u);
   EXPECT_EQ(p.tracer.park_calls[0], std::make_pair(pid, true));
-  // Parked: no hits.
+  // Parked: no hits, and the heap walked every 10 s meanwhile.
+  const double parked_at = now;
   for (; now < 60 && !t.bursts.in_burst(); now += 0.1) p.overhead.tick(now);
+  EXPECT_NEAR(static_cast<double>(p.tracer.parked_walks.size()), (now - parked_at) / kParkedWalkSeconds, 1.0);
   ASSERT_TRUE(t.bursts.in_burst());
   EXPECT_NEAR(now, 55, 0.3);  // 54 s into the period begun with the bursts (at 1 s)
   EXPECT_FALSE(fp.drain);  // the allocating side back (the engine walked first)
