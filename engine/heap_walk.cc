@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/proc/proc_maps.h"
@@ -19,7 +20,14 @@ namespace {
 
 // glibc's chunk size flags (core/accounting/glibc_heap.h).
 constexpr uint64_t kIsMmapped = 0x2;
-constexpr uint64_t kNonMainArena = 0x4;
+
+// The process's "[heap]" mapping, (0, 0) when it has none.
+std::pair<uint64_t, uint64_t> heap_mapping(pid_t pid) {
+  if (Result<ParsedMaps> maps = read_proc_maps(pid); maps)
+    for (const MapEntry& m : maps->entries)
+      if (m.path == "[heap]") return {m.start, m.end};
+  return {0, 0};
+}
 
 // process_vm_readv of the whole range: 0, EFAULT (not mapped, or partly),
 // or the call's errno.
@@ -66,7 +74,6 @@ std::optional<HeapMark> mark_of(pid_t pid, uint64_t addr, uint64_t alloc_ns, uin
   uint64_t hdr[4];  // prev_size, size, the first 16 bytes of the block
   if (addr < 16 || read_target(pid, addr - 16, hdr, sizeof hdr) != 0) return std::nullopt;
   const uint64_t flags = hdr[1] & 7, chunk = hdr[1] & ~uint64_t{7};
-  if (flags & kNonMainArena) return std::nullopt;  // a thread arena: not walked
   HeapMark m;
   m.alloc_ns = alloc_ns;
   m.head[0] = hdr[2];
@@ -160,11 +167,10 @@ void settle_heap_records(TracedProcess& p, BpfSession& session, uint64_t max_rea
     addrs.push_back(addr);
     candidates.push_back({addr, r.size});
   });
-  uint64_t heap_start = 0, heap_end = 0;
-  if (Result<ParsedMaps> maps = read_proc_maps(p.pid); maps)
-    for (const MapEntry& m : maps->entries)
-      if (m.path == "[heap]") heap_start = m.start, heap_end = m.end;
+  const auto [heap_start, heap_end] = heap_mapping(p.pid);
   GlibcHeapLimits limits;
+  // The break moves while a busy process is walked (glibc_heap.h).
+  limits.heap_end_now = [pid = p.pid] { return heap_mapping(pid).second; };
   limits.max_read_bytes = max_read_bytes;
   limits.small_chunk_max = w.small_chunk_max;
   limits.mmap_rounding = w.mmap_rounding;

@@ -11,12 +11,13 @@
 //   a free puts its bin links, and the next chunk's prev_size, where it
 //   puts the chunk's size). A record nothing can follow is dropped and
 //   counted as undecided: a chunk small enough for tcache or a fastbin
-//   (whose in-use bit glibc keeps set when freed), a thread arena's chunk
-//   (not walked), a mark a free would not change (prev_size already
+//   (whose in-use bit glibc keeps set when freed), a mark a free would not
+//   change (prev_size already
 //   holding the size), a read that fails, or past kMaxMarks.
 // - settle(), once the free side is attached again (a free from then on
-//   is seen) and before the allocating side: the chunk chain of the main
-//   arena is walked (mmapped chunks read one by one), and a record is kept
+//   is seen) and before the allocating side: the chunk chains of the main
+//   arena and of the thread heaps holding records are walked (mmapped
+//   chunks read one by one), and a record is kept
 //   only if its chunk is still there, of its size, in use, and its mark
 //   unchanged; freed ones are retired as frees, the rest as undecided.
 //   The daemon also walks while parked (every kParkedWalkSeconds), so a

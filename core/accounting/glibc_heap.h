@@ -2,8 +2,8 @@
 // Whether recorded blocks of another process are still allocated, read from
 // that process's glibc heap (docs/decisions/0065-busy-processes.md, "Next,
 // for a process whose frees are too many"): the daemon settles the blocks
-// its free probe did not see by walking the target's main arena and reading
-// the headers of its mmapped chunks. Pure: the target's memory comes through
+// its free probe did not see by walking the target's main arena and its
+// thread arenas' heaps and reading the headers of its mmapped chunks. Pure: the target's memory comes through
 // a HeapReader (process_vm_readv in the daemon, a byte image in tests).
 // Thread-safety: free functions, no shared state; a call uses only its
 // arguments (and calls `read` from the calling thread).
@@ -31,10 +31,31 @@
 //   - an mmapped chunk (IS_MMAPPED, a block above the mmap threshold) starts
 //     prev_size bytes after the start of its mapping (page aligned), and is
 //     the request rounded up to a page (memalign: plus the alignment).
+//   - a thread arena (any arena but the main one) lives in heaps of
+//     HEAP_MAX_SIZE, 64 MiB, each reserved at a multiple of 64 MiB, so a
+//     chunk at c is in the heap at h = c & ~(64 MiB - 1). A heap starts with
+//     heap_info {ar_ptr, prev, size, mprotect_size, pagesize (2.35+), pad}:
+//     48 bytes since 2.35, 32 before; `size` (whole pages, at most 64 MiB,
+//     at most mprotect_size) is how much of it the arena uses. ar_ptr is the
+//     arena's malloc_state, just after its first heap's heap_info (so its
+//     offset in its own 64 MiB is sizeof(heap_info)); that first heap has
+//     prev 0 and its first chunk after the malloc_state (2,200 bytes since
+//     2.27, 2,192 or 2,184 before), aligned to 16; a later heap (the arena
+//     grown) has prev set to the heap before and its first chunk right after
+//     its heap_info. The chunks run to h + size: in the arena's newest heap
+//     the last is the top chunk (PREV_INUSE set); an older heap ends in
+//     glibc's fenceposts: its old top, freed (or, under 64 bytes, kept as a
+//     16- or 32-byte fence), a 16-byte fencepost, and the last 16 bytes a
+//     header of size 0 | PREV_INUSE, the fences NON_MAIN_ARENA clear.
+//     glibc sets NON_MAIN_ARENA on each chunk it hands out (tcache and
+//     fastbins keep it) and clears it on free chunks in bins and the top.
+//     With glibc.malloc.hugetlb's huge pages heaps are 4 huge pages: not
+//     walked (limits.mmap_rounding other than a page says so).
 // A heap that breaks these (another allocator in the process, sbrk called by
 // someone else, a corrupted heap) fails the header checks and makes the
 // blocks undecided; a mapping that starts with bytes that happen to form a
-// valid chain to the end of [heap] would not, and is not guarded against.
+// valid chain to the end of [heap] (or a heap_info and a chain to its
+// size) would not, and is not guarded against.
 //
 // Verdicts (soundness before coverage: a block that was freed never reads
 // kLive, except in the residual cases below):
@@ -62,10 +83,27 @@
 //   less than mmap_rounding (a page) and 64 bytes to spare (memalign: plus
 //   the address's alignment), addr - 16 - prev_size is page aligned and
 //   prev_size + size is whole pages (the mapping), else kFreed.
-//   NON_MAIN_ARENA alone (a thread arena's chunk: not walked in this
-//   version) and anything else: kUndecided.
+//   Any other header (NON_MAIN_ARENA set, or clear: a freed block's chunk
+//   in a bin or the top has it clear): the thread heap h = (addr - 16) &
+//   ~(64 MiB - 1) is walked, once for all its candidates. Its heap_info
+//   (48 bytes read) must pass the checks above (size, mprotect_size, ar_ptr,
+//   prev, pagesize 4,096 in a 48-byte heap_info); then the chain is tried
+//   from each possible first chunk (one in a later heap; in a first heap
+//   one per malloc_state size: two offsets) to h + size, each header
+//   checked as in the main arena except: NON_MAIN_ARENA set on each chunk
+//   in use (the next chunk's PREV_INUSE set), the fences excepted; the last
+//   chunk the top (PREV_INUSE set) or the fenceposts as above. The verdicts
+//   stand only when exactly one start validates (two would each decide
+//   blocks the other does not have); they are the main arena's, a top
+//   chunk or a fence counting as the top chunk, a chunk before the first
+//   chunk kUndecided and one past h + size (the heap's unused tail) kFreed.
+//   A heap_info that fails, no start or two that validate, a read that
+//   fails or the read limit: that heap's candidates kUndecided, `stopped`
+//   saying why. Also kUndecided without a walk: h at page 0 or its 64 MiB
+//   overlapping [heap] (no glibc heap can), mmap_rounding not a page (huge
+//   pages), a heap past limits.max_thread_heaps (by address).
 //   Always kUndecided: an address not 16-byte aligned or below 16, a size
-//   glibc refuses (above PTRDIFF_MAX), a main-arena chunk before the first
+//   glibc refuses (above PTRDIFF_MAX), a chunk before its heap's first
 //   chunk.
 //
 // Residuals, which the caller must document:
@@ -78,7 +116,13 @@
 //     checks (undecided), but could in principle land on stale headers
 //     inside a free chunk; exact results need the target stopped.
 //   - an mmapped block unmapped and its address mapped again by other data
-//     whose bytes at addr - 16 happen to form a matching mmapped header.
+//     whose bytes at addr - 16 happen to form a matching mmapped header; the
+//     same for a thread arena's block freed whose bytes at addr - 16 (in
+//     another chunk's data) now happen to form one (the header is read
+//     before the heap is walked).
+//   - a thread heap's chain read from a wrong start that happens to validate
+//     while the right one does not (a torn read, a corrupted heap): with no
+//     second chain to show the ambiguity, its verdicts are taken.
 #pragma once
 
 #include <cstdint>
@@ -121,16 +165,32 @@ struct GlibcHeapLimits {
   // the target's GLIBC_TUNABLES): the slack an mmapped chunk may have over
   // its block is this plus 64 bytes (memalign: plus the alignment).
   uint64_t mmap_rounding = 4096;
+  // Walk at most this many thread heaps per call; the candidates in others
+  // are undecided.
+  uint64_t max_thread_heaps = 1024;
+  // The end of the target's "[heap]" mapping now (0: not known), asked when
+  // the main arena's walk reaches a chunk that does not end within the end
+  // it knew, or cannot read past one that ends before it: a running
+  // process moves the break, and the top chunk with it, while it is
+  // walked (a PyTorch serving loop does, many times in a 150 ms walk).
+  // Empty: the end passed in is final.
+  std::function<uint64_t()> heap_end_now;
 };
 
 struct GlibcWalkStats {
   uint64_t bytes_read = 0;  // of the target, windows and headers
-  uint64_t chunks = 0;      // main-arena chunks walked (headers checked), the top chunk included
+  // Chunks walked (headers checked), the top chunks and fenceposts included:
+  // the main arena's and the thread heaps', a thread heap's tries from each
+  // possible first chunk counted.
+  uint64_t chunks = 0;
   uint64_t live = 0, freed = 0, undecided = 0;  // the verdicts returned
-  // True when nothing stopped the call: the walk, if a candidate needed it,
-  // reached the top chunk, and every header read was made.
+  // True when nothing stopped the call: each walk a candidate needed
+  // validated to its heap's end, and every header read was made.
   bool complete = false;
-  std::string stopped;  // why not, with the address: "" when complete
+  // Why not, with the address: "" when complete. One reason: the main
+  // arena's walk's, else the first thread heap's (by address), else a
+  // header read's.
+  std::string stopped;
 };
 
 // glibc's request2size(): the chunk size malloc(n) is made from. 0 when

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// core/accounting/glibc_heap.h: verdicts on a real glibc heap, and on
-// synthetic heap images for what a real heap does not show (corrupt
-// headers, the read limit, each mmapped-header rule).
+// core/accounting/glibc_heap.h: verdicts on a real glibc heap (synthetic
+// images for what a real heap does not show are in
+// test_glibc_heap_images.cc).
 //
 // The real heap is a child's: a fresh copy of this binary (exec'd, so its
 // heap holds only what startup and the child's own calls made, not what
 // earlier tests left in ours), which, before main(), mallocs and frees a
-// known set of blocks, writes their addresses to a pipe and waits to be
-// killed. The test reads the child's [heap] bounds from /proc/PID/maps and
-// its memory with process_vm_readv.
+// known set of blocks -- in the main arena, mmapped, and in threads' arenas
+// (one of which grows a second heap) -- writes their addresses to a pipe
+// and waits to be killed. The test reads the child's [heap] bounds from
+// /proc/PID/maps and its memory with process_vm_readv.
 #include "core/accounting/glibc_heap.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -27,6 +29,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,14 +66,80 @@ enum Slot : size_t {
   kSlots
 };
 
+// Each of kThreads threads' blocks, made in its own arena (the threads
+// overlap, so none takes over another's). Top: the last block, freed into
+// the arena's top chunk. Guards as in the main arena.
+constexpr size_t kThreads = 4;
+enum ThreadSlot : size_t {
+  kTKept64k,
+  kTKept2000,
+  kTSmall100,
+  kTFreed64k,
+  kTGuard1,
+  kTFreed3000,
+  kTGuard2,
+  kTTop,
+  kTSlots
+};
+
+// One more thread's arena, grown past its first 64 MiB heap into a second:
+// its first block (in the first heap), its last and the one before it,
+// freed (both in the second heap).
+constexpr size_t kGrowBlock = 256 << 10;  // below the child's mmap threshold
+constexpr size_t kGrowBlocks = 320;       // 80 MiB: more than a 64 MiB heap holds
+enum GrownSlot : size_t { kGrownFirst, kGrownFreed, kGrownLast, kGrownSlots };
+
+struct ChildAddrs {
+  uint64_t main[kSlots];
+  uint64_t threads[kThreads][kTSlots];
+  uint64_t grown[kGrownSlots];
+};
+
 uint64_t addr_of(void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// Keeps the compiler from dropping a malloc whose block is never used.
+void* escape(void* p) {
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
+}
+
+// Called by every thread once its arena holds its blocks: returns when all
+// have, so each thread keeps its arena (an exited thread's arena is handed
+// to the next new thread) until all have made theirs.
+void all_attached(std::atomic<size_t>& arrived) {
+  arrived.fetch_add(1);
+  while (arrived.load() < kThreads + 1) std::this_thread::yield();
+}
+
+void thread_blocks(uint64_t* t, std::atomic<size_t>& arrived) {
+  for (size_t s = 0; s < kTSlots; ++s) {
+    const size_t size = s == kTKept64k || s == kTFreed64k ? k64k
+                        : s == kTSmall100                 ? 100
+                        : s == kTFreed3000 || s == kTTop  ? 3000
+                                                          : 2000;
+    t[s] = addr_of(escape(malloc(size)));
+  }
+  for (ThreadSlot s : {kTFreed64k, kTFreed3000, kTTop}) free(reinterpret_cast<void*>(t[s]));
+  all_attached(arrived);
+}
+
+void grow_blocks(uint64_t* g, std::atomic<size_t>& arrived) {
+  void* blocks[kGrowBlocks];
+  for (void*& b : blocks) b = escape(malloc(kGrowBlock));
+  g[kGrownFirst] = addr_of(blocks[0]);
+  g[kGrownFreed] = addr_of(blocks[kGrowBlocks - 2]);
+  g[kGrownLast] = addr_of(blocks[kGrowBlocks - 1]);
+  free(blocks[kGrowBlocks - 2]);
+  all_attached(arrived);
+}
 
 // The child's work. Guards (kept, never reported) sit between the blocks to
 // be freed so a free does not merge them with their neighbours.
 [[noreturn]] void child_main(int fd) {
   // Pinned: glibc raises its threshold by itself when an mmapped chunk is freed.
   mallopt(M_MMAP_THRESHOLD, 512 << 10);
-  uint64_t a[kSlots] = {};
+  ChildAddrs all{};
+  uint64_t* a = all.main;
   std::vector<void*> guards;
   auto guard = [&] {
     guards.push_back(malloc(2000));
@@ -95,14 +164,24 @@ uint64_t addr_of(void* p) { return reinterpret_cast<uint64_t>(p); }
   a[kMmapKept] = addr_of(malloc(kMmapSize));
   a[kMmapFreed] = addr_of(malloc(kMmapSize));
   std::thread([&] { a[kThreadBlock] = addr_of(malloc(2000)); }).join();
+  {
+    // Before kTopA: the threads' own small blocks in the main arena come
+    // from its top chunk too.
+    std::atomic<size_t> arrived{0};
+    std::thread threads[kThreads + 1];
+    for (size_t t = 0; t < kThreads; ++t)
+      threads[t] = std::thread(thread_blocks, all.threads[t], std::ref(arrived));
+    threads[kThreads] = std::thread(grow_blocks, all.grown, std::ref(arrived));
+    for (std::thread& t : threads) t.join();
+  }
   a[kTopA] = addr_of(malloc(3000));
   a[kTopB] = addr_of(malloc(3000));
   for (Slot s : {kSmallFreed1000, kFreed64k, kFreed3000, kPairA, kPairB, kMmapFreed, kTopB, kTopA}) {
     free(reinterpret_cast<void*>(a[s]));
   }
-  const char* p = reinterpret_cast<const char*>(a);
-  for (size_t done = 0; done < sizeof a;) {
-    const ssize_t n = write(fd, p + done, sizeof a - done);
+  const char* p = reinterpret_cast<const char*>(&all);
+  for (size_t done = 0; done < sizeof all;) {
+    const ssize_t n = write(fd, p + done, sizeof all - done);
     if (n <= 0) _exit(1);
     done += static_cast<size_t>(n);
   }
@@ -161,13 +240,17 @@ class HeapChild {
   HeapChild(const HeapChild&) = delete;
   HeapChild& operator=(const HeapChild&) = delete;
 
-  uint64_t at(Slot s) const { return addrs[s]; }
+  uint64_t at(Slot s) const { return addrs.main[s]; }
+  uint64_t thread_at(size_t t, ThreadSlot s) const { return addrs.threads[t][s]; }
+  uint64_t grown_at(GrownSlot s) const { return addrs.grown[s]; }
   HeapReader reader() const { return vm_reader(pid); }
   bool in_heap(uint64_t addr) const { return addr >= heap_start && addr < heap_end; }
   // The size field of the chunk header before user pointer `addr`.
-  uint64_t size_field(uint64_t addr) const {
-    uint64_t h[2] = {};
-    return reader()(addr - 16, h, sizeof h) == 0 ? h[1] : 0;
+  uint64_t size_field(uint64_t addr) const { return word(addr - 8); }
+  // The 8 bytes at `addr` (0 when unreadable).
+  uint64_t word(uint64_t addr) const {
+    uint64_t w = 0;
+    return reader()(addr, &w, sizeof w) == 0 ? w : 0;
   }
   std::vector<Liveness> check(const std::vector<HeapCandidate>& cands, GlibcWalkStats* stats = nullptr,
                               const GlibcHeapLimits& limits = {}) const {
@@ -175,13 +258,13 @@ class HeapChild {
   }
 
   pid_t pid = -1;
-  uint64_t addrs[kSlots] = {};
+  ChildAddrs addrs{};
   uint64_t heap_start = 0, heap_end = 0;
   std::string error;
 
  private:
   void read_addresses(int fd) {
-    char* p = reinterpret_cast<char*>(addrs);
+    char* p = reinterpret_cast<char*>(&addrs);
     for (size_t done = 0; done < sizeof addrs;) {
       pollfd pfd{fd, POLLIN, 0};
       if (poll(&pfd, 1, 10000) != 1) {
@@ -291,12 +374,99 @@ TEST(GlibcHeap, MmappedBlocks) {
   EXPECT_EQ(v, (std::vector<Liveness>{kLive, kFreed, kFreed, kFreed}));
 }
 
-TEST(GlibcHeap, ThreadArenaBlockIsUndecided) {
+constexpr uint64_t kHeapMax = 64 << 20;  // a thread heap's size and alignment
+uint64_t heap_of(uint64_t addr) { return (addr - 16) & ~(kHeapMax - 1); }
+
+TEST(GlibcHeap, ThreadArenaBlockReadsLive) {
   LW_START_CHILD(child);
   const uint64_t p = child.at(kThreadBlock);
   ASSERT_FALSE(child.in_heap(p));
   ASSERT_NE(child.size_field(p) & 4, 0u);  // NON_MAIN_ARENA
-  EXPECT_EQ(child.check({{p, 2000}}), (std::vector<Liveness>{kUndecided}));
+  GlibcWalkStats st;
+  EXPECT_EQ(child.check({{p, 2000}, {p, 2048}}, &st), (std::vector<Liveness>{kLive, kFreed}));
+  EXPECT_TRUE(st.complete) << st.stopped;
+  EXPECT_GT(st.chunks, 2u);
+}
+
+// The blocks of kThreads threads, each in its own arena, in one call.
+TEST(GlibcHeap, ThreadArenaBlocks) {
+  LW_START_CHILD(child);
+  std::vector<HeapCandidate> cands;
+  std::vector<Liveness> want;
+  std::set<uint64_t> heaps;
+  for (size_t t = 0; t < kThreads; ++t) {
+    SCOPED_TRACE(t);
+    auto at = [&](ThreadSlot s) {
+      return child.thread_at(t, s);
+    };
+    ASSERT_FALSE(child.in_heap(at(kTKept64k)));
+    ASSERT_NE(child.size_field(at(kTKept64k)) & 4, 0u);  // NON_MAIN_ARENA
+    // glibc clears NON_MAIN_ARENA on a free chunk in a bin: a walk cannot
+    // ask it of every chunk.
+    EXPECT_EQ(child.size_field(at(kTFreed64k)) & 4, 0u);
+    // kTTop's chunk is its arena's top: it ends where its heap (heap_info.size) does.
+    const uint64_t h = heap_of(at(kTTop));
+    ASSERT_EQ(at(kTTop) - 16 + (child.size_field(at(kTTop)) & ~uint64_t{7}), h + child.word(h + 16));
+    heaps.insert(h);
+    const std::pair<HeapCandidate, Liveness> blocks[] = {
+        {{at(kTKept64k), k64k}, kLive},      {{at(kTKept2000), 2000}, kLive},
+        {{at(kTSmall100), 100}, kUndecided}, {{at(kTFreed64k), k64k}, kFreed},
+        {{at(kTFreed3000), 3000}, kFreed},   {{at(kTTop), 3000}, kFreed},
+        {{at(kTKept64k), k64k / 2}, kFreed}, {{at(kTKept2000), 2048}, kFreed},  // the wrong size
+        {{at(kTGuard1) + 64, 100}, kFreed}};  // inside a block: stepped over
+    for (const auto& [cand, verdict] : blocks) {
+      cands.push_back(cand);
+      want.push_back(verdict);
+    }
+  }
+  ASSERT_EQ(heaps.size(), kThreads) << "the threads did not get an arena each";
+  GlibcWalkStats st;
+  EXPECT_EQ(child.check(cands, &st), want);
+  EXPECT_TRUE(st.complete) << st.stopped;
+  EXPECT_EQ(st.live + st.freed + st.undecided, cands.size());
+  EXPECT_EQ(st.undecided, kThreads);
+  // With no small-chunk rule the 100-byte blocks would read live: the rule
+  // applies in thread heaps too.
+  GlibcHeapLimits no_small_rule;
+  no_small_rule.small_chunk_max = 0;
+  const auto v = child.check(cands, nullptr, no_small_rule);
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], want[i] == kUndecided ? kLive : want[i]) << i;
+}
+
+// An arena that outgrew its first 64 MiB heap: a block in each heap.
+TEST(GlibcHeap, GrownThreadArenaSecondHeap) {
+  LW_START_CHILD(child);
+  const uint64_t first = child.grown_at(kGrownFirst), last = child.grown_at(kGrownLast),
+                 freed = child.grown_at(kGrownFreed);
+  const uint64_t h1 = heap_of(first), h2 = heap_of(last);
+  ASSERT_NE(h1, h2) << "the arena did not grow a second heap";
+  ASSERT_EQ(heap_of(freed), h2);
+  ASSERT_EQ(child.word(h2 + 8), h1);  // heap_info.prev
+  // The older heap ends in glibc's fencepost pair, its last header size 0 | PREV_INUSE.
+  ASSERT_EQ(child.word(h1 + child.word(h1 + 16) - 8), 1u);
+  GlibcWalkStats st;
+  const auto v = child.check({{first, kGrowBlock},
+                              {last, kGrowBlock},
+                              {freed, kGrowBlock},
+                              {first, kGrowBlock / 2},
+                              {last, 2 * kGrowBlock}},
+                             &st);
+  EXPECT_EQ(v, (std::vector<Liveness>{kLive, kLive, kFreed, kFreed, kFreed}));
+  EXPECT_TRUE(st.complete) << st.stopped;
+  // Both heaps were walked, in windows: a window a chunk, not the chunks' bodies.
+  EXPECT_GT(st.chunks, kGrowBlocks);
+  EXPECT_LT(st.bytes_read, kGrowBlocks * kGrowBlock / 2);
+}
+
+// glibc.malloc.hugetlb's huge pages make heaps of another size: not walked.
+TEST(GlibcHeap, HugePagesLeaveThreadHeapsUndecided) {
+  LW_START_CHILD(child);
+  GlibcHeapLimits huge;
+  huge.mmap_rounding = 2 << 20;
+  GlibcWalkStats st;
+  const auto v = child.check({{child.thread_at(0, kTKept64k), k64k}, {child.at(kKept64k), k64k}}, &st, huge);
+  EXPECT_EQ(v, (std::vector<Liveness>{kUndecided, kLive}));
+  EXPECT_NE(st.stopped.find("huge pages"), std::string::npos) << st.stopped;
 }
 
 // The residual the caller documents: a freed block whose address was handed
@@ -328,7 +498,7 @@ TEST(GlibcHeap, AllBlocksInOneCall) {
                            {kReusedNew, 5000, kLive},
                            {kMmapKept, kMmapSize, kLive},
                            {kMmapFreed, kMmapSize, kFreed},
-                           {kThreadBlock, 2000, kUndecided},
+                           {kThreadBlock, 2000, kLive},
                            {kTopA, 3000, kFreed},
                            {kTopB, 3000, kFreed}};
   ASSERT_EQ(std::size(expect), size_t{kSlots});
@@ -341,279 +511,23 @@ TEST(GlibcHeap, AllBlocksInOneCall) {
     live += e.verdict == kLive;
     freed += e.verdict == kFreed;
   }
+  // And the threads' kept and freed blocks, and the grown arena's.
+  for (size_t t = 0; t < kThreads; ++t) {
+    all.push_back({child.thread_at(t, kTKept2000), 2000});
+    all.push_back({child.thread_at(t, kTFreed3000), 3000});
+    want.insert(want.end(), {kLive, kFreed});
+    ++live;
+    ++freed;
+  }
+  all.push_back({child.grown_at(kGrownLast), kGrowBlock});
+  want.push_back(kLive);
+  ++live;
   GlibcWalkStats st;
   EXPECT_EQ(child.check(all, &st), want);
   EXPECT_TRUE(st.complete) << st.stopped;
   EXPECT_EQ(st.live, live);
   EXPECT_EQ(st.freed, freed);
   EXPECT_EQ(st.undecided, all.size() - live - freed);
-}
-
-// ---- synthetic images ----
-
-constexpr uint64_t kBase = 0x555555550000;  // page aligned
-constexpr uint64_t kPage = 4096;
-
-// A byte image of target memory at `base`; reads outside it fail with EFAULT.
-struct Image {
-  uint64_t base = kBase;
-  std::vector<uint8_t> bytes;
-  uint64_t end() const { return base + bytes.size(); }
-  void put(uint64_t addr, uint64_t v) { std::memcpy(&bytes.at(addr - base), &v, sizeof v); }
-  uint64_t get(uint64_t addr) const {
-    uint64_t v;
-    std::memcpy(&v, &bytes.at(addr - base), sizeof v);
-    return v;
-  }
-  HeapReader reader() const {
-    return [this](uint64_t addr, void* out, size_t len) -> int {
-      if (addr < base || addr - base > bytes.size() || len > bytes.size() - (addr - base)) return EFAULT;
-      std::memcpy(out, bytes.data() + (addr - base), len);
-      return 0;
-    };
-  }
-};
-
-struct ChunkSpec {
-  uint64_t size;
-  bool in_use;
-};
-
-// A main arena: `chunks` from kBase, then a top chunk to kBase + total,
-// with glibc's bits (PREV_INUSE of the chunk before, prev_size after a free
-// chunk). `at` gets each chunk's address, the top chunk's last.
-Image arena(const std::vector<ChunkSpec>& chunks, uint64_t total, std::vector<uint64_t>* at) {
-  Image img;
-  img.bytes.assign(total, 0);
-  uint64_t c = kBase;
-  bool prev_in_use = true;
-  uint64_t prev_size = 0;
-  auto header = [&](uint64_t size) {
-    if (!prev_in_use) img.put(c, prev_size);
-    img.put(c + 8, size | (prev_in_use ? 1 : 0));
-    at->push_back(c);
-  };
-  for (const ChunkSpec& s : chunks) {
-    header(s.size);
-    prev_in_use = s.in_use;
-    prev_size = s.size;
-    c += s.size;
-  }
-  header(kBase + total - c);
-  return img;
-}
-
-std::vector<Liveness> check_image(const Image& img, const std::vector<HeapCandidate>& cands,
-                                  GlibcWalkStats* st = nullptr, const GlibcHeapLimits& limits = {}) {
-  return check_glibc_chunks(img.reader(), img.base, img.end(), cands, limits, st);
-}
-
-TEST(GlibcHeap, RequestToSize) {
-  EXPECT_EQ(glibc_request2size(0), 32u);
-  EXPECT_EQ(glibc_request2size(24), 32u);
-  EXPECT_EQ(glibc_request2size(25), 48u);
-  EXPECT_EQ(glibc_request2size(1032), 1040u);
-  EXPECT_EQ(glibc_request2size(uint64_t{PTRDIFF_MAX} + 1), 0u);
-}
-
-TEST(GlibcHeap, SyntheticArenaVerdicts) {
-  const uint64_t big = glibc_request2size(3000), small = glibc_request2size(100);
-  std::vector<uint64_t> at;
-  // The last chunk before a top chunk of 48 bytes ends inside the last page:
-  // it is not the top chunk (that one ends where the heap does).
-  const uint64_t used = 4 * big + small;
-  const Image img = arena({{big, true}, {big, false}, {big, true}, {small, true}, {big, true}}, used + 48,
-                          &at);
-  const uint64_t a = at[0] + 16, b = at[1] + 16, c = at[2] + 16, d = at[3] + 16, e = at[4] + 16,
-                 top = at[5] + 16;
-  GlibcWalkStats st;
-  const auto v = check_image(img,
-                             {{e, 3000},       // live, the last before the top chunk
-                              {b + 64, 100},   // inside the free chunk b: stepped over
-                              {a, 3000},       // live
-                              {top, 16},       // the top chunk
-                              {b, 3000},       // free
-                              {c, 1000},       // the wrong size
-                              {d, 100},        // small: undecided
-                              {a + 8, 100},    // not 16-byte aligned: undecided
-                              {top + 16, 8},   // inside the top chunk
-                              {a, 3000 - 8}},  // a again, a size with the same chunk
-                             &st);
-  EXPECT_EQ(v, (std::vector<Liveness>{kLive, kFreed, kLive, kFreed, kFreed, kFreed, kUndecided, kUndecided,
-                                      kFreed, kLive}));
-  EXPECT_TRUE(st.complete) << st.stopped;
-  EXPECT_EQ(st.chunks, at.size());
-  EXPECT_EQ(st.live, 3u);
-  EXPECT_EQ(st.freed, 5u);
-  EXPECT_EQ(st.undecided, 2u);
-  EXPECT_EQ(st.live + st.freed + st.undecided, v.size());
-  EXPECT_EQ(st.bytes_read, img.bytes.size());  // one window holds it all
-}
-
-TEST(GlibcHeap, ChunksLargerThanTheWindowAreNotRead) {
-  const uint64_t huge = 1 << 20, big = glibc_request2size(3000);
-  std::vector<uint64_t> at;
-  const Image img = arena({{huge, true}, {big, true}, {huge, false}, {big, true}}, 2 * huge + 2 * big + kPage,
-                          &at);
-  const std::vector<HeapCandidate> cands = {
-      {at[0] + 16, huge - 16}, {at[1] + 16, 3000}, {at[2] + 16, huge - 16}, {at[3] + 16, 3000}};
-  const std::vector<Liveness> want = {kLive, kLive, kFreed, kLive};
-  for (uint64_t window : {uint64_t{64} << 10, uint64_t{16}, uint64_t{40}, uint64_t{4096}}) {
-    SCOPED_TRACE(window);
-    GlibcHeapLimits limits;
-    limits.window_bytes = window;
-    GlibcWalkStats st;
-    EXPECT_EQ(check_image(img, cands, &st, limits), want);
-    EXPECT_TRUE(st.complete) << st.stopped;
-    EXPECT_EQ(st.chunks, at.size());
-    EXPECT_LT(st.bytes_read, img.bytes.size() / 4);  // the two 1 MiB chunks' bodies unread
-  }
-}
-
-TEST(GlibcHeap, CorruptHeadersMakeEveryCandidateUndecided) {
-  const uint64_t big = glibc_request2size(3000);
-  struct Case {
-    const char* what;
-    size_t chunk;     // whose header is changed
-    bool size_field;  // the size field (else prev_size)
-    uint64_t value;
-  };
-  const Case cases[] = {
-      {"size 0", 2, true, 0x1},
-      {"misaligned size", 2, true, (big + 8) | 1},
-      {"runs past the end", 2, true, (uint64_t{1} << 40) | 1},
-      {"NON_MAIN_ARENA", 2, true, big | 0x5},
-      {"IS_MMAPPED", 2, true, big | 0x3},
-      {"first chunk without PREV_INUSE", 0, true, big},
-      {"prev_size of the chunk after a free one", 3, false, big + 16},
-      {"ends short of the heap's end", 4, true, (2 * kPage - 16) | 1},
-  };
-  std::vector<uint64_t> at;
-  const Image good = arena({{big, true}, {big, true}, {big, false}, {big, true}}, 4 * big + 2 * kPage, &at);
-  const std::vector<HeapCandidate> cands = {{at[0] + 16, 3000}, {at[2] + 16, 3000}, {at[3] + 16, 3000}};
-  // The control: the image as built reads.
-  ASSERT_EQ(check_image(good, cands), (std::vector<Liveness>{kLive, kFreed, kLive}));
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.what);
-    Image img = good;
-    img.put(at[c.chunk] + (c.size_field ? 8 : 0), c.value);
-    GlibcWalkStats st;
-    EXPECT_EQ(check_image(img, cands, &st), (std::vector<Liveness>(cands.size(), kUndecided)));
-    EXPECT_FALSE(st.complete);
-    char where[32];
-    std::snprintf(where, sizeof where, "0x%" PRIx64, at[c.chunk]);
-    EXPECT_NE(st.stopped.find(where), std::string::npos) << st.stopped;
-    EXPECT_EQ(st.undecided, cands.size());
-  }
-}
-
-TEST(GlibcHeap, ReadLimitLeavesUndecided) {
-  const uint64_t big = glibc_request2size(3000);
-  std::vector<uint64_t> at;
-  const Image img = arena({{big, true}, {big, true}}, 2 * big + kPage, &at);
-  const std::vector<HeapCandidate> cands = {{at[0] + 16, 3000}, {at[1] + 16, 3000}, {img.end() + kPage, 100}};
-  // Nothing; one header and the outside block's; the first chunk but not the
-  // second's header.
-  for (uint64_t max : {uint64_t{0}, uint64_t{100}, 16 + big + 8}) {
-    SCOPED_TRACE(max);
-    GlibcHeapLimits limits;
-    limits.max_read_bytes = max;
-    GlibcWalkStats st;
-    const auto v = check_image(img, cands, &st, limits);
-    EXPECT_EQ(v[0], kUndecided);
-    EXPECT_EQ(v[1], kUndecided);
-    EXPECT_NE(st.stopped.find("limit"), std::string::npos) << st.stopped;
-    EXPECT_FALSE(st.complete);
-    EXPECT_LE(st.bytes_read, max);
-    EXPECT_EQ(st.live + st.freed + st.undecided, cands.size());
-  }
-  // The limit of the heap's size is enough.
-  GlibcHeapLimits enough;
-  enough.max_read_bytes = img.bytes.size() + 16;
-  EXPECT_EQ(check_image(img, cands, nullptr, enough), (std::vector<Liveness>{kLive, kLive, kFreed}));
-}
-
-TEST(GlibcHeap, ReadErrorsLeaveUndecided) {
-  const uint64_t big = glibc_request2size(3000);
-  std::vector<uint64_t> at;
-  const Image img = arena({{big, true}}, big + kPage, &at);
-  const HeapReader failing = [](uint64_t, void*, size_t) {
-    return EIO;
-  };
-  GlibcWalkStats st;
-  const auto v = check_glibc_chunks(failing, img.base, img.end(), {{at[0] + 16, 3000}, {0x7f0000010010, 100}},
-                                    GlibcHeapLimits{}, &st);
-  EXPECT_EQ(v, (std::vector<Liveness>{kUndecided, kUndecided}));
-  EXPECT_NE(st.stopped.find("failed"), std::string::npos) << st.stopped;
-  EXPECT_FALSE(st.complete);
-}
-
-// An mmapped chunk's header at `chunk` in an image of `pages` pages at kMmap.
-constexpr uint64_t kMmap = 0x7f0000000000;
-Image mmapped(uint64_t pages, uint64_t chunk, uint64_t prev_size, uint64_t size_field) {
-  Image img;
-  img.base = kMmap;
-  img.bytes.assign(pages * kPage, 0);
-  img.put(chunk, prev_size);
-  img.put(chunk + 8, size_field);
-  return img;
-}
-
-Liveness check_one(const Image& img, HeapCandidate c, const GlibcHeapLimits& limits = {}) {
-  return check_glibc_chunks(img.reader(), kBase, kBase + kPage, {c}, limits, nullptr).at(0);
-}
-
-TEST(GlibcHeap, MmappedHeaderRules) {
-  const uint64_t two = 2 * kPage, three = 3 * kPage, p = kMmap + 16;
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 2), {p, two - 100}), kLive);
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 2), {p, two - 8}), kFreed);           // does not fit
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 2), {p, 100}), kFreed);               // a page to spare
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, (two + 16) | 2), {p, two - 100}), kFreed);  // not whole pages
-  EXPECT_EQ(check_one(mmapped(3, kMmap + kPage, 16, two | 2), {p + kPage, two - 100}),
-            kFreed);  // mapping start
-  // memalign(4096, 100) from a three-page mapping: the chunk starts 4,080
-  // bytes in, with a page and more to spare.
-  const uint64_t lead = kPage - 16;
-  EXPECT_EQ(check_one(mmapped(3, kMmap + lead, lead, (three - lead) | 2), {kMmap + kPage, 100}), kLive);
-  // Huge pages (glibc.malloc.hugetlb): the slack of the rounding.
-  GlibcHeapLimits huge;
-  huge.mmap_rounding = 2 << 20;
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 2), {p, 100}, huge), kLive);
-  // Not an mmapped chunk: a thread arena's, neither, both bits.
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 5), {p, two - 100}), kUndecided);
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 1), {p, two - 100}), kUndecided);
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 6), {p, two - 100}), kUndecided);
-  // Unmapped: freed.
-  EXPECT_EQ(check_one(mmapped(2, kMmap, 0, two | 2), {kMmap + 4 * kPage + 16, 100}), kFreed);
-}
-
-TEST(GlibcHeap, SmallChunkMaxFromTunables) {
-  EXPECT_EQ(glibc_small_chunk_max(""), kGlibcDefaultSmallChunkMax);
-  EXPECT_EQ(glibc_small_chunk_max("glibc.malloc.tcache_max=4096"), glibc_request2size(4096));
-  EXPECT_EQ(glibc_small_chunk_max("glibc.malloc.tcache_max=0x1000"), glibc_request2size(4096));
-  EXPECT_EQ(glibc_small_chunk_max("glibc.malloc.tcache_max=010000"), glibc_request2size(4096));  // octal
-  EXPECT_EQ(glibc_small_chunk_max("glibc.malloc.check=3:glibc.malloc.tcache_max=2000:"),
-            glibc_request2size(2000));
-  EXPECT_EQ(glibc_small_chunk_max("glibc.malloc.tcache_max=100"), kGlibcDefaultSmallChunkMax);  // never lower
-  EXPECT_EQ(glibc_small_chunk_max("glibc.malloc.mxfast=160"), kGlibcDefaultSmallChunkMax);
-  EXPECT_EQ(glibc_small_chunk_max("glibc.malloc.mxfast=5000"), glibc_request2size(5000));
-  EXPECT_EQ(glibc_small_chunk_max("glibc.pthread.rseq=0:glibc.malloc.arena_max=2"),
-            kGlibcDefaultSmallChunkMax);
-  for (const char* garbage :
-       {"glibc.malloc.tcache_max=abc", "glibc.malloc.tcache_max=", "glibc.malloc.mxfast=12k",
-        "glibc.malloc.tcache_max=-1", "glibc.malloc.tcache_max=99999999999999999999999", "junk",
-        "glibc.malloc.tcache_max=2000:junk", "=4096"}) {
-    EXPECT_EQ(glibc_small_chunk_max(garbage), UINT64_MAX) << garbage;
-  }
-}
-
-TEST(GlibcHeap, MmapRoundingFromTunables) {
-  EXPECT_EQ(glibc_mmap_rounding(""), kPage);
-  EXPECT_EQ(glibc_mmap_rounding("glibc.malloc.hugetlb=1"), kPage);
-  EXPECT_EQ(glibc_mmap_rounding("glibc.malloc.hugetlb=2"), uint64_t{1} << 30);
-  EXPECT_EQ(glibc_mmap_rounding("glibc.malloc.hugetlb=2097152"), uint64_t{2} << 20);
-  EXPECT_EQ(glibc_mmap_rounding("glibc.malloc.hugetlb=3000"), kPage);
-  EXPECT_EQ(glibc_mmap_rounding("glibc.malloc.hugetlb=two"), UINT64_MAX);
 }
 
 }  // namespace
