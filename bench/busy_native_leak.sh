@@ -34,7 +34,9 @@
 #
 #   bench/busy_native_leak.sh [--runs N] [--timeout-minutes M] [--bare-chunks K]
 #                             [--chunk-seconds S] [--after-flag-minutes A] [BUILD_DIR]
-# Timeout 10 minutes, 3 bare chunks of 10 s, 0 minutes after the flag. Root. Needs python3-torch
+# Timeout 10 minutes, 3 bare chunks of 10 s, 0 minutes after the flag.
+# LW_BENCH_EXTRA_YAML, when set, is appended to the daemon's config (say
+# `log_level: debug` to see each heap walk). Root. Needs python3-torch
 # (scripts/install-deps.sh --with-bench-tools), g++ and curl.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -135,7 +137,7 @@ for ((run = 1; run <= runs; run++)); do
   start_coproc_target 180 "$python" "$here/torch_serve_leak.py" --leak native \
     --native-lib "$tmp/libnative_keep.so"
   for ((i = 0; i < bare_chunks; i++)); do serve_chunk bare 0; done
-  start_default_daemon
+  start_default_daemon "${LW_BENCH_EXTRA_YAML:-}"
   start=$(date +%s.%N) flagged='' false_flags=0 modes='' kept_bytes=0 suspended_seen=0 bursts_seen=0
   live_at_flag=0 kept_at_flag=0
   : >"$tmp/kept_at"

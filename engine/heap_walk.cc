@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/platform/log.h"
 #include "core/proc/proc_maps.h"
 #include "engine/process_attacher.h"
 #include "engine/traced_process.h"
@@ -70,8 +71,13 @@ void retire_all(TracedProcess& p, BpfSession& session, const std::vector<Thinned
 
 // The mark of the live chunk at user address addr, or nullopt when it
 // cannot be followed (see heap_walk.h).
-std::optional<HeapMark> mark_of(pid_t pid, uint64_t addr, uint64_t alloc_ns, uint64_t small_chunk_max) {
+// Why a record could not be marked (counted for the debug log).
+enum MarkMiss { kMissRead, kMissSmall, kMissFoot, kMissCount };
+
+std::optional<HeapMark> mark_of(pid_t pid, uint64_t addr, uint64_t alloc_ns, uint64_t small_chunk_max,
+                                MarkMiss* miss) {
   uint64_t hdr[4];  // prev_size, size, the first 16 bytes of the block
+  *miss = kMissRead;
   if (addr < 16 || read_target(pid, addr - 16, hdr, sizeof hdr) != 0) return std::nullopt;
   const uint64_t flags = hdr[1] & 7, chunk = hdr[1] & ~uint64_t{7};
   HeapMark m;
@@ -80,8 +86,11 @@ std::optional<HeapMark> mark_of(pid_t pid, uint64_t addr, uint64_t alloc_ns, uin
   m.head[1] = hdr[3];
   m.mmapped = (flags & kIsMmapped) != 0;
   if (m.mmapped) return m;
+  *miss = kMissSmall;
   if (chunk <= small_chunk_max) return std::nullopt;  // tcache or a fastbin keep it "in use" when freed
+  *miss = kMissRead;
   if (read_target(pid, addr - 16 + chunk, &m.foot, sizeof m.foot) != 0) return std::nullopt;
+  *miss = kMissFoot;
   if (m.foot == chunk) return std::nullopt;  // a free writes the size there: it would not show
   return m;
 }
@@ -125,14 +134,24 @@ void mark_heap_records(TracedProcess& p, BpfSession& session) {
   }
   w.marks.clear();
   std::vector<ThinnedRecord> undecided;
+  uint64_t misses[kMissCount] = {};
   p.heap.for_each_live_at([&](uint64_t addr, const LiveRecord& r) {
     if (r.kind != LW_KIND_HEAP) return;
     std::optional<HeapMark> m;
-    if (w.marks.size() < kMaxHeapMarks) m = mark_of(p.pid, addr, r.alloc_ns, w.small_chunk_max);
-    if (m) w.marks.emplace(addr, *m);
-    else undecided.push_back({addr, r.alloc_ns});
+    MarkMiss miss = kMissRead;
+    if (w.marks.size() < kMaxHeapMarks) m = mark_of(p.pid, addr, r.alloc_ns, w.small_chunk_max, &miss);
+    if (m) {
+      w.marks.emplace(addr, *m);
+    } else {
+      ++misses[miss];
+      undecided.push_back({addr, r.alloc_ns});
+    }
   });
   w.view.marked = w.marks.size();
+  LW_LOG_DEBUG("heap marks of pid %d: %zu marked; undecided: %llu small, %llu size already in prev_size, %llu "
+               "unreadable or past the cap",
+               p.pid, w.marks.size(), static_cast<unsigned long long>(misses[kMissSmall]),
+               static_cast<unsigned long long>(misses[kMissFoot]), static_cast<unsigned long long>(misses[kMissRead]));
   retire_all(p, session, {}, undecided);
 }
 
@@ -179,14 +198,32 @@ void settle_heap_records(TracedProcess& p, BpfSession& session, uint64_t max_rea
   const HeapReader reader = [pid](uint64_t a, void* out, size_t n) { return read_target(pid, a, out, n); };
   const std::vector<Liveness> verdicts = check_glibc_chunks(reader, heap_start, heap_end, candidates, limits, &stats);
   std::vector<ThinnedRecord> freed, undecided;
-  uint64_t kept = 0;
+  uint64_t kept = 0, mark_changed = 0;
+  uint64_t unreached = 0;
   for (size_t i = 0; i < addrs.size(); ++i) {
-    const HeapMark& m = w.marks.at(addrs[i]);
+    HeapMark& m = w.marks.at(addrs[i]);
     Liveness v = verdicts[i];
-    if (v == Liveness::kLive && !mark_holds(pid, addrs[i], m)) v = Liveness::kUndecided;
+    // Not reached by a stopped walk: as it was, for a walk or two more.
+    const bool in_heap = addrs[i] >= heap_start && addrs[i] < heap_end;
+    if (v == Liveness::kUndecided && !stats.complete && in_heap && addrs[i] - 16 >= stats.main_reached &&
+        ++m.unreached < kMaxUnreachedWalks) {
+      ++unreached;
+      continue;
+    }
+    if (v != Liveness::kUndecided) m.unreached = 0;
+    if (v == Liveness::kLive && !mark_holds(pid, addrs[i], m)) {
+      v = Liveness::kUndecided;
+      ++mark_changed;
+    }
     if (v == Liveness::kLive) ++kept;
     else (v == Liveness::kFreed ? freed : undecided).push_back({addrs[i], m.alloc_ns});
   }
+  LW_LOG_DEBUG("heap walk of pid %d: %zu records: %llu live, %zu freed, %zu undecided (%llu marks changed), "
+               "%llu not reached; %llu bytes read%s%s",
+               pid, addrs.size(), static_cast<unsigned long long>(kept), freed.size(), undecided.size(),
+               static_cast<unsigned long long>(mark_changed), static_cast<unsigned long long>(unreached),
+               static_cast<unsigned long long>(stats.bytes_read),
+               stats.complete ? "" : "; stopped: ", stats.stopped.c_str());
   // The kept keep their marks: a walk while parked is followed by others.
   for (const ThinnedRecord& r : freed) w.marks.erase(r.addr);
   for (const ThinnedRecord& r : undecided) w.marks.erase(r.addr);

@@ -49,7 +49,13 @@ struct HeapMark {
   uint64_t head[2] = {0, 0};
   uint64_t foot = 0;  // the next chunk's prev_size (not for mmapped chunks)
   bool mmapped = false;
+  uint8_t unreached = 0;  // walks in a row that stopped before its chunk
 };
+
+// A record the main arena's walks stopped before (a busy process moves
+// its top chunk, and the chunks near it, while it is walked) stays for at
+// most this many walks in a row, then is dropped as undecided.
+inline constexpr uint8_t kMaxUnreachedWalks = 3;
 
 // One process's marks and what its walks did (the snapshot's HeapWalkView).
 struct HeapWalkState {

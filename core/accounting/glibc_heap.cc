@@ -238,8 +238,10 @@ std::string checked_header(const Header& h, Chain& chain, WindowReader& window, 
 
 bool walk_chain(WindowReader& window, Chain chain, const std::vector<HeapCandidate>& cands,
                 const std::vector<size_t>& order, size_t begin, uint64_t small_chunk_max,
-                std::vector<Liveness>& verdicts, GlibcWalkStats& stats, std::string& why) {
+                std::vector<Liveness>& verdicts, GlibcWalkStats& stats, std::string& why,
+                uint64_t* reached = nullptr) {
   size_t next = begin;
+  if (reached) *reached = chain.first;
   Header c;
   if (!window.header(chain.first, &c)) return false;
   if (why = checked_header(c, chain, window, 0); !why.empty()) return false;
@@ -273,6 +275,7 @@ bool walk_chain(WindowReader& window, Chain chain, const std::vector<HeapCandida
     for (; next < order.size() && cands[order[next]].addr - kHeaderBytes < end; ++next) {
       verdicts[next] = decide(c, last || fence, in_use, cands[order[next]], small_chunk_max);
     }
+    if (reached) *reached = end;
     if (last) {
       for (; next < order.size(); ++next) verdicts[next] = Liveness::kFreed;  // past the heap's end
       return true;
@@ -301,12 +304,15 @@ bool walk_main_arena(const HeapReader& read, uint64_t heap_start, uint64_t heap_
   window.follow_end(&limits.heap_end_now);
   std::vector<Liveness> verdicts(order.size(), Liveness::kUndecided);
   // glibc keeps the break page aligned: the top chunk ends where [heap] does.
-  if (!walk_chain(window, Chain{first, heap_end, false, &limits.heap_end_now}, cands, order, begin,
-                  limits.small_chunk_max, verdicts, stats, stats.stopped)) {
-    return false;
-  }
-  for (size_t i = 0; i < order.size(); ++i) out[order[i]] = verdicts[i];
-  return true;
+  uint64_t reached = first;
+  const bool complete = walk_chain(window, Chain{first, heap_end, false, &limits.heap_end_now}, cands, order,
+                                   begin, limits.small_chunk_max, verdicts, stats, stats.stopped, &reached);
+  // Stopped: what lies before the chunk it stopped at was decided (see the
+  // header); the rest stays kUndecided.
+  stats.main_reached = complete ? UINT64_MAX : reached;
+  for (size_t i = 0; i < order.size(); ++i)
+    if (complete || cands[order[i]].addr - kHeaderBytes < reached) out[order[i]] = verdicts[i];
+  return complete;
 }
 
 // The start of a thread heap.
@@ -540,10 +546,8 @@ std::vector<Liveness> check_glibc_chunks(const HeapReader& read, uint64_t heap_s
   // The reason reported: the main arena's, else a thread heap's, else a header's.
   std::string outside_stop = std::move(st.stopped), main_stop, thread_stop;
   st.stopped.clear();
-  if (!in_heap.empty() &&
-      !walk_main_arena(read, heap_start, heap_end, candidates, in_heap, limits, out, st)) {
-    for (size_t i : in_heap) out[i] = Liveness::kUndecided;
-  }
+  // A stopped walk leaves the candidates it did not reach kUndecided.
+  if (!in_heap.empty()) (void)walk_main_arena(read, heap_start, heap_end, candidates, in_heap, limits, out, st);
   main_stop = std::move(st.stopped);
   st.stopped.clear();
   check_thread_heaps(read, heap_start, heap_end, candidates, std::move(in_threads), limits, out, st,

@@ -73,10 +73,12 @@
 //     - lands on, the top chunk (never in use): kFreed;
 //     - steps over (the chunk lies inside another, the top chunk included):
 //       kFreed.
-//   The verdicts stand only for a walk that reaches the top chunk: a header
-//   that fails a check, a read that fails or the read limit makes every
-//   main-arena candidate kUndecided (a chain that goes wrong part way may
-//   have gone wrong before it showed), with `stopped` saying why and where.
+//   A header that fails a check, a read that fails or the read limit stops
+//   the walk, `stopped` saying why and where: the candidates before the
+//   chunk it stopped at keep their verdicts (decided on headers that were
+//   checked, as in a walk that completes: a running process's heap changes
+//   most near its top chunk, where a busy process's walks stop), the rest
+//   are kUndecided, `main_reached` telling the two apart.
 //   outside [heap]: the 16-byte header at addr - 16 is read. Not mapped
 //   (EFAULT): kFreed (a live block's header is mapped); another read error:
 //   kUndecided. IS_MMAPPED alone: kLive if the chunk holds the block with
@@ -187,6 +189,10 @@ struct GlibcWalkStats {
   // True when nothing stopped the call: each walk a candidate needed
   // validated to its heap's end, and every header read was made.
   bool complete = false;
+  // The main arena's walk decided the candidates whose chunks lie below
+  // this address: when it stopped, those at or past it are kUndecided for
+  // not being reached (a walk later may reach them).
+  uint64_t main_reached = 0;
   // Why not, with the address: "" when complete. One reason: the main
   // arena's walk's, else the first thread heap's (by address), else a
   // header read's.

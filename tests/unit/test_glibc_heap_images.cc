@@ -135,9 +135,12 @@ TEST(GlibcHeap, TheBreakMovingDuringTheWalkIsFollowed) {
   const std::vector<Liveness> want = {kLive, kFreed, kLive};
   const uint64_t stale_end = img.end() - kPage;  // read before the break grew by a page
   GlibcWalkStats st;
+  // Without it the walk stops at the top chunk: the last block, whose
+  // in-use bit is the top's, is not reached.
   EXPECT_EQ(check_glibc_chunks(img.reader(), img.base, stale_end, cands, {}, &st),
-            std::vector<Liveness>(3, kUndecided));
+            (std::vector<Liveness>{kLive, kFreed, kUndecided}));
   EXPECT_FALSE(st.complete);
+  EXPECT_EQ(st.main_reached, at[2]);
   EXPECT_NE(st.stopped.find("past the heap's end"), std::string::npos) << st.stopped;
   GlibcHeapLimits limits;
   int asked = 0;
@@ -163,7 +166,8 @@ TEST(GlibcHeap, TheBreakMovingDuringTheWalkIsFollowed) {
   limits.heap_end_now = [&] { return uint64_t{kBase + 16}; };
   st = {};
   EXPECT_EQ(check_glibc_chunks(img.reader(), img.base, stale_end, cands, limits, &st),
-            std::vector<Liveness>(3, kUndecided));
+            (std::vector<Liveness>{kLive, kFreed, kUndecided}));
+  EXPECT_FALSE(st.complete);
 }
 
 TEST(GlibcHeap, ChunksLargerThanTheWindowAreNotRead) {
@@ -186,7 +190,11 @@ TEST(GlibcHeap, ChunksLargerThanTheWindowAreNotRead) {
   }
 }
 
-TEST(GlibcHeap, CorruptHeadersMakeEveryCandidateUndecided) {
+// A header that fails its checks stops the walk there: the candidates in
+// the chunks before the one whose next header it is keep their verdicts
+// (decided on checked headers, as in a whole walk), the rest are undecided
+// and main_reached says where the walk got to.
+TEST(GlibcHeap, CorruptHeadersLeaveEveryCandidateFromThereUndecided) {
   const uint64_t big = glibc_request2size(3000);
   struct Case {
     const char* what;
@@ -206,20 +214,29 @@ TEST(GlibcHeap, CorruptHeadersMakeEveryCandidateUndecided) {
   };
   std::vector<uint64_t> at;
   const Image good = arena({{big, true}, {big, true}, {big, false}, {big, true}}, 4 * big + 2 * kPage, &at);
+  const size_t cand_chunk[] = {0, 2, 3};
   const std::vector<HeapCandidate> cands = {{at[0] + 16, 3000}, {at[2] + 16, 3000}, {at[3] + 16, 3000}};
   // The control: the image as built reads.
-  ASSERT_EQ(check_image(good, cands), (std::vector<Liveness>{kLive, kFreed, kLive}));
+  const std::vector<Liveness> whole = {kLive, kFreed, kLive};
+  ASSERT_EQ(check_image(good, cands), whole);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     Image img = good;
     img.put(at[c.chunk] + (c.size_field ? 8 : 0), c.value);
     GlibcWalkStats st;
-    EXPECT_EQ(check_image(img, cands, &st), (std::vector<Liveness>(cands.size(), kUndecided)));
+    std::vector<Liveness> want(cands.size(), kUndecided);
+    size_t undecided = 0;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (cand_chunk[i] + 1 < c.chunk) want[i] = whole[i];
+      undecided += want[i] == kUndecided;
+    }
+    EXPECT_EQ(check_image(img, cands, &st), want);
     EXPECT_FALSE(st.complete);
+    EXPECT_EQ(st.main_reached, c.chunk >= 1 ? at[c.chunk - 1] : at[0]);
     char where[32];
     std::snprintf(where, sizeof where, "0x%" PRIx64, at[c.chunk]);
     EXPECT_NE(st.stopped.find(where), std::string::npos) << st.stopped;
-    EXPECT_EQ(st.undecided, cands.size());
+    EXPECT_EQ(st.undecided, undecided);
   }
 }
 
