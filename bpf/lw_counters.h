@@ -121,13 +121,16 @@
   /* 48: bursts (decision busy-processes). */ \
   X(DRAIN_REALLOC, 48, "drain_realloc", "leakwatch_drain_reallocs_total", 0,                     \
     "recorded blocks passed to realloc between two bursts: the record is retired (the new "       \
-    "block is not followed), so an in-place resize reads as freed")
+    "block is not followed), so an in-place resize reads as freed")                            \
+  X(BRK_IN_DRAIN, 49, "brk_in_drain", "leakwatch_drain_brk_growths_total", 0,                   \
+    "brk growths between two bursts, not recorded as kind mmap: the allocating probes being off, " \
+    "they cannot be told from malloc's own, whose bytes the heap records count")
 
 enum lw_counter {
 #define LW_COUNTER_ENUM(e, v, name, family, reason, help) LW_CNT_##e = v,
   LW_COUNTERS(LW_COUNTER_ENUM)
 #undef LW_COUNTER_ENUM
-  LW_CNT_MAX = 49, /* size of the per-CPU array; unused slots read 0 */
+  LW_CNT_MAX = 50, /* size of the per-CPU array; unused slots read 0 */
 };
 
 /* The values are the ABI (they index the per-CPU array that user space

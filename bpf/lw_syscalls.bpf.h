@@ -151,7 +151,14 @@ static __always_inline void apply_syscall(void *ctx, struct lw_target *t, __u32 
         count(LW_CNT_BRK_UNKNOWN);
       return;
     }
-    if (new_brk > old_brk) {
+    if (new_brk > old_brk && (t->flags & LW_TARGET_DRAIN)) {
+      /* Between bursts (decision busy-processes) the allocating probes are
+       * off, so a growth made by malloc cannot be told from one outside
+       * it: the heap's growth is its records' (weighted by the bursts), not
+       * kind mmap's, which would count the same bytes twice. A trim still
+       * retires what was recorded before. */
+      count(LW_CNT_BRK_IN_DRAIN);
+    } else if (new_brk > old_brk) {
       /* Heap the allocator trimmed and grows again (glibc trims the top of
        * its heap whenever a free leaves 128 KiB there, so a loop that
        * allocates and frees a large block moves the break up and down on

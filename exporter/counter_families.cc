@@ -35,6 +35,9 @@ const char* counter_family_help(std::string_view family) {
       {"leakwatch_drain_reallocs_total",
        "Recorded blocks passed to realloc between two bursts (decision busy-processes): retired, since the "
        "new block is not followed; an in-place resize reads as freed."},
+      {"leakwatch_drain_brk_growths_total",
+       "Program break growths between two bursts (decision busy-processes), not recorded as kind mmap: with "
+       "the allocating probes off they cannot be told from malloc's own, which the heap records count."},
       {"leakwatch_python_native_thread_allocations_total",
        "Allocations in CPython processes made on threads without a Python thread state (native frames only)."},
       {"leakwatch_stack_walks_reused_total",
