@@ -63,7 +63,8 @@ GovernorParams OverheadController::governor_params() const {
 BurstParams OverheadController::burst_params(pid_t pid) const {
   const GovernorConfig& g = state_.config.governor;
   BurstParams p{static_cast<double>(g.burst_seconds), static_cast<double>(g.burst_period_seconds)};
-  p.window_s = g.drain_window_seconds;
+  // A window longer than the gap between two bursts is the whole gap.
+  p.window_s = std::min<double>(g.drain_window_seconds, g.burst_period_seconds - g.burst_seconds);
   p.walk = g.drain_window_seconds > 0 && tracer_.heap_walkable(pid);
   return p;
 }

@@ -411,9 +411,6 @@ void parse_governor(ErrorSink& errors, const YAML::Node& node, const std::string
                  {"heap_walk_max_bytes", [&](const Node& x, const Path& q) {
                     read_uint(errors, x, q, 1 << 20, UINT64_MAX, g.heap_walk_max_bytes);
                   }}});
-  if (g.drain_window_seconds + g.burst_seconds > g.burst_period_seconds)
-    errors.add(node.Mark(), quoted(path + ".drain_window_seconds") + " and burst_seconds must fit in burst_period_seconds (" +
-                                std::to_string(g.burst_period_seconds) + ")");
   if (g.burst_period_seconds < 2 * g.burst_seconds)
     errors.add(node.Mark(), quoted(path + ".burst_period_seconds") + " must be at least twice burst_seconds (" +
                                 std::to_string(g.burst_seconds) + ")");
