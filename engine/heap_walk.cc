@@ -69,11 +69,11 @@ void retire_all(TracedProcess& p, BpfSession& session, const std::vector<Thinned
   if (!gone.empty()) session.delete_live(p.pid, LW_KIND_HEAP, gone);
 }
 
-// The mark of the live chunk at user address addr, or nullopt when it
-// cannot be followed (see heap_walk.h).
 // Why a record could not be marked (counted for the debug log).
 enum MarkMiss { kMissRead, kMissSmall, kMissFoot, kMissCount };
 
+// The mark of the live chunk at user address addr, or nullopt (`miss` says
+// why) when it cannot be followed (see heap_walk.h).
 std::optional<HeapMark> mark_of(pid_t pid, uint64_t addr, uint64_t alloc_ns, uint64_t small_chunk_max,
                                 MarkMiss* miss) {
   uint64_t hdr[4];  // prev_size, size, the first 16 bytes of the block
@@ -132,6 +132,10 @@ void mark_heap_records(TracedProcess& p, BpfSession& session) {
     w.small_chunk_max = glibc_small_chunk_max(tunables);
     w.mmap_rounding = glibc_mmap_rounding(tunables);
   }
+  // A record the last walk did not reach keeps its mark: it may have been
+  // freed before the free side came back, and a mark taken now would be of
+  // what is there now.
+  std::unordered_map<uint64_t, HeapMark> old = std::move(w.marks);
   w.marks.clear();
   std::vector<ThinnedRecord> undecided;
   uint64_t misses[kMissCount] = {};
@@ -139,7 +143,10 @@ void mark_heap_records(TracedProcess& p, BpfSession& session) {
     if (r.kind != LW_KIND_HEAP) return;
     std::optional<HeapMark> m;
     MarkMiss miss = kMissRead;
-    if (w.marks.size() < kMaxHeapMarks) m = mark_of(p.pid, addr, r.alloc_ns, w.small_chunk_max, &miss);
+    if (auto it = old.find(addr); it != old.end() && it->second.alloc_ns == r.alloc_ns && it->second.unreached > 0)
+      m = it->second;
+    else if (w.marks.size() < kMaxHeapMarks)
+      m = mark_of(p.pid, addr, r.alloc_ns, w.small_chunk_max, &miss);
     if (m) {
       w.marks.emplace(addr, *m);
     } else {

@@ -228,7 +228,7 @@ bool move_end(Chain& chain, WindowReader& window) {
 // within the end known (the break moved while the walk ran).
 std::string checked_header(const Header& h, Chain& chain, WindowReader& window, uint64_t prev_size) {
   std::string why = bad_header(h, chain, prev_size);
-  if (why.empty() || chain.thread) return why;
+  if (why.empty()) return why;
   const uint64_t end = h.at + h.size(), left = chain.end - h.at;
   const bool past_or_short = end > chain.end || (end < chain.end && chain.end - end < kMinChunk);
   if (h.size() >= kMinChunk && left >= kHeaderBytes && past_or_short && move_end(chain, window))
@@ -370,7 +370,15 @@ bool walk_thread_heap(const HeapReader& read, uint64_t h, const std::vector<Heap
   std::vector<uint64_t> starts;
   if (why = heap_starts(h, info, &starts); !why.empty()) return false;
   std::string step_why, best_why;
+  // The heap grows (and shrinks) with its top chunk while a busy thread
+  // runs: its heap_info's size asked again, as the main arena's break.
+  const std::function<uint64_t()> end_now = [&read, h]() -> uint64_t {
+    uint64_t size = 0;
+    if (read(h + 16, &size, sizeof size) != 0 || size == 0 || size > kHeapMax || size % kPage != 0) return 0;
+    return h + size;
+  };
   WindowReader window(read, h + info.size, limits, stats, step_why);
+  window.follow_end(&end_now);
   std::vector<Liveness> verdicts(order.size()), found;
   size_t valid = 0;
   uint64_t best_chunks = 0, valid_at = 0;
@@ -380,7 +388,8 @@ bool walk_thread_heap(const HeapReader& read, uint64_t h, const std::vector<Heap
     while (begin < order.size() && cands[order[begin]].addr - kHeaderBytes < h + start) ++begin;
     std::fill(verdicts.begin(), verdicts.end(), Liveness::kUndecided);
     const uint64_t chunks_before = stats.chunks;
-    if (walk_chain(window, Chain{h + start, h + info.size, true}, cands, order, begin, limits.small_chunk_max,
+    window.set_end(h + info.size);
+    if (walk_chain(window, Chain{h + start, h + info.size, true, &end_now}, cands, order, begin, limits.small_chunk_max,
                    verdicts, stats, step_why)) {
       ++valid;
       valid_at = h + start;

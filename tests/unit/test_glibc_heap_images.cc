@@ -437,6 +437,45 @@ TEST(GlibcHeap, SyntheticThreadHeapVerdicts) {
   }
 }
 
+// A busy thread grows its heap while it is walked: the heap_info read
+// first says a page less than the top chunk now reaches. The walk asks the
+// heap_info again there and completes; a heap_info that still says the old
+// size stops it (every candidate of the heap undecided).
+TEST(GlibcHeap, AThreadHeapGrowingDuringTheWalkIsFollowed) {
+  const uint64_t big = glibc_request2size(3000);
+  ThreadHeapSpec spec;
+  spec.size = 5 * kPage;
+  std::vector<uint64_t> at;
+  const Image grown = thread_heap(spec, {{big, true}, {big, false}, {big, true}}, &at);
+  const std::vector<HeapCandidate> cands = {{at[0] + 16, 3000}, {at[1] + 16, 3000}, {at[2] + 16, 3000}};
+  // The first read of the heap_info (at h) sees the old size; later ones,
+  // of its size field alone (h + 16), the new one.
+  for (const bool updated : {true, false}) {
+    SCOPED_TRACE(updated ? "heap_info updated" : "heap_info stale");
+    const HeapReader reader = [&](uint64_t addr, void* out, size_t len) -> int {
+      if (const int err = grown.reader()(addr, out, len); err != 0) return err;
+      if (addr == spec.h && len >= 24) {
+        const uint64_t old_size = spec.size - kPage;
+        std::memcpy(static_cast<uint8_t*>(out) + 16, &old_size, sizeof old_size);
+      }
+      if (addr == spec.h + 16 && !updated) {
+        const uint64_t old_size = spec.size - kPage;
+        std::memcpy(out, &old_size, sizeof old_size);
+      }
+      return 0;
+    };
+    GlibcWalkStats st;
+    const auto v = check_glibc_chunks(reader, 0, 0, cands, {}, &st);
+    if (updated) {
+      EXPECT_EQ(v, (std::vector<Liveness>{kLive, kFreed, kLive}));
+      EXPECT_TRUE(st.complete) << st.stopped;
+    } else {
+      EXPECT_EQ(v, std::vector<Liveness>(3, kUndecided));
+      EXPECT_FALSE(st.complete);
+    }
+  }
+}
+
 // An older heap of an arena ends in fenceposts, never blocks: whatever the
 // old top was (freed, kept as a 32- or 16-byte fence).
 TEST(GlibcHeap, SyntheticOlderThreadHeapEndsInFenceposts) {
