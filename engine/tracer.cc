@@ -188,7 +188,8 @@ Status Tracer::set_parked(pid_t pid, bool parked) {
   // what was freed before.
   Status st = p->attacher->unpark_free_side();
   p->parked = false;
-  settle_heap_records(*p, *session_, heap_walk_max_bytes_);
+  // A process gone keeps its records as they were: its memory cannot be read.
+  if (!p->exited) settle_heap_records(*p, *session_, heap_walk_max_bytes_);
   return st;
 }
 
