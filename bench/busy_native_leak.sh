@@ -106,25 +106,6 @@ print(f"named_sites={named} kinds={','.join(sorted(kinds)) or '-'}"
 EOF
 }
 
-# kept_since_attach KEPT: KEPT less the library's count when the heap probes
-# were attached (the daemon log's first "heap probes attached" line), that
-# count interpolated between the chunk ends of $tmp/kept_at ("UNIX KEPT").
-kept_since_attach() {
-  local stamp at
-  stamp=$(grep -m1 'heap probes attached' "$tmp/daemon.err" | cut -d' ' -f1) || true
-  [[ -n $stamp ]] || { echo "$1"; return; }
-  at=$(date -d "$stamp" +%s.%N)
-  awk -v at="$at" -v kept="$1" '
-    { t[NR] = $1; k[NR] = $2 }
-    END {
-      base = 0
-      for (i = 2; i <= NR; i++)
-        if (t[i - 1] <= at && at <= t[i]) base = k[i - 1] + (k[i] - k[i - 1]) * (at - t[i - 1]) / (t[i] - t[i - 1])
-      if (NR > 0 && at > t[NR]) base = k[NR]
-      printf "%d\n", kept - base
-    }' "$tmp/kept_at"
-}
-
 # governor_counters PORT: the daemon's escalation and governor counters.
 governor_counters() {
   curl -sf "http://127.0.0.1:$1/metrics" 2>/dev/null |

@@ -86,3 +86,22 @@ serve_accuracy() {
     printf "run %d: flagged leak under %s after %s s; %d B attributed of %d B kept (%+.2f%%)\n", run, site, flagged, live, kept, err
   }'
 }
+
+# kept_since_attach KEPT: KEPT less the target's count when the heap probes
+# were attached (the daemon log's first "heap probes attached" line), that
+# count interpolated between the chunk ends of $tmp/kept_at ("UNIX KEPT").
+kept_since_attach() {
+  local stamp at
+  stamp=$(grep -m1 'heap probes attached' "$tmp/daemon.err" | cut -d' ' -f1) || true
+  [[ -n $stamp ]] || { echo "$1"; return; }
+  at=$(date -d "$stamp" +%s.%N)
+  awk -v at="$at" -v kept="$1" '
+    { t[NR] = $1; k[NR] = $2 }
+    END {
+      base = 0
+      for (i = 2; i <= NR; i++)
+        if (t[i - 1] <= at && at <= t[i]) base = k[i - 1] + (k[i] - k[i - 1]) * (at - t[i - 1]) / (t[i] - t[i - 1])
+      if (NR > 0 && at > t[NR]) base = k[NR]
+      printf "%d\n", kept - base
+    }' "$tmp/kept_at"
+}
