@@ -584,9 +584,31 @@ __noinline int lw_unwind_frame(struct lw_unwind *u)
   return 1;
 }
 
-static long lw_unwind_step(__u32 i, struct lw_unwind *u)
+/* The walk's state lives in a per-CPU map, not on the stack: a probe's
+ * program, lw_unwind_stack, this callback and lw_unwind_frame with its
+ * reads are one call chain, whose frames a kernel without private BPF
+ * stacks for uprobe programs adds up against 512 bytes (6.18.44 refused
+ * 544: lw_entry 192 + lw_unwind_stack 256 + lw_memo_take 96; decision
+ * bpf-stack-budget, checked by tests/layout/check_bpf_stack.py). */
+struct lw_unwind_scratch {
+  struct lw_unwind u;
+  struct lw_memo_key key;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct lw_unwind_scratch);
+} unwind_scratch SEC(".maps");
+
+static long lw_unwind_step(__u32 i, void *unused)
 {
-  return lw_unwind_frame(u) ? 1 : 0;
+  __u32 zero = 0;
+  struct lw_unwind_scratch *sc = bpf_map_lookup_elem(&unwind_scratch, &zero);
+  if (!sc)
+    return 1;
+  return lw_unwind_frame(&sc->u) ? 1 : 0;
 }
 
 /* Unwinds the user stack from (ip, sp, bp) into the per-CPU scratch stack
@@ -604,34 +626,45 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, _
   struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
   if (!s)
     return -1;
-  struct lw_unwind u = {};
-  u.pc = ip;
-  u.sp = sp;
-  u.bp = bp;
-  u.hint = hint;
-  u.how = LW_UNWOUND_LEAF;
-  u.pc_is_return = at_return ? 1 : 0;
-  u.tgid = bpf_get_current_pid_tgid() >> 32;
-  u.gen = gen;
+  struct lw_unwind_scratch *sc = bpf_map_lookup_elem(&unwind_scratch, &zero);
+  if (!sc)
+    return -1;
+  struct lw_unwind *up = &sc->u;
+  __builtin_memset(up, 0, sizeof(*up));
+  up->pc = ip;
+  up->sp = sp;
+  up->bp = bp;
+  up->hint = hint;
+  up->how = LW_UNWOUND_LEAF;
+  up->pc_is_return = at_return ? 1 : 0;
+  up->tgid = bpf_get_current_pid_tgid() >> 32;
+  up->gen = gen;
   struct task_struct *task = bpf_get_current_task_btf();
   struct xol_area *x = task->mm->uprobes_state.xol_area;
-  u.tramp = x ? x->vaddr : 0;
+  up->tramp = x ? x->vaddr : 0;
   struct uprobe_task *ut = task->utask;
   if (ut)
-    u.ri = ut->return_instances;
-  u.bp_initial = 1;
-  u.bp_src = 0xff;
+    up->ri = ut->return_instances;
+  up->bp_initial = 1;
+  up->bp_src = 0xff;
   lw_window_reset();  /* decision user-read-window: this thread's stack changed since the last walk */
   /* Walk reuse (decision walk-reuse): the frame cache's generation validates it too. */
   struct lw_walk_memo *m = 0;
   struct lw_memo_rec *rec = 0;
-  struct lw_memo_key key = {.pc = ip, .sp = sp, .bp = bp, .hint = hint_flags, .gen = gen, .tgid = u.tgid};
+  struct lw_memo_key *key = &sc->key;
+  __builtin_memset(key, 0, sizeof(*key));
+  key->pc = ip;
+  key->sp = sp;
+  key->bp = bp;
+  key->hint = hint_flags;
+  key->gen = gen;
+  key->tgid = up->tgid;
   if (walk_memo_on && gen) {
-    __u32 base = lw_memo_slot(&key), victim = LW_MEMO_WAYS;
+    __u32 base = lw_memo_slot(key), victim = LW_MEMO_WAYS;
     for (__u32 w = 0; w < LW_MEMO_WAYS; w++) {
       __u32 slot = base + w;
       struct lw_walk_memo *way = bpf_map_lookup_elem(&walk_memo, &slot);
-      int got = lw_memo_take(way, s, &key);
+      int got = lw_memo_take(way, s, key);
       if (got == 1) {
         count(LW_CNT_WALKS_REUSED);
         if ((s->flags & LW_STACK_END_MASK) == LW_END_DEPTH)
@@ -649,20 +682,20 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, _
     if (rec) {
       rec->n = 0;
       rec->ok = 1;
-      u.recording = 1;
+      up->recording = 1;
     }
   }
   s->nr = 0;
-  u.end = LW_END_DEPTH;
-  bpf_loop(LW_UNWIND_LOOPS + 1, lw_unwind_step, &u, 0);
-  s->flags = u.end | (u.uses_fp ? LW_STACK_USES_FP : 0);
-  if (u.end >= LW_END_NO_CFI && u.end <= LW_END_VMA_BUSY)
-    count(LW_CNT_STACK_END_NO_CFI - LW_END_NO_CFI + u.end);
+  up->end = LW_END_DEPTH;
+  bpf_loop(LW_UNWIND_LOOPS + 1, lw_unwind_step, NULL, 0);
+  s->flags = up->end | (up->uses_fp ? LW_STACK_USES_FP : 0);
+  if (up->end >= LW_END_NO_CFI && up->end <= LW_END_VMA_BUSY)
+    count(LW_CNT_STACK_END_NO_CFI - LW_END_NO_CFI + up->end);
   /* Only walks that end for good are kept: a table that is pending now
    * gives a longer stack later. */
-  if (m && rec && rec->ok && !u.uses_fp && (u.end == LW_END_COMPLETE || u.end == LW_END_DEPTH)) {
-    key.bp_used = u.bp_used;
-    lw_memo_keep(m, s, rec, &key);
+  if (m && rec && rec->ok && !up->uses_fp && (up->end == LW_END_COMPLETE || up->end == LW_END_DEPTH)) {
+    key->bp_used = up->bp_used;
+    lw_memo_keep(m, s, rec, key);
   }
   return 0;
 }

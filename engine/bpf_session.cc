@@ -8,6 +8,7 @@
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -19,56 +20,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <mutex>
+#include <string>
 #include <string_view>
 #include <thread>
 
 #include "core/platform/capabilities.h"
 #include "core/platform/log.h"
+#include "engine/bpf_load_errors.h"
 #include "engine/uprobe_links.h"
 #include "leakwatch_bpf.skel.h"
 
 namespace lw {
-
-namespace {
-
-// libbpf prints verifier logs and attach warnings here. They go to our log
-// at debug level only (--log-level debug): otherwise our own error says
-// what is wrong, and libbpf's generic advice (e.g. "make sure your kernel
-// supports BPF ... RLIMIT_MEMLOCK" when a capability is missing) would come
-// first and mislead. libbpf's own debug chatter is dropped.
-int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (level == LIBBPF_DEBUG || log_level() > LogLevel::kDebug) return 0;
-  if (getenv("LEAKWATCH_LIBBPF_QUIET") != nullptr) return 0;
-  char line[2048];
-  int n = vsnprintf(line, sizeof(line), fmt, args);
-  if (n <= 0) return n;
-  size_t len = std::min(static_cast<size_t>(n), sizeof(line) - 1);
-  while (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
-  LW_LOG_DEBUG("libbpf: %s", line);
-  return n;
-}
-
-// Indexed by enum lw_counter. Slots not named here (other ranges, unused)
-// have no name: callers skip them.
-Error load_error(int err) {
-  if (access("/sys/bus/event_source/devices/uprobe/type", R_OK) != 0)
-    return Error{ENOTSUP, "kernel has no uprobe perf PMU (/sys/bus/event_source/devices/uprobe): "
-                          "leakwatch needs CONFIG_UPROBE_EVENTS"};
-  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-    return Error{ENOTSUP, "kernel has no BTF (/sys/kernel/btf/vmlinux missing): leakwatch needs "
-                          "a kernel >= 5.8 built with CONFIG_DEBUG_INFO_BTF"};
-  if (err == EPERM || err == EACCES) {
-    // Tracing programs (uprobe, raw_tp, tp_btf) need CAP_PERFMON on top of CAP_BPF.
-    const std::string missing = missing_capabilities({CAP_BPF, CAP_PERFMON});
-    return Error{EPERM, missing.empty()
-                            ? "permission denied loading BPF: run as root or with CAP_BPF and CAP_PERFMON"
-                            : "permission denied loading BPF: missing " + missing +
-                                  " (loading tracing programs needs CAP_BPF and CAP_PERFMON)"};
-  }
-  return errno_error("loading BPF programs", err);
-}
-
-}  // namespace
 
 Link& Link::operator=(Link&& o) noexcept {
   if (this != &o) {
