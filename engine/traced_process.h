@@ -169,6 +169,10 @@ struct TracedProcess {
   // side is attached. Both end when the heap probes are detached.
   bool bursts = false;
   bool drain = false;
+  // When the allocating probes last began recording (set_drain(false); the
+  // kernel's clock), 0 when no burst is recording: Tracer::close_burst
+  // measures the burst from it.
+  uint64_t burst_from_ns = 0;
   // Windows (decision busy-processes, "Windows and walks"): the free side
   // is parked too, the records marked (engine/heap_walk.h).
   bool parked = false;

@@ -142,6 +142,7 @@ Status Tracer::set_bursts(pid_t pid, double fraction) {
   if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
   if (!p->options.heap) return Error{EINVAL, "pid " + std::to_string(pid) + ": heap probes are off"};
   const bool on = fraction > 0 && fraction < 1;
+  if (!on) p->burst_from_ns = 0;
   if (!on && p->drain)
     if (Status st = set_drain(pid, false); !st) return st;
   p->bursts = on;
@@ -168,8 +169,20 @@ Status Tracer::set_drain(pid_t pid, bool drain) {
   // The probes first: the flag goes once they fire.
   Status st = p->attacher->unpark_alloc_side();
   p->drain = false;
+  p->burst_from_ns = p->bursts ? monotonic_ns() : 0;
   if (Status t = session_->set_target(pid, current_flags(*p), 0, heap_mean(*p)); !t) return t;
   return st;
+}
+
+std::optional<double> Tracer::close_burst(pid_t pid, double scheduled_s) {
+  TracedProcess* p = process(pid);
+  if (!p || !p->bursts || p->drain || p->burst_from_ns == 0) return std::nullopt;
+  const uint64_t from = std::exchange(p->burst_from_ns, 0), to = monotonic_ns();
+  if (to <= from) return std::nullopt;
+  const double recorded_s = static_cast<double>(to - from) / 1e9;
+  if (scheduled_s > 0)
+    p->heap.set_burst_span(from, to, p->heap.time_fraction() * recorded_s / scheduled_s);
+  return recorded_s;
 }
 
 Status Tracer::set_parked(pid_t pid, bool parked) {
@@ -212,6 +225,7 @@ void Tracer::detach_heap_many(const std::vector<pid_t>& pids, const std::vector<
     // Flags first: the probes may still fire while their links close.
     p->options.heap = false;
     p->bursts = p->drain = p->parked = false;  // the bursts end with the probes
+    p->burst_from_ns = 0;
     p->walk.marks.clear();
     p->heap.set_time_fraction(1, monotonic_ns());
     (void)session_->set_target(pid, current_flags(*p), 0, heap_mean(*p));

@@ -86,6 +86,14 @@ class Tracer {
   // the free side stays, so recorded blocks are still retired when freed;
   // false: attached again.
   Status set_drain(pid_t pid, bool drain);
+  // The burst recording now ends (called before set_drain(true), or before
+  // bursts end after a calm one): its records weigh what the allocating
+  // probes really recorded, measured from set_drain(false) to now, against
+  // the `scheduled_s` the burst was due to last (the walk and the attach
+  // before it, and the daemon's tick, move both ends; decision
+  // busy-processes, "Measured bursts"). The seconds recorded, or nullopt
+  // when no burst was recording.
+  std::optional<double> close_burst(pid_t pid, double scheduled_s);
   // Windows (decision busy-processes, "Windows and walks"; needs the drain):
   // parked (true), the heap records are marked and the free side goes too;
   // false, the free side comes back and the heap is walked

@@ -30,6 +30,9 @@ class EngineTracer final : public TracerControl {
   Status set_heap_tracing(pid_t pid, bool on) override { return tracer_->set_heap_tracing(pid, on); }
   Status set_bursts(pid_t pid, double fraction) override { return tracer_->set_bursts(pid, fraction); }
   Status set_drain(pid_t pid, bool drain) override { return tracer_->set_drain(pid, drain); }
+  std::optional<double> close_burst(pid_t pid, double scheduled_s) override {
+    return tracer_->close_burst(pid, scheduled_s);
+  }
   Status set_parked(pid_t pid, bool parked) override { return tracer_->set_parked(pid, parked); }
   bool heap_walkable(pid_t pid) override { return tracer_->heap_walkable(pid); }
   void walk_parked_heap(pid_t pid) override { tracer_->walk_parked_heap(pid); }

@@ -124,6 +124,7 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
     case BurstAction::kBurstStart:
     case BurstAction::kBurstEnd:
     case BurstAction::kWalkThenBurst: {
+      if (action == BurstAction::kBurstEnd) close_burst(pid, t);
       // A burst after a parked phase: set_drain(false) brings the free side
       // back and walks the heap before the allocating side (Tracer::set_parked).
       if (action == BurstAction::kWalkThenBurst) tracer_.set_heap_walk_max_bytes(state_.config.governor.heap_walk_max_bytes);
@@ -147,6 +148,7 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
       }
       break;
     case BurstAction::kLeaveCalm:
+      close_burst(pid, t);
       LW_LOG_INFO(
           "governor: pid %d (%s): a burst ran at %.0f probe hits/s, within budget: heap traced exactly again",
           pid, comm, t.bursts.burst_rate());
@@ -155,6 +157,15 @@ void OverheadController::burst_step(pid_t pid, TrackedProcess& t, double now_s, 
     case BurstAction::kLeaveDrainOverBudget: leave_drain_over_budget(pid, t, now_s, gp); break;
   }
   state_.dirty = true;
+}
+
+// The burst ends: its records weigh what was really recorded
+// (Tracer::close_burst), shown as bursts.last_recorded_seconds.
+void OverheadController::close_burst(pid_t pid, TrackedProcess& t) {
+  if (std::optional<double> s = tracer_.close_burst(pid, t.bursts.scheduled_seconds())) {
+    t.info.bursts.last_recorded_seconds = *s;
+    t.info.bursts.last_scheduled_seconds = t.bursts.scheduled_seconds();
+  }
 }
 
 void OverheadController::leave_drain_over_budget(pid_t pid, TrackedProcess& t, double now_s,

@@ -71,6 +71,7 @@ class OverheadController {
   // Every call (the daemon loop's 0.1 s): the phase switches due.
   void tick_bursts(double now_s);
   void burst_step(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
+  void close_burst(pid_t pid, TrackedProcess& t);
   void leave_drain_over_budget(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
   double uniform() { return draw_ ? draw_() : std::uniform_real_distribution<double>(0, 1)(rng_); }
 

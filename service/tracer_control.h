@@ -86,6 +86,9 @@ class TracerControl {
   // and between two bursts only the free side of the heap probes attached.
   virtual Status set_bursts(pid_t, double) { return ok_status(); }
   virtual Status set_drain(pid_t, bool) { return ok_status(); }
+  // The burst recording now ends (Tracer::close_burst): the seconds the
+  // allocating probes really recorded, its records weighed by them.
+  virtual std::optional<double> close_burst(pid_t, double) { return std::nullopt; }
   // Windows (Tracer::set_parked, heap_walkable): between a window's end
   // and the next burst no heap probe at all, the heap walked before the
   // burst; only where the heap can be walked.

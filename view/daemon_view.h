@@ -49,6 +49,11 @@ struct BurstInfo {
   bool windows = false;
   bool parked = false;
   uint32_t window_seconds = 0;
+  // The last whole burst: the seconds the allocating probes really
+  // recorded, and the seconds it was scheduled for (decision busy-processes,
+  // "Measured bursts"); its records weigh by the first. < 0: none yet.
+  double last_recorded_seconds = -1;
+  double last_scheduled_seconds = -1;
 };
 
 struct ProcessInfo {

@@ -44,8 +44,46 @@ uint64_t HeapTracker::round_by_draw(double w, uint64_t identity) {
 void HeapTracker::set_time_fraction(double fraction, uint64_t from_ns) {
   fraction = fraction > 0 && fraction < 1 ? fraction : 1;
   if (fraction == fractions_.back().fraction) return;
-  if (fractions_.back().from_ns >= from_ns && fractions_.size() > 1) fractions_.pop_back();
+  // A burst's span stays (set_burst_span): its records were made under it.
+  if (fractions_.back().from_ns >= from_ns && fractions_.size() > 1 && fractions_.back().span == FractionEpoch::kNoSpan)
+    fractions_.pop_back();
   fractions_.push_back(FractionEpoch{from_ns, fraction});
+}
+
+void HeapTracker::set_burst_span(uint64_t from_ns, uint64_t to_ns, double fraction) {
+  const FractionEpoch after = fractions_.back();
+  if (!(fraction > 0) || to_ns <= from_ns || from_ns <= after.from_ns) return;
+  // The span's live records were counted at the share in force: they are
+  // counted again at the measured one, so that their frees take off what
+  // they added (allocated - freed = live stays).
+  reweigh_heap_span(from_ns, to_ns, false);
+  fractions_.push_back(FractionEpoch{from_ns, std::min(fraction, 1.0), FractionEpoch::kSpanStart});
+  fractions_.push_back(FractionEpoch{to_ns, after.fraction, FractionEpoch::kSpanEnd});
+  reweigh_heap_span(from_ns, to_ns, true);
+  if (++burst_spans_ <= kMaxBurstSpans) return;
+  // The oldest span goes: its records fall back to the epoch before it.
+  for (size_t i = 1; i + 1 < fractions_.size(); ++i)
+    if (fractions_[i].span == FractionEpoch::kSpanStart) {
+      fractions_.erase(fractions_.begin() + static_cast<std::ptrdiff_t>(i),
+                       fractions_.begin() + static_cast<std::ptrdiff_t>(i + 2));
+      --burst_spans_;
+      return;
+    }
+}
+
+void HeapTracker::reweigh_heap_span(uint64_t from_ns, uint64_t to_ns, bool add) {
+  live_.for_each([&](uint64_t, const LiveRecord& r) {
+    if (r.kind != LW_KIND_HEAP || r.alloc_ns < from_ns || r.alloc_ns >= to_ns) return;
+    SiteStats& s = sites_[r.site];
+    const uint64_t bytes = counted_bytes(r), count = counted_allocations(r);
+    if (add) {
+      s.live_bytes += bytes, s.allocated_bytes += bytes, live_bytes_[LW_KIND_HEAP] += bytes;
+      s.live_allocations += count, s.allocations += count;
+    } else {
+      s.live_bytes -= bytes, s.allocated_bytes -= bytes, live_bytes_[LW_KIND_HEAP] -= bytes;
+      s.live_allocations -= count, s.allocations -= count;
+    }
+  });
 }
 
 double HeapTracker::fraction_at(uint64_t alloc_ns) const {
@@ -325,6 +363,7 @@ void HeapTracker::clear() {
   // A new image starts at the mean the caller sets (set_sample_mean()).
   epochs_.assign(1, SampleEpoch{0, sample_mean_});
   fractions_.assign(1, FractionEpoch{0, fractions_.back().fraction});
+  burst_spans_ = 0;
   thinned_pending_.clear();
 }
 
@@ -384,7 +423,10 @@ void HeapTracker::clear_kind(uint32_t kind) {
   for (uint64_t key : keys) live_.erase(key);
   records_[kind] = 0;
   frozen_[kind] = false;
-  if (kind == LW_KIND_HEAP) fractions_.assign(1, FractionEpoch{0, fractions_.back().fraction});
+  if (kind == LW_KIND_HEAP) {
+    fractions_.assign(1, FractionEpoch{0, fractions_.back().fraction});
+    burst_spans_ = 0;
+  }
   if (kind == LW_KIND_MMAP) {
     splits_.clear();
     mmap_index_.clear();

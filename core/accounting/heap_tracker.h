@@ -207,6 +207,15 @@ class HeapTracker {
   // (the share of the time the allocating probes are on; 1 when exact) and
   // count 1/fraction times. Records before keep their weight.
   void set_time_fraction(double fraction, uint64_t from_ns);
+  // One burst's records, allocated in [from_ns, to_ns), were recorded with
+  // probability `fraction` (the share the allocating probes were really on,
+  // measured: the nominal share times recorded/scheduled seconds); later
+  // records keep the share in force before. Kept for the last
+  // kMaxBurstSpans bursts; an older burst's records fall back to the share
+  // of the bursts they were made in (decision busy-processes, "Measured
+  // bursts").
+  void set_burst_span(uint64_t from_ns, uint64_t to_ns, double fraction);
+  static constexpr size_t kMaxBurstSpans = 2048;
   double time_fraction() const { return fractions_.back().fraction; }
   double fraction_at(uint64_t alloc_ns) const;
   // Whether any heap record may stand for more than itself by bursts.
@@ -358,11 +367,17 @@ class HeapTracker {
   };
   std::vector<SampleEpoch> epochs_{SampleEpoch{}};
   struct FractionEpoch {
+    enum Span : uint8_t { kNoSpan, kSpanStart, kSpanEnd };
     uint64_t from_ns = 0;
     double fraction = 1;
+    Span span = kNoSpan;  // set_burst_span's
   };
   std::vector<FractionEpoch> fractions_{FractionEpoch{}};  // oldest first, the first from 0
+  size_t burst_spans_ = 0;  // set_burst_span's pairs in fractions_
   static uint64_t round_by_draw(double w, uint64_t identity);
+  // Takes off (add false) or adds back the counted figures of the live heap
+  // records allocated in [from_ns, to_ns) (set_burst_span).
+  void reweigh_heap_span(uint64_t from_ns, uint64_t to_ns, bool add);
   std::vector<ThinnedRecord> thinned_pending_;  // dropped on arrival, for the kernel map
 };
 

@@ -76,6 +76,7 @@ BurstAction BurstState::start_burst(double now_s, uint64_t hits, double rate, co
   parked_ = false;
   ++bursts_;
   if (!was_parked) drain_rate_ = rate;  // a parked phase has no free side to measure
+  burst_due_ = next_start_;
   burst_end_ = next_start_ + p.burst_s;
   schedule_next(p, u01);
   phase_start_ = now_s;

@@ -95,6 +95,11 @@ class BurstState {
   uint64_t bursts() const { return bursts_; }
   double burst_rate() const { return burst_rate_; }  // hits/s of the last whole burst
   double drain_rate() const { return drain_rate_; }  // hits/s of the last whole drain
+  // The seconds the burst running (or the last one) was scheduled to last:
+  // from its due start to its end, merged bursts included. What the
+  // allocating probes really recorded is measured against it
+  // (Tracer::close_burst).
+  double scheduled_seconds() const { return burst_end_ - burst_due_; }
 
  private:
   void schedule_next(const BurstParams& p, double u01);
@@ -109,6 +114,7 @@ class BurstState {
   double period_start_ = 0;  // of the period whose burst is next
   double next_start_ = 0;
   double burst_end_ = 0;
+  double burst_due_ = 0;  // the running (or last) burst's due start
   double phase_start_ = 0;
   uint64_t phase_hits_ = 0;
   uint64_t bursts_ = 0;

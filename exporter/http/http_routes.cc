@@ -35,7 +35,9 @@ json bursts_json(const BurstInfo& b) {
           {"bursts", b.bursts},                {"in_burst", b.in_burst},
           {"burst_hits_per_second", b.burst_rate}, {"drain_hits_per_second", b.drain_rate},
           {"windows", b.windows},              {"parked", b.parked},
-          {"window_seconds", b.windows ? json(b.window_seconds) : json(nullptr)}};
+          {"window_seconds", b.windows ? json(b.window_seconds) : json(nullptr)},
+          {"last_recorded_seconds", b.last_recorded_seconds >= 0 ? json(b.last_recorded_seconds) : json(nullptr)},
+          {"last_scheduled_seconds", b.last_scheduled_seconds >= 0 ? json(b.last_scheduled_seconds) : json(nullptr)}};
 }
 
 json identity_json(const DaemonSnapshot& snap, const ProcessInfo& t) {

@@ -123,6 +123,13 @@ TEST(Bursts, ABusyProcessIsTracedInBurstsItsLeakEstimatedAndFreedBlocksRetired) 
       static_cast<long long>(bytes), static_cast<long long>(leaked), ratio,
       sites.at("sampling").at("heap_basis").get<std::string>().c_str());
   EXPECT_GE(b.at("bursts").get<uint64_t>(), 5u) << b.dump();
+  // Each burst measured (decision busy-processes, "Measured bursts"): the
+  // allocating probes recorded for about its scheduled length.
+  ASSERT_TRUE(b.at("last_recorded_seconds").is_number()) << b.dump();
+  const double scheduled = b.at("last_scheduled_seconds").get<double>();
+  EXPECT_GE(scheduled, b.at("burst_seconds").get<double>()) << b.dump();
+  EXPECT_GT(b.at("last_recorded_seconds").get<double>(), 0.5 * scheduled) << b.dump();
+  EXPECT_LT(b.at("last_recorded_seconds").get<double>(), scheduled + 0.5) << b.dump();
   EXPECT_LT(b.at("drain_hits_per_second").get<double>(), 7000) << b.dump();
   EXPECT_GT(b.at("burst_hits_per_second").get<double>(), 7000) << b.dump();
   EXPECT_NEAR(ratio, 1.0, 0.3) << count << " allocations";

@@ -92,6 +92,10 @@ class FakeTracer : public TracerControl {
     drain_calls.emplace_back(pid, drain);
     return ok_status();
   }
+  std::optional<double> close_burst(pid_t pid, double scheduled_s) override {
+    close_calls.emplace_back(pid, scheduled_s);
+    return recorded_seconds;
+  }
   Status set_parked(pid_t pid, bool parked) override {
     auto it = procs.find(pid);
     if (it == procs.end()) return Error{ESRCH, "not attached"};
@@ -194,6 +198,8 @@ class FakeTracer : public TracerControl {
   std::vector<std::pair<pid_t, bool>> heap_calls;
   std::vector<std::pair<pid_t, bool>> drain_calls;
   std::vector<std::pair<pid_t, bool>> park_calls;
+  std::vector<std::pair<pid_t, double>> close_calls;  // close_burst(pid, scheduled_s)
+  std::optional<double> recorded_seconds;             // what close_burst answers
   std::vector<pid_t> parked_walks;
   uint64_t live_record_cap = 0;
   bool raw_syscalls_allowed = true;

@@ -185,6 +185,70 @@ TEST(Bursts, ARecordMadeInABurstWeighsTheInverseOfTheShare) {
   EXPECT_EQ(h.sites()[0].allocated_bytes - h.sites()[0].freed_bytes, h.sites()[0].live_bytes);
 }
 
+TEST(Bursts, ABurstsRecordsWeighTheShareItReallyRecorded) {
+  HeapTracker h;
+  h.set_time_fraction(0.125, 100);  // 2 s in 16 s, nominally
+  h.apply(heap_alloc(0x1000, 500, 1500, 7));  // in the burst, counted at the nominal 8 so far
+  h.apply(heap_alloc(0x1100, 500, 1600, 7));
+  ASSERT_EQ(h.sites().size(), 1u);
+  EXPECT_EQ(h.sites()[0].live_bytes, 8000u);
+  // The probes recorded 1 s of the 2 scheduled: that burst's share 1/16.
+  h.set_burst_span(1000, 2000, 0.0625);
+  EXPECT_DOUBLE_EQ(h.time_fraction(), 0.125);  // the nominal share stays the current one
+  EXPECT_EQ(h.sites()[0].live_bytes, 16000u);  // counted again: 16 each
+  EXPECT_EQ(h.sites()[0].live_allocations, 32u);
+  EXPECT_EQ(h.live_bytes(LW_KIND_HEAP), 16000u);
+  // Its free takes off what it adds now.
+  h.apply(Event{EventType::kFree, 0, 1, 1, LW_KIND_HEAP, 2500, 0x1100, 500, 1600, 0});
+  EXPECT_EQ(h.sites()[0].live_bytes, 8000u);
+  EXPECT_EQ(h.sites()[0].allocated_bytes - h.sites()[0].freed_bytes, h.sites()[0].live_bytes);
+  h.apply(heap_alloc(0x2000, 1000, 2100, 8));  // after it: the nominal 8
+  h.apply(heap_alloc(0x3000, 1000, 500, 9));   // before it: the nominal 8
+  ASSERT_EQ(h.sites().size(), 3u);
+  EXPECT_EQ(h.sites()[1].live_bytes, 8000u);
+  EXPECT_EQ(h.sites()[2].live_bytes, 8000u);
+  // Leaving the bursts later keeps the span (its records were made in it).
+  h.set_time_fraction(1, 2500);
+  EXPECT_DOUBLE_EQ(h.fraction_at(1500), 0.0625);
+  EXPECT_DOUBLE_EQ(h.fraction_at(2000), 0.125);
+  EXPECT_DOUBLE_EQ(h.fraction_at(2600), 1);
+  // A span that is empty, or starts before the share in force, is refused.
+  h.set_burst_span(3000, 3000, 0.5);
+  h.set_burst_span(2400, 2700, 0.5);
+  EXPECT_DOUBLE_EQ(h.fraction_at(2650), 1);
+}
+
+TEST(Bursts, OnlyTheLastBurstSpansAreKeptTheOlderFallBackToTheNominalShare) {
+  HeapTracker h;
+  h.set_time_fraction(0.1, 100);
+  const size_t n = HeapTracker::kMaxBurstSpans + 3;
+  for (uint64_t i = 0; i < n; ++i) h.set_burst_span(1000 + 100 * i, 1050 + 100 * i, 0.05);
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025), 0.1);                   // the oldest went
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * 2), 0.1);         // and the next two
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * 3), 0.05);        // the oldest kept
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * (n - 1)), 0.05);  // the last
+  EXPECT_DOUBLE_EQ(h.fraction_at(1075 + 100 * (n - 1)), 0.1);   // after it
+}
+
+TEST(Bursts, ABurstsScheduledSecondsAreFromItsDueStartToItsEnd) {
+  const BurstParams p{2, 60};
+  BurstState b;
+  b.enter(0, 0, p, 0.5);  // due at 30 s
+  EXPECT_EQ(b.tick(29.9, 0, 0, p, 0.5), BurstAction::kNone);
+  EXPECT_EQ(b.tick(30.07, 0, 0, p, 0.5), BurstAction::kBurstStart);  // a tick late
+  EXPECT_DOUBLE_EQ(b.scheduled_seconds(), 2);
+  EXPECT_EQ(b.tick(32.05, 0, 0, p, 0.99), BurstAction::kBurstEnd);
+  EXPECT_DOUBLE_EQ(b.scheduled_seconds(), 2);
+  // A burst due near the end of its period merges with the next period's
+  // when that one is due before it ends: scheduled from the first's start.
+  const BurstParams q{2, 4};
+  BurstState m;
+  m.enter(0, 0, q, 0.99);  // due at 3.96, the next period's at 4 + 0.0 * 4
+  EXPECT_EQ(m.tick(3.97, 0, 0, q, 0.0), BurstAction::kBurstStart);
+  EXPECT_EQ(m.tick(4.5, 0, 0, q, 0.5), BurstAction::kNone);  // the 4 s one merged: ends at 6
+  EXPECT_NEAR(m.scheduled_seconds(), 6 - 3.96, 1e-9);
+}
+
 TEST(Bursts, AFractionThatIsNotOneWeighsAllocationsToTheirMeanInWholeCounts) {
   HeapTracker h;
   h.set_time_fraction(0.3, 0);

@@ -465,6 +465,7 @@ TEST(DaemonOverhead, AFreeSideOverBudgetOnAWalkableHeapGetsWindows) {
           "governor: {max_hits_per_second: 1000, burst_seconds: 2, burst_period_seconds: 60, "
           "drain_window_seconds: 3, backoff_initial_seconds: 10}\n");
   p.overhead.set_offset_source([] { return 0.9; });
+  p.tracer.recorded_seconds = 1.75;
   Child sleeper;
   const pid_t pid = track_over_budget(p, sleeper);
   FakeTracer::Proc& fp = p.tracer.procs.at(pid);
@@ -494,6 +495,10 @@ TEST(DaemonOverhead, AFreeSideOverBudgetOnAWalkableHeapGetsWindows) {
     p.overhead.tick(now);
   }
   EXPECT_TRUE(fp.drain);
+  // The burst closed before the drain: measured against its 2 s schedule.
+  ASSERT_EQ(p.tracer.close_calls.size(), 1u);
+  EXPECT_EQ(p.tracer.close_calls[0].first, pid);
+  EXPECT_DOUBLE_EQ(p.tracer.close_calls[0].second, 2);
   const double window_from = now;
   for (; !t.bursts.parked() && now < 70; now += 0.1) {
     fp.hits += 500;
@@ -507,6 +512,8 @@ TEST(DaemonOverhead, AFreeSideOverBudgetOnAWalkableHeapGetsWindows) {
   EXPECT_TRUE(info.bursts.windows);
   EXPECT_TRUE(info.bursts.parked);
   EXPECT_EQ(info.bursts.window_seconds, 3u);
+  EXPECT_DOUBLE_EQ(info.bursts.last_recorded_seconds, 1.75);
+  EXPECT_DOUBLE_EQ(info.bursts.last_scheduled_seconds, 2);
 }
 
 TEST(DaemonOverhead, ABudgetShedSuspendsHeapTracingWithTheGovernorsBackoff) {
