@@ -142,10 +142,10 @@ Status Tracer::set_bursts(pid_t pid, double fraction) {
   if (!p) return Error{ESRCH, "pid " + std::to_string(pid) + " is not traced"};
   if (!p->options.heap) return Error{EINVAL, "pid " + std::to_string(pid) + ": heap probes are off"};
   const bool on = fraction > 0 && fraction < 1;
-  if (!on) p->burst_from_ns = 0;
   if (!on && p->drain)
     if (Status st = set_drain(pid, false); !st) return st;
   p->bursts = on;
+  p->burst_from_ns = 0;  // a burst is measured from its own start (set_drain)
   // From now (the kernel's clock): an allocation recorded later was made
   // inside a burst.
   p->heap.set_time_fraction(on ? fraction : 1, monotonic_ns());

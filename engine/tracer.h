@@ -94,6 +94,8 @@ class Tracer {
   // busy-processes, "Measured bursts"). The seconds recorded, or nullopt
   // when no burst was recording.
   std::optional<double> close_burst(pid_t pid, double scheduled_s);
+  // Kernels before 6.14 (kernel_serializes_uprobe_hits), read once.
+  bool uprobe_hits_serialize() const { return uprobe_hits_serialize_; }
   // Windows (decision busy-processes, "Windows and walks"; needs the drain):
   // parked (true), the heap records are marked and the free side goes too;
   // false, the free side comes back and the heap is walked
@@ -205,6 +207,7 @@ class Tracer {
     s.uprobe_multi = session_->uprobe_multi();
     s.uprobe_session = session_->uprobe_session();
     s.uretprobe_syscall = uretprobe_syscall_;
+    s.uprobe_hits_serialize = uprobe_hits_serialize_;
     if (unwind_) s.unwind = unwind_->stats();
     return s;
   }
@@ -250,6 +253,7 @@ class Tracer {
   std::unique_ptr<LinkCloser> closer_ = std::make_unique<LinkCloser>();
   bool python_frames_ = true;  // BpfOptions::python_frames: look for CPython in each process
   bool uretprobe_syscall_ = kernel_has_uretprobe_syscall();  // read once (TracerStats)
+  bool uprobe_hits_serialize_ = kernel_serializes_uprobe_hits();
   std::unique_ptr<UnwindTables> unwind_;  // after session_: stops before it goes
   ProcessTable procs_;
   TracerStats stats_;

@@ -4,12 +4,15 @@
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+
+#include "core/policy/overhead_policy.h"
 
 namespace lw {
 
@@ -66,6 +69,11 @@ bool kernel_has_uretprobe_syscall() {
     found = std::strstr(line, " __x64_sys_uretprobe\n") != nullptr;
   std::fclose(f);
   return found;
+}
+
+bool kernel_serializes_uprobe_hits() {
+  struct utsname u {};
+  return uname(&u) != 0 || release_serializes_uprobe_hits(u.release);
 }
 
 bool kernel_has_uprobe_session() {

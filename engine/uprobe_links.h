@@ -28,6 +28,12 @@ bool kernel_has_uprobe_session();
 // call (x86-64, 6.11 and later: a cheaper return than the trap), read from
 // /proc/kallsyms (calling it outside the trampoline would kill the caller).
 bool kernel_has_uretprobe_syscall();
+// Whether a uprobe hit looks up its VMA under the mmap lock, so that the
+// hits of one process's threads serialize: kernels before 6.14, which
+// added the lock-free lookup. Read from the release (uname): no probe can
+// tell, and a release that does not parse counts as serializing
+// (release_serializes_uprobe_hits, core/policy/overhead_policy.h).
+bool kernel_serializes_uprobe_hits();
 
 // One link over `offsets` (file offsets in `path`), each with its cookie.
 // attach_type: kAttachUprobeMulti or kAttachUprobeSession; `retprobe` only

@@ -48,6 +48,10 @@ struct TrackedProcess {
   // Windows (decision busy-processes): when the heap was last walked while
   // parked (daemon seconds).
   double parked_walk_at = -1;
+  // Its threads, read once a second where uprobe hits serialize across
+  // them (kernels before 6.14): the governor's budget is divided by them
+  // (thread_scaled_budget; 1 elsewhere).
+  uint64_t threads = 1;
   // Heap probes wanted: mode full, or auto and escalated.
   bool full() const { return info.mode == TargetMode::kFull || escalation.full(); }
 };

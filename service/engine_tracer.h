@@ -30,6 +30,7 @@ class EngineTracer final : public TracerControl {
   Status set_heap_tracing(pid_t pid, bool on) override { return tracer_->set_heap_tracing(pid, on); }
   Status set_bursts(pid_t pid, double fraction) override { return tracer_->set_bursts(pid, fraction); }
   Status set_drain(pid_t pid, bool drain) override { return tracer_->set_drain(pid, drain); }
+  bool uprobe_hits_serialize() const override { return tracer_->uprobe_hits_serialize(); }
   std::optional<double> close_burst(pid_t pid, double scheduled_s) override {
     return tracer_->close_burst(pid, scheduled_s);
   }

@@ -25,7 +25,29 @@ constexpr double kDrainMemorySeconds = 3600;
 }  // namespace
 
 OverheadController::OverheadController(DaemonState& state, TracerControl& tracer, MemoryReader read_memory)
-    : state_(state), tracer_(tracer), read_memory_(std::move(read_memory)) {}
+    : state_(state), tracer_(tracer), read_memory_(std::move(read_memory)), read_threads_(process_threads) {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  cpus_ = n > 0 ? static_cast<uint64_t>(n) : 1;
+}
+
+GovernorParams OverheadController::params_for(const TrackedProcess& t, GovernorParams gp) const {
+  if (tracer_.uprobe_hits_serialize())
+    gp.max_hits_per_second = thread_scaled_budget(gp.max_hits_per_second, t.threads, cpus_);
+  return gp;
+}
+
+// Once a second, where hits serialize: only processes the governor watches.
+void OverheadController::refresh_threads(pid_t pid, TrackedProcess& t) {
+  if (!tracer_.uprobe_hits_serialize()) return;
+  const uint64_t before = t.threads;
+  t.threads = read_threads_ ? std::max<uint64_t>(1, read_threads_(pid)) : 1;
+  if (std::min(before, cpus_) != std::min(t.threads, cpus_))
+    LW_LOG_INFO("governor: pid %d (%s): %llu threads; uprobe hits serialize on this kernel (before 6.14): "
+                "its budget is %llu probe hits/s",
+                pid, t.info.identity.comm.c_str(), static_cast<unsigned long long>(t.threads),
+                static_cast<unsigned long long>(
+                    thread_scaled_budget(state_.config.governor.max_hits_per_second, t.threads, cpus_)));
+}
 
 std::optional<StatmBytes> OverheadController::read_proc_statm(pid_t pid) {
   std::optional<StatmPages> p = read_statm_pages(pid);
@@ -186,7 +208,7 @@ void OverheadController::tick_bursts(double now_s) {
   if (state_.counters.kill_switch_engaged) return;
   const GovernorParams gp = governor_params();
   for (auto& [pid, t] : state_.tracked)
-    if (t.bursts.active()) burst_step(pid, t, now_s, gp);
+    if (t.bursts.active()) burst_step(pid, t, now_s, params_for(t, gp));
 }
 
 void OverheadController::apply_memory_budget(uint64_t baseline_rss) {
@@ -351,8 +373,11 @@ void OverheadController::tick(double now_s) {
   tensor_gp.max_hits_per_second = state_.config.governor.max_tensor_hits_per_second;
   tensor_gp.bursts = false;  // the tier's own budget suspends (decision tensor-tier)
   for (auto& [pid, t] : state_.tracked) {
-    govern(pid, t, now_s, gp);
-    govern_tensors(pid, t, now_s, tensor_gp);
+    refresh_threads(pid, t);
+    const GovernorParams own = params_for(t, gp);
+    t.info.hit_budget = own.max_hits_per_second;
+    govern(pid, t, now_s, own);
+    govern_tensors(pid, t, now_s, params_for(t, tensor_gp));
     if (t.info.mode == TargetMode::kAuto) escalate(pid, t, now_s);
   }
 }

@@ -52,6 +52,12 @@ class OverheadController {
   // Where the bursts' offsets come from (uniform in [0, 1]); by default a
   // generator seeded at random. Tests give fixed draws.
   void set_offset_source(std::function<double()> draw) { draw_ = std::move(draw); }
+  // Where a process's thread count comes from (tests; /proc/PID/stat's
+  // num_threads by default), and the CPUs it is bounded by.
+  void set_thread_source(std::function<uint64_t(pid_t)> threads, uint64_t cpus) {
+    read_threads_ = std::move(threads);
+    cpus_ = cpus;
+  }
 
   // /proc/PID/statm, one read of at most 255 bytes.
   static std::optional<StatmBytes> read_proc_statm(pid_t pid);
@@ -72,6 +78,9 @@ class OverheadController {
   void tick_bursts(double now_s);
   void burst_step(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
   void close_burst(pid_t pid, TrackedProcess& t);
+  // gp with its budget divided by t's threads where hits serialize.
+  GovernorParams params_for(const TrackedProcess& t, GovernorParams gp) const;
+  void refresh_threads(pid_t pid, TrackedProcess& t);
   void leave_drain_over_budget(pid_t pid, TrackedProcess& t, double now_s, const GovernorParams& gp);
   double uniform() { return draw_ ? draw_() : std::uniform_real_distribution<double>(0, 1)(rng_); }
 
@@ -81,6 +90,8 @@ class OverheadController {
   double last_tick_s_ = -1e18;
   std::mt19937_64 rng_{std::random_device{}()};  // burst offsets
   std::function<double()> draw_;                 // set_offset_source()
+  std::function<uint64_t(pid_t)> read_threads_;  // set_thread_source()
+  uint64_t cpus_ = 1;
 };
 
 }  // namespace lw

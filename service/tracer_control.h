@@ -89,6 +89,9 @@ class TracerControl {
   // The burst recording now ends (Tracer::close_burst): the seconds the
   // allocating probes really recorded, its records weighed by them.
   virtual std::optional<double> close_burst(pid_t, double) { return std::nullopt; }
+  // Whether uprobe hits serialize across a process's threads on this
+  // kernel (before 6.14): the governor's budget then counts its threads.
+  virtual bool uprobe_hits_serialize() const { return false; }
   // Windows (Tracer::set_parked, heap_walkable): between a window's end
   // and the next burst no heap probe at all, the heap walked before the
   // burst; only where the heap can be walked.

@@ -65,6 +65,9 @@ struct ProcessInfo {
   bool full = false;              // heap probes wanted (mode full, or auto escalated)
   bool heap_attached = false;     // the heap probes are attached now
   bool tracing_suspended = false; // the governor (or the memory budget) holds the heap probes off
+  // The governor's budget for this process in hits a second: the configured
+  // one, divided by its threads where uprobe hits serialize (before 6.14).
+  uint64_t hit_budget = 0;
   BurstInfo bursts;
 };
 

@@ -177,6 +177,7 @@ struct TracerStats {
   bool uprobe_multi = false;
   bool uprobe_session = false;
   bool uretprobe_syscall = false;
+  bool uprobe_hits_serialize = false;  // before 6.14: the budget counts threads
   uint64_t rescans = 0;
   uint64_t rescans_deferred = 0;   // all processes: rescans that waited for the lifecycle budget
   uint64_t probe_changes = 0;      // attaches that changed a process's probes or allocator

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 namespace lw {
 
@@ -58,6 +59,18 @@ uint64_t GrowthWatch::rise_bytes() const {
   uint64_t low = UINT64_MAX;
   for (const auto& [t, b] : samples_) low = std::min(low, b);
   return samples_.back().second - low;
+}
+
+uint64_t thread_scaled_budget(uint64_t max_hits_per_second, uint64_t threads, uint64_t cpus) {
+  const uint64_t n = std::max<uint64_t>(1, std::min(threads, cpus));
+  if (max_hits_per_second == 0) return 0;  // no budget stays none
+  return std::max<uint64_t>(1, max_hits_per_second / n);
+}
+
+bool release_serializes_uprobe_hits(const char* release) {
+  unsigned major = 0, minor = 0;
+  if (release == nullptr || std::sscanf(release, "%u.%u", &major, &minor) != 2) return true;
+  return major < 6 || (major == 6 && minor < 14);
 }
 
 GovernorAction GovernorState::observe(double t_s, uint64_t hits, const GovernorParams& p) {

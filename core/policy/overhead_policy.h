@@ -59,6 +59,16 @@ struct GovernorParams {
   bool bursts = false;
 };
 
+// The budget of a process whose uprobe hits serialize across its threads
+// (kernels before 6.14): a hit can hold up to min(threads, cpus) - 1 of the
+// process's other threads, so the budget in hits a second, set for one
+// thread, is divided by min(threads, cpus) (at least 1).
+uint64_t thread_scaled_budget(uint64_t max_hits_per_second, uint64_t threads, uint64_t cpus);
+// Whether a kernel of this release (uname -r) serializes uprobe hits: before
+// 6.14, which looks up a hit's VMA without the mmap lock. A release that
+// does not parse counts as serializing (the smaller budget).
+bool release_serializes_uprobe_hits(const char* release);
+
 // kBursts: over the budget with GovernorParams::bursts; the caller puts the
 // process in bursts (core/policy/bursts.h) and stops observing it meanwhile.
 enum class GovernorAction { kNone, kSuspend, kResume, kBursts };

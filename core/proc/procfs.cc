@@ -135,6 +135,11 @@ uint64_t process_start_ticks(pid_t pid) {
   return st ? st->start_time : 0;
 }
 
+uint64_t process_threads(pid_t pid) {
+  Result<StatFields> st = parse_proc_stat(read_small("/proc/" + std::to_string(pid) + "/stat", 4096));
+  return st ? st->num_threads : 0;
+}
+
 std::string process_comm(pid_t pid) {
   std::string comm = read_small("/proc/" + std::to_string(pid) + "/comm", 64);
   while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();

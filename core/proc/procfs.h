@@ -49,6 +49,8 @@ SelfStats read_self_stats();
 // /proc/PID/stat's starttime (clock ticks after boot), parsed by
 // parse_proc_stat (core/proc/process_identity.h); 0 when unreadable.
 uint64_t process_start_ticks(pid_t pid);
+// /proc/PID/stat's num_threads; 0 when unreadable.
+uint64_t process_threads(pid_t pid);
 // /proc/PID/comm without its newline; "" when unreadable.
 std::string process_comm(pid_t pid);
 

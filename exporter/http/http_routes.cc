@@ -51,6 +51,7 @@ json identity_json(const DaemonSnapshot& snap, const ProcessInfo& t) {
             {"mode", t.heap_attached ? "full" : "light"},
             {"configured_mode", mode_name(t.mode)},
             {"tracing_suspended", t.tracing_suspended},
+            {"hit_budget_per_second", t.hit_budget},
             {"bursts", bursts_json(t.bursts)}};
   auto opt = [&](const char* key, const std::optional<std::string>& v) {
     j[key] = v ? json(*v) : json(nullptr);
@@ -282,7 +283,8 @@ std::string status_json(const DaemonSnapshot& snap) {
                {"kernel_features",
                 {{"uprobe_multi", snap.tracer_stats.uprobe_multi},
                  {"uprobe_session", snap.tracer_stats.uprobe_session},
-                 {"uretprobe_syscall", snap.tracer_stats.uretprobe_syscall}}},
+                 {"uretprobe_syscall", snap.tracer_stats.uretprobe_syscall},
+                 {"uprobe_hits_serialize", snap.tracer_stats.uprobe_hits_serialize}}},
                {"unwind", to_json(snap.tracer_stats.unwind)},
                {"probes", std::move(probes)}});
 }

@@ -92,6 +92,7 @@ class FakeTracer : public TracerControl {
     drain_calls.emplace_back(pid, drain);
     return ok_status();
   }
+  bool uprobe_hits_serialize() const override { return serialize; }
   std::optional<double> close_burst(pid_t pid, double scheduled_s) override {
     close_calls.emplace_back(pid, scheduled_s);
     return recorded_seconds;
@@ -200,6 +201,7 @@ class FakeTracer : public TracerControl {
   std::vector<std::pair<pid_t, bool>> park_calls;
   std::vector<std::pair<pid_t, double>> close_calls;  // close_burst(pid, scheduled_s)
   std::optional<double> recorded_seconds;             // what close_burst answers
+  bool serialize = false;                             // uprobe_hits_serialize()
   std::vector<pid_t> parked_walks;
   uint64_t live_record_cap = 0;
   bool raw_syscalls_allowed = true;

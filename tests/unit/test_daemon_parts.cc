@@ -374,6 +374,24 @@ pid_t track_over_budget(Parts& p, const Child& child) {
   return pid;
 }
 
+// Kernels before 6.14 (uprobe hits serialize across a process's threads):
+// the budget is divided by min(threads, CPUs): 4 threads on 2 CPUs halve it.
+TEST(DaemonOverhead, WhereUprobeHitsSerializeTheBudgetCountsThreads) {
+  for (const bool serialize : {true, false}) {
+    Parts p(std::string(kSleepFull) + "governor: {max_hits_per_second: 1000}\n");
+    p.tracer.serialize = serialize;
+    p.overhead.set_thread_source([](pid_t) { return uint64_t{4}; }, 2);
+    Child sleeper;
+    const pid_t pid = p.track(sleeper);
+    p.overhead.tick(0);
+    p.tracer.procs.at(pid).hits = 700;  // under 1,000 a second, over 500
+    p.overhead.tick(1);
+    const TrackedProcess& t = p.state.tracked.at(pid);
+    EXPECT_EQ(process_info(t).hit_budget, serialize ? 500u : 1000u);
+    EXPECT_EQ(t.bursts.active(), serialize);
+  }
+}
+
 // Decision busy-processes: over budget, the default is bursts, not a
 // suspension: the allocating probes on for burst_seconds in each period,
 // the free side in between, until a burst runs within the budget.

@@ -64,6 +64,21 @@ TEST(OverheadPolicy, TheRiseSpanStartsAtTheLatestSampleAtTheLow) {
   EXPECT_DOUBLE_EQ(w.rise_span_s(), 10);
 }
 
+TEST(OverheadPolicy, ASerializedBudgetIsDividedByThreadsUpToTheCpus) {
+  EXPECT_EQ(thread_scaled_budget(50000, 1, 16), 50000u);
+  EXPECT_EQ(thread_scaled_budget(50000, 4, 16), 12500u);
+  EXPECT_EQ(thread_scaled_budget(50000, 64, 16), 3125u);  // at most the CPUs wait
+  EXPECT_EQ(thread_scaled_budget(50000, 0, 16), 50000u);  // unreadable: one thread
+  EXPECT_EQ(thread_scaled_budget(0, 8, 16), 0u);          // no budget stays none
+  EXPECT_EQ(thread_scaled_budget(3, 8, 16), 1u);
+  EXPECT_TRUE(release_serializes_uprobe_hits("6.13.12-arch1"));
+  EXPECT_TRUE(release_serializes_uprobe_hits("5.15.0-91-generic"));
+  EXPECT_FALSE(release_serializes_uprobe_hits("6.14.0"));
+  EXPECT_FALSE(release_serializes_uprobe_hits("6.18.44-fc-v1300"));
+  EXPECT_FALSE(release_serializes_uprobe_hits("7.0.1"));
+  EXPECT_TRUE(release_serializes_uprobe_hits("garbage"));
+}
+
 TEST(OverheadPolicy, GovernorSuspendsOverBudgetAndBacksOff) {
   GovernorParams p;
   p.max_hits_per_second = 1000;
