@@ -36,9 +36,12 @@ GovernorParams OverheadController::params_for(const TrackedProcess& t, GovernorP
   return gp;
 }
 
-// Once a second, where hits serialize: only processes the governor watches.
+// Once a second, where hits serialize: only processes whose heap probes
+// the governor watches (attached, suspended or in bursts), one
+// /proc/PID/stat read each.
 void OverheadController::refresh_threads(pid_t pid, TrackedProcess& t) {
   if (!tracer_.uprobe_hits_serialize()) return;
+  if (!t.info.heap_attached && !t.governor.suspended() && !t.bursts.active()) return;
   const uint64_t before = t.threads;
   t.threads = read_threads_ ? std::max<uint64_t>(1, read_threads_(pid)) : 1;
   if (std::min(before, cpus_) != std::min(t.threads, cpus_))
@@ -377,7 +380,7 @@ void OverheadController::tick(double now_s) {
     const GovernorParams own = params_for(t, gp);
     t.info.hit_budget = own.max_hits_per_second;
     govern(pid, t, now_s, own);
-    govern_tensors(pid, t, now_s, params_for(t, tensor_gp));
+    govern_tensors(pid, t, now_s, tensor_gp);  // the tier's few hits: not scaled
     if (t.info.mode == TargetMode::kAuto) escalate(pid, t, now_s);
   }
 }

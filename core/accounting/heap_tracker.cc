@@ -61,11 +61,15 @@ void HeapTracker::set_burst_span(uint64_t from_ns, uint64_t to_ns, double fracti
   fractions_.push_back(FractionEpoch{to_ns, after.fraction, FractionEpoch::kSpanEnd});
   reweigh_heap_span(from_ns, to_ns, true);
   if (++burst_spans_ <= kMaxBurstSpans) return;
-  // The oldest span goes: its records fall back to the epoch before it.
+  // The oldest span goes: its live records fall back to the epoch before
+  // it, counted again at that weight.
   for (size_t i = 1; i + 1 < fractions_.size(); ++i)
     if (fractions_[i].span == FractionEpoch::kSpanStart) {
+      const uint64_t old_from = fractions_[i].from_ns, old_to = fractions_[i + 1].from_ns;
+      reweigh_heap_span(old_from, old_to, false);
       fractions_.erase(fractions_.begin() + static_cast<std::ptrdiff_t>(i),
                        fractions_.begin() + static_cast<std::ptrdiff_t>(i + 2));
+      reweigh_heap_span(old_from, old_to, true);
       --burst_spans_;
       return;
     }

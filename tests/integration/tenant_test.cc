@@ -31,8 +31,9 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::steady_clock;
 
-// A fork loop as nobody (limits.max_discoveries_per_second: 20 per user):
-// most of its children are deferred, and die before they are looked at;
+// A fork loop as nobody (limits.max_discoveries_per_second: 20 per user),
+// its children living 50 ms: most of them are deferred, and die before they
+// are looked at;
 // another unprivileged user's process, started in the middle of it, is
 // attached as if nothing were going on. Fails without the budget: every
 // child is looked at (nothing deferred) and the daemon attaches hundreds.
@@ -54,7 +55,9 @@ TEST(HostileTenant, AForkLoopIsBudgetedAndAnotherUsersProcessIsStillAttached) {
   daemon.wait_notify("READY=1", kReadyTimeout);
   const unsigned long long cpu0 = cpu_ticks(daemon.pid());
   const double storm_s = 6;
-  Process storm({loop, "6"}, {.as_nobody = true});
+  // Children that live 50 ms: found alive when looked at (an instant exit
+  // is gone before the daemon reads its event, and defers nothing).
+  Process storm({loop, "6", "50"}, {.as_nobody = true});
   std::this_thread::sleep_for(2s);
 
   const auto t0 = steady_clock::now();

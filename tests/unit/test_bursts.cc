@@ -220,14 +220,23 @@ TEST(Bursts, ABurstsRecordsWeighTheShareItReallyRecorded) {
 
 TEST(Bursts, OnlyTheLastBurstSpansAreKeptTheOlderFallBackToTheNominalShare) {
   HeapTracker h;
-  h.set_time_fraction(0.1, 100);
+  h.set_time_fraction(0.125, 100);
+  h.apply(heap_alloc(0x1000, 100, 1010, 7));  // in the oldest span
   const size_t n = HeapTracker::kMaxBurstSpans + 3;
-  for (uint64_t i = 0; i < n; ++i) h.set_burst_span(1000 + 100 * i, 1050 + 100 * i, 0.05);
-  EXPECT_DOUBLE_EQ(h.fraction_at(1025), 0.1);                   // the oldest went
-  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * 2), 0.1);         // and the next two
-  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * 3), 0.05);        // the oldest kept
-  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * (n - 1)), 0.05);  // the last
-  EXPECT_DOUBLE_EQ(h.fraction_at(1075 + 100 * (n - 1)), 0.1);   // after it
+  for (uint64_t i = 0; i < n; ++i) h.set_burst_span(1000 + 100 * i, 1050 + 100 * i, 0.0625);
+  // Its span went: it counts at the share before it again, and its free
+  // takes off what it adds now.
+  ASSERT_EQ(h.sites().size(), 1u);
+  EXPECT_EQ(h.sites()[0].live_bytes, 800u);
+  h.apply(Event{EventType::kFree, 0, 1, 1, LW_KIND_HEAP, 999999, 0x1000, 100, 1010, 0});
+  EXPECT_EQ(h.sites()[0].live_bytes, 0u);
+  EXPECT_EQ(h.live_bytes(LW_KIND_HEAP), 0u);
+  EXPECT_EQ(h.sites()[0].allocated_bytes, h.sites()[0].freed_bytes);
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025), 0.125);                   // the oldest went
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * 2), 0.125);         // and the next two
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * 3), 0.0625);        // the oldest kept
+  EXPECT_DOUBLE_EQ(h.fraction_at(1025 + 100 * (n - 1)), 0.0625);  // the last
+  EXPECT_DOUBLE_EQ(h.fraction_at(1075 + 100 * (n - 1)), 0.125);   // after it
 }
 
 TEST(Bursts, ABurstsScheduledSecondsAreFromItsDueStartToItsEnd) {
