@@ -106,3 +106,24 @@ int noop_tensor_free(struct pt_regs *ctx) {
   __sync_fetch_and_add(&tensor_frees, 1);
   return 0;
 }
+
+/*
+ * Any layout read from a file (lw_bench_noop --layout; bench/torch_run.sh,
+ * row noop-full): the places a running leakwatch attached to a process,
+ * taken from its /api/v1/status. Entries and returns count their hits;
+ * sessions use noop_tensor_session above.
+ */
+__u64 layout_entries;
+__u64 layout_returns;
+
+SEC("uprobe")
+int noop_layout_entry(struct pt_regs *ctx) {
+  __sync_fetch_and_add(&layout_entries, 1);
+  return 0;
+}
+
+SEC("uretprobe")
+int noop_layout_return(struct pt_regs *ctx) {
+  __sync_fetch_and_add(&layout_returns, 1);
+  return 0;
+}

@@ -6,6 +6,7 @@
 //   lw_bench_noop -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]
 //   lw_bench_noop -p PID --syscall-tp
 //   lw_bench_noop -p PID --tensor [--no-session]
+//   lw_bench_noop -p PID --layout FILE
 //
 // Probes, all on the libc that PID maps:
 //   - malloc entry (uprobe) and malloc return (uretprobe): leakwatch needs
@@ -39,11 +40,23 @@
 // leakwatch places it, and c10::free_cpu at its entry; with --no-session
 // (or where the kernel lacks sessions) alloc_cpu gets entry + uretprobe.
 // On stop it prints the hit counts.
+//
+// With --layout FILE, the probes are wherever FILE says, one per line:
+// `PATH FILE_OFFSET KIND`, anything after a `#` a comment. KIND is
+// `entry`, `entry+return` or `session` (an entry whose non-zero return
+// skips the return probe; it skips it for a zero first argument, as
+// leakwatch's alloc_cpu session does). PATH is the
+// object as the target maps it. bench/lib/probe_layout.py writes such a
+// file from a running leakwatch's /api/v1/status, so the no-op programs sit
+// at every place leakwatch attached (bench/torch_run.sh, row noop-full).
+// The links are uprobe_multi links, one per object and kind, as
+// leakwatch's own, where the kernel has them. On stop it prints the hits.
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +84,7 @@ struct Options {
   bool syscall_tp = false;
   bool tensor = false;
   bool no_session = false;
+  std::string layout;  // --layout FILE
 };
 
 bool parse_offsets(const char* s, std::vector<uint64_t>* out) {
@@ -111,6 +125,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
       o.tensor = true;
     } else if (a == "--no-session") {
       o.no_session = true;
+    } else if (a == "--layout" && i + 1 < argc) {
+      o.layout = argv[++i];
     } else if (a == "--ret-offsets" && i + 1 < argc) {
       if (!parse_offsets(argv[++i], &o.ret_offsets)) return std::nullopt;
     } else {
@@ -185,6 +201,29 @@ struct SkelDeleter {
   void operator()(noop_probes* s) const { noop_probes__destroy(s); }
 };
 
+// Opens and loads the programs. noop_tensor_session calls a kfunc only
+// session programs may call (kernel 6.18 refuses it in a plain uprobe
+// program): loaded as a session program where `session`, left out
+// otherwise. `multi`: the layout's programs are loaded for uprobe_multi
+// links. nullptr, said on stderr, when the kernel refuses them.
+std::unique_ptr<noop_probes, SkelDeleter> load_skel(bool session, bool multi) {
+  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open());
+  if (skel && multi) {
+    for (bpf_program* p : {skel->progs.noop_layout_entry, skel->progs.noop_layout_return})
+      bpf_program__set_expected_attach_type(p, static_cast<bpf_attach_type>(lw::kAttachUprobeMulti));
+  }
+  if (skel && session)
+    bpf_program__set_expected_attach_type(skel->progs.noop_tensor_session,
+                                          static_cast<bpf_attach_type>(lw::kAttachUprobeSession));
+  else if (skel)
+    bpf_program__set_autoload(skel->progs.noop_tensor_session, false);
+  if (!skel || noop_probes__load(skel.get()) != 0) {
+    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
+    return nullptr;
+  }
+  return skel;
+}
+
 lw::Result<Link> attach(bpf_program* prog, pid_t pid, const std::string& path,
                         const ResolvedProbe& probe, bool retprobe) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
@@ -245,11 +284,8 @@ int run_memalign(const Options& opt, const std::string& libc, const lw::ElfFile&
     }
     moved = kCmpbRipLen;
   }
-  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open_and_load());
-  if (!skel) {
-    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
-    return 1;
-  }
+  std::unique_ptr<noop_probes, SkelDeleter> skel = load_skel(false, false);
+  if (!skel) return 1;
   std::vector<lw::Result<Link>> links;
   std::string where;
   ResolvedProbe entry{*sym_off + moved, "posix_memalign+" + std::to_string(moved)};
@@ -287,11 +323,8 @@ int run_memalign(const Options& opt, const std::string& libc, const lw::ElfFile&
 }
 
 int run_syscall_tp(const Options& opt, const sigset_t& stop_signals) {
-  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open_and_load());
-  if (!skel) {
-    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
-    return 1;
-  }
+  std::unique_ptr<noop_probes, SkelDeleter> skel = load_skel(false, false);
+  if (!skel) return 1;
   Link enter(bpf_program__attach_raw_tracepoint(skel->progs.noop_sys_enter, "sys_enter"));
   Link exit_link(bpf_program__attach_raw_tracepoint(skel->progs.noop_sys_exit, "sys_exit"));
   if (!enter || !exit_link) {
@@ -362,16 +395,8 @@ int run_tensor(const Options& opt, const sigset_t& stop_signals) {
     return 1;
   }
   const bool session = !opt.no_session && lw::kernel_has_uprobe_session();
-  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open());
-  if (skel && session)
-    bpf_program__set_expected_attach_type(skel->progs.noop_tensor_session,
-                                          static_cast<bpf_attach_type>(lw::kAttachUprobeSession));
-  else if (skel)
-    bpf_program__set_autoload(skel->progs.noop_tensor_session, false);
-  if (!skel || noop_probes__load(skel.get()) != 0) {
-    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
-    return 1;
-  }
+  std::unique_ptr<noop_probes, SkelDeleter> skel = load_skel(session, false);
+  if (!skel) return 1;
   auto alloc_links = attach_tensor_alloc(skel.get(), opt.pid, *lib, *alloc, session);
   auto free_link = attach(skel->progs.noop_tensor_free, opt.pid, *lib, *free_probe, false);
   if (!alloc_links || !free_link) {
@@ -394,6 +419,109 @@ int run_tensor(const Options& opt, const sigset_t& stop_signals) {
   return 0;
 }
 
+// --layout: one group of probes per (object, kind), in file order.
+struct LayoutGroup {
+  std::string path;  // as the target maps it
+  std::string kind;  // entry, entry+return, session
+  std::vector<uint64_t> offsets;
+};
+
+lw::Result<std::vector<LayoutGroup>> read_layout(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return lw::errno_error("open " + file);
+  std::vector<LayoutGroup> groups;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string probe = line.substr(0, line.find('#'));  // `# ...`: a comment
+    if (probe.find_first_not_of(" \t") == std::string::npos) continue;
+    std::istringstream fields(probe);
+    std::string path, offset, kind, extra;
+    fields >> path >> offset >> kind;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long off = std::strtoull(offset.c_str(), &end, 0);
+    if (path.empty() || path[0] != '/' || offset.empty() || errno != 0 || *end != '\0' ||
+        (kind != "entry" && kind != "entry+return" && kind != "session") || (fields >> extra)) {
+      return lw::Error{EINVAL, file + ":" + std::to_string(n) +
+                                   ": expected `PATH FILE_OFFSET entry|entry+return|session`, got `" + line + "`"};
+    }
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const LayoutGroup& x) { return x.path == path && x.kind == kind; });
+    if (g == groups.end()) g = groups.insert(groups.end(), LayoutGroup{path, kind, {}});
+    g->offsets.push_back(off);
+  }
+  if (groups.empty()) return lw::Error{EINVAL, file + ": no probes"};
+  return groups;
+}
+
+// One group's links: uprobe_multi links (fds, closed on exit) where the
+// kernel has them, else one libbpf link per offset.
+lw::Status attach_group(noop_probes* skel, pid_t pid, const LayoutGroup& g, bool multi, bool session,
+                        std::vector<Link>* links) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/root" + g.path;
+  const std::vector<uint64_t> cookies(g.offsets.size(), 0);
+  if (g.kind == "session" && session) {
+    lw::Result<int> fd = lw::create_uprobe_link(bpf_program__fd(skel->progs.noop_tensor_session),
+                                                lw::kAttachUprobeSession, pid, path, g.offsets, cookies,
+                                                false);
+    return fd ? lw::ok_status() : lw::Status(fd.error());
+  }
+  for (bool ret : {false, true}) {
+    if (ret && g.kind == "entry") break;
+    bpf_program* prog = ret ? skel->progs.noop_layout_return : skel->progs.noop_layout_entry;
+    if (multi) {
+      lw::Result<int> fd = lw::create_uprobe_link(bpf_program__fd(prog), lw::kAttachUprobeMulti, pid, path,
+                                                  g.offsets, cookies, ret);
+      if (!fd) return fd.error();
+      continue;
+    }
+    for (uint64_t off : g.offsets) {
+      auto l = attach(prog, pid, path, ResolvedProbe{off, g.path + "+" + std::to_string(off)}, ret);
+      if (!l) return l.error();
+      links->push_back(std::move(*l));
+    }
+  }
+  return lw::ok_status();
+}
+
+int run_layout(const Options& opt, const sigset_t& stop_signals) {
+  auto groups = read_layout(opt.layout);
+  if (!groups) {
+    std::fprintf(stderr, "lw_bench_noop: %s\n", groups.error().message.c_str());
+    return 1;
+  }
+  const bool multi = lw::kernel_has_uprobe_multi();
+  const bool session = lw::kernel_has_uprobe_session();
+  std::unique_ptr<noop_probes, SkelDeleter> skel = load_skel(session, multi);
+  if (!skel) return 1;
+  std::vector<Link> links;
+  size_t probes = 0;
+  for (const LayoutGroup& g : *groups) {
+    if (lw::Status st = attach_group(skel.get(), opt.pid, g, multi, session, &links); !st) {
+      std::fprintf(stderr, "lw_bench_noop: %s %s: %s\n", g.path.c_str(), g.kind.c_str(),
+                   st.error().message.c_str());
+      return 1;
+    }
+    probes += g.offsets.size();
+    std::fprintf(stderr, "lw_bench_noop: pid %d, %s: %zu %s probe(s)%s\n", static_cast<int>(opt.pid),
+                 g.path.c_str(), g.offsets.size(), g.kind.c_str(),
+                 g.kind == "session" && !session ? " as entry + uretprobe (no sessions here)" : "");
+  }
+  std::fprintf(stderr, "lw_bench_noop: %zu probes from %s (%s links)\n", probes, opt.layout.c_str(),
+               multi ? "uprobe_multi" : "per-offset");
+  std::printf("attached\n");
+  std::fflush(stdout);
+  wait_for_stop(opt.pid, stop_signals);
+  const auto* bss = skel->bss;
+  std::printf("layout_hits entries %llu returns %llu session_entries %llu session_returns %llu\n",
+              static_cast<unsigned long long>(bss->layout_entries),
+              static_cast<unsigned long long>(bss->layout_returns),
+              static_cast<unsigned long long>(bss->tensor_entries),
+              static_cast<unsigned long long>(bss->tensor_returns));
+  std::fflush(stdout);
+  return 0;
+}
+
 int run(const Options& opt) {
   // Block the stop signals before attaching so a SIGINT that arrives while
   // attaching is not lost (it stays pending for sigtimedwait).
@@ -405,6 +533,7 @@ int run(const Options& opt) {
   if (opt.syscall_tp) return run_syscall_tp(opt, stop_signals);
 
   if (opt.tensor) return run_tensor(opt, stop_signals);
+  if (!opt.layout.empty()) return run_layout(opt, stop_signals);
   auto libc = find_mapped(opt.pid, is_libc_name);
   if (!libc) {
     std::fprintf(stderr, "lw_bench_noop: %s\n", libc.error().message.c_str());
@@ -425,11 +554,8 @@ int run(const Options& opt) {
     }
   }
 
-  std::unique_ptr<noop_probes, SkelDeleter> skel(noop_probes__open_and_load());
-  if (!skel) {
-    std::fprintf(stderr, "lw_bench_noop: load BPF programs: %s\n", std::strerror(errno));
-    return 1;
-  }
+  std::unique_ptr<noop_probes, SkelDeleter> skel = load_skel(false, false);
+  if (!skel) return 1;
   auto l1 = attach(skel->progs.noop_malloc_entry, opt.pid, *libc, *malloc_probe, false);
   auto l2 = attach(skel->progs.noop_malloc_return, opt.pid, *libc, *malloc_probe, true);
   auto l3 = attach(skel->progs.noop_free_entry, opt.pid, *libc, *free_probe, false);
@@ -457,8 +583,9 @@ int main(int argc, char** argv) {
                  "usage: %s -p PID [--free-at-entry]\n"
                  "       %s -p PID --memalign entry|moved|retsites [--ret-offsets OFF,...]\n"
                  "       %s -p PID --syscall-tp\n"
-                 "       %s -p PID --tensor [--no-session]\n",
-                 argv[0], argv[0], argv[0], argv[0]);
+                 "       %s -p PID --tensor [--no-session]\n"
+                 "       %s -p PID --layout FILE\n",
+                 argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   return run(*opt);

@@ -18,6 +18,10 @@ CONFIGs (default: bare light light-nosessions light-notensors):
                     probes go (alloc_cpu as a uprobe session skipping 0 bytes, free_cpu at entry):
                     the floor of the tier's traps, which no work in its programs can go below
   noop-tensors-nosession  the same with alloc_cpu's entry + uretprobe
+  bursts            `mode: full` with the default governor: the loop is over its heap budget,
+                    so its heap is traced in bursts, windows and walks (decision busy-processes);
+                    the chunk starts once the first window has ended (the process parked)
+  bursts-notensors  the same with `tensors: false`: the bursts' cost without the tier's
 
 Prints, per chunk, iterations/s, CPU ms per iteration and, from the
 kernel's BPF statistics (kernel.bpf_stats_enabled, set for the run and
@@ -39,7 +43,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = ("bare", "light", "light-nosessions", "light-notensors", "auto", "noop-tensors",
-           "noop-tensors-nosession")
+           "noop-tensors-nosession", "bursts", "bursts-notensors")
 
 
 def bpf_stats():
@@ -68,7 +72,9 @@ def start_daemon(cfg, build, pid, scratch):
     body = f'listen: "127.0.0.1:{port}"\ntargets:\n  - name: torch\n    match: {{pids: [{pid}]}}\n'
     if cfg.startswith("light"):
         body += "    mode: light\n"
-    if cfg == "light-notensors":
+    if cfg.startswith("bursts"):
+        body += "    mode: full\n"
+    if cfg.endswith("-notensors"):
         body += "    tensors: false\n"
     path = os.path.join(scratch, "cfg.yaml")
     with open(path, "w") as f:
@@ -93,7 +99,34 @@ def start_daemon(cfg, build, pid, scratch):
                 n in ("lw_entry", "lw_tensor_session") for n, _, _ in bpf_stats().values()):
             time.sleep(0.5)
     time.sleep(4)
+    proc.lw_port, proc.lw_err = port, err.name
     return proc
+
+
+def bursts_of(port, pid):
+    """The process's `bursts` object from the API, or None."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/processes", timeout=2) as r:
+            procs = json.load(r)
+    except OSError:
+        return None
+    procs = procs.get("processes", procs) if isinstance(procs, dict) else procs
+    return next((p.get("bursts") for p in procs if p.get("pid") == pid), None)
+
+
+def wait_parked(daemon, target):
+    """Runs the loop (unmeasured, 2 s at a time: an idle target makes no probe
+    hits) until the governor has its heap in bursts and the first window has
+    ended."""
+    for _ in range(60):
+        if daemon.poll() is not None:
+            sys.exit(f"tensor_tier_cost.py: the daemon exited; see {daemon.lw_err}")
+        target.chunk(2)
+        b = bursts_of(daemon.lw_port, target.pid)
+        if b and b.get("parked"):
+            return
+    sys.exit(f"tensor_tier_cost.py: the process was not parked in bursts after 120 s of the loop; "
+             f"see {daemon.lw_err}")
 
 
 def start_noop(cfg, build, pid):
@@ -123,6 +156,44 @@ def programs(before, after, its):
     return "; ".join(s for _, s in sorted(out, reverse=True)[:4])
 
 
+def run_chunk(cfg, args, target, scratch):
+    """One configuration's chunk: (it/s, CPU ms/it, what to print after)."""
+    if cfg == "bare":
+        daemon = None
+    elif cfg.startswith("noop"):
+        daemon = start_noop(cfg, args.build, target.pid)
+    else:
+        daemon = start_daemon(cfg, args.build, target.pid, scratch)
+    bursts = cfg.startswith("bursts")
+    if bursts:
+        try:
+            wait_parked(daemon, target)
+        except SystemExit:
+            stop(daemon)  # not left attached to the machine
+            raise
+    before = bpf_stats()
+    b0 = bursts_of(daemon.lw_port, target.pid) if bursts else None
+    its, cpu = target.chunk(args.chunk_seconds)
+    after = bpf_stats()
+    b1 = bursts_of(daemon.lw_port, target.pid) if bursts else None
+    extra = programs(before, after, its * args.chunk_seconds)
+    extra += stop(daemon) if daemon else ""
+    if bursts:
+        extra += (f"  bursts in the chunk: {b1['bursts'] - b0['bursts']}" if b0 and b1
+                  else "  bursts: left during the chunk (see the daemon's log)")
+    return its, cpu, extra
+
+
+def run_rounds(args, target, scratch):
+    results = {c: [] for c in args.configs}
+    for r in range(args.rounds):
+        for cfg in args.configs:
+            its, cpu, extra = run_chunk(cfg, args, target, scratch)
+            results[cfg].append((its, cpu))
+            print(f"round {r + 1} {cfg:17s} {its:8.1f} it/s {cpu:.4f} CPU ms/it  {extra}", flush=True)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=4)
@@ -141,25 +212,11 @@ def main():
         stats_was = f.read().strip()
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
+    scratch = tempfile.mkdtemp(prefix="lw-tensor-cost.")  # kept: the daemons' logs
+    print(f"tensor_tier_cost.py: daemon logs in {scratch}", file=sys.stderr)
     target = Target()
-    results = {c: [] for c in args.configs}
     try:
-        with tempfile.TemporaryDirectory(prefix="lw-tensor-cost.") as scratch:
-            for r in range(args.rounds):
-                for cfg in args.configs:
-                    if cfg == "bare":
-                        daemon = None
-                    elif cfg.startswith("noop"):
-                        daemon = start_noop(cfg, args.build, target.pid)
-                    else:
-                        daemon = start_daemon(cfg, args.build, target.pid, scratch)
-                    before = bpf_stats()
-                    its, cpu = target.chunk(args.chunk_seconds)
-                    after = bpf_stats()
-                    hits = stop(daemon) if daemon else ""
-                    results[cfg].append((its, cpu))
-                    print(f"round {r + 1} {cfg:17s} {its:8.1f} it/s {cpu:.4f} CPU ms/it  "
-                          f"{programs(before, after, its * args.chunk_seconds)}{hits}", flush=True)
+        results = run_rounds(args, target, scratch)
     finally:
         target.proc.stdin.close()
         target.proc.wait()

@@ -25,12 +25,20 @@
 # `<row>: not available (<reason>)` and the other rows still run):
 #   noop-malloc-free  BUILD_DIR/bench/lw_bench_noop -p PID: no-op programs at
 #                     leakwatch's malloc entry, malloc return and free
-#                     (free+9) places. Only malloc/free: the tool has no mode
-#                     for posix_memalign, calloc, realloc or operator new
-#                     together, so this is a lower bound of the no-op floor
-#                     on this loop, not the floor itself.
+#                     (free+9) places only: a lower bound of the floor.
+#   noop-full         BUILD_DIR/bench/lw_bench_noop -p PID --layout FILE:
+#                     no-op programs at every place `full` attaches to this
+#                     process (malloc, calloc, realloc, posix_memalign,
+#                     operator new/delete, the mmap wrappers, ld.so's hook,
+#                     the tensor tier's alloc_cpu session and free_cpu),
+#                     FILE written once a run by bench/lib/probe_layout.py
+#                     from a `leakwatch run` in full mode on the first
+#                     repetition's target (its /api/v1/status). The floor
+#                     of full mode's traps on this loop.
 #   bcc-memleak       `memleak -p PID` (bcc libbpf-tools, built by
 #                     bench/build_memleak.sh), given with --memleak PATH.
+# With full and noop-full, a line gives full's loss of it/s against bare
+# minus noop-full's, in points (issue 33: at most 3 on the MLP loop).
 # With bcc-memleak, a last line compares the added CPU per iteration (row
 # minus bare, medians) of full against memleak's.
 # Needs python3-torch: scripts/install-deps.sh --with-bench-tools.
@@ -74,8 +82,9 @@ if ((!want_noop)); then
   missing+=("noop-malloc-free: not available (--no-noop)")
 elif [[ -x $noop_bin ]]; then
   rows+=(noop-malloc-free)
+  ((want_full)) && rows+=(noop-full)
 else
-  missing+=("noop-malloc-free: not available ($noop_bin not found; build the bench targets)")
+  missing+=("noop-malloc-free, noop-full: not available ($noop_bin not found; build the bench targets)")
 fi
 if [[ -z $memleak_bin ]]; then
   missing+=("bcc-memleak: not available (no --memleak PATH; build it with bench/build_memleak.sh)")
@@ -97,6 +106,8 @@ start_tracer() {
       launch_tracer tracer "$leakwatch_bin" top -p "$target_pid" --interval 1 --json --mode light --no-tensors ;;
     noop-malloc-free)
       launch_tracer tracer "$noop_bin" -p "$target_pid" ;;
+    noop-full)
+      launch_tracer tracer "$noop_bin" -p "$target_pid" --layout "$tmp/layout" ;;
     bcc-memleak)
       # memleak prints "Attaching to pid N" after its probes are attached;
       # line-buffer its stdout so the line reaches the file. Default
@@ -126,6 +137,12 @@ echo "host: $(host_summary); torch $("$python" -c 'import torch; print(torch.__v
 for ((rep = 1; rep <= reps; rep++)); do
   echo "== repetition $rep/$reps" >&2
   start_target
+  # The places full attaches, once a run (file offsets: the same objects in
+  # every repetition's process).
+  if [[ " ${rows[*]} " == *" noop-full "* && ! -s $tmp/layout ]]; then
+    "$python" "$here/lib/probe_layout.py" --build "$build" --pid "$target_pid" --mode full "$tmp/layout" ||
+      die "noop-full: could not read full mode's probe layout"
+  fi
   for row in "${rows[@]}"; do measure "$row"; done
   stop_target
 done
@@ -139,6 +156,20 @@ echo "PyTorch CPU inference ($model_desc, $threads thread(s)), ${seconds}s per r
 summarize_runs "$tmp/its" it/s 1 "${rows[@]}"
 echo "target CPU per iteration, lower is better"
 summarize_runs "$tmp/cpu" ms/it 0 "${rows[@]}"
+# Full's loss of it/s against bare, less the no-op probes' at its places.
+if [[ " ${rows[*]} " == *" noop-full "* ]]; then
+  awk '{ n[$1]++; v[$1, n[$1]] = $2 }
+    function med(l,   i, j, t, a, k) {
+      k = n[l]; for (i = 1; i <= k; i++) a[i] = v[l, i]
+      for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    }
+    END {
+      b = med("bare"); f = 100 * (1 - med("full") / b); z = 100 * (1 - med("noop-full") / b)
+      printf "it/s lost against bare (medians): full %.1f%%, no-op probes at full'"'"'s places %.1f%%: full - no-op = %.1f points\n", f, z, f - z
+    }' "$tmp/its"
+  echo "noop-full's places: $(grep -vc '^#' "$tmp/layout") probes ($(awk '!/^#/ { k[$3]++ } END { for (x in k) { printf "%s%d %s", s, k[x], x; s = ", " } }' "$tmp/layout"))"
+fi
 # Added CPU per iteration (row median - bare median), full against memleak.
 if [[ " ${rows[*]} " == *" bcc-memleak "* ]]; then
   awk '{ n[$1]++; v[$1, n[$1]] = $2 }
