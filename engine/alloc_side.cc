@@ -2,6 +2,7 @@
 // The allocating and the free side of an allocator object's probes, in
 // links of their own, so that between two bursts the allocating side can go
 // while the free side stays (decision busy-processes).
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,17 @@
 #include "engine/process_attacher.h"
 
 namespace lw {
+
+namespace {
+
+// The reports of one side's probes (by file offset) shown parked or not.
+void mark_parked(AttachedObject& o, const std::vector<UprobeSpec>& side, bool parked) {
+  for (ProbeReport& r : o.probes)
+    if (std::any_of(side.begin(), side.end(), [&](const UprobeSpec& u) { return u.file_offset == r.file_offset; }))
+      r.parked = parked;
+}
+
+}  // namespace
 
 bool frees_in_drain(uint32_t func) {
   return func == LW_FUNC_FREE || func == LW_FUNC_REALLOC || func == LW_FUNC_REALLOCARRAY ||
@@ -43,9 +55,12 @@ Status ProcessAttacher::attach_alloc_links(const std::string& fd_path, AttachedO
 std::vector<Link> ProcessAttacher::park_alloc_side() {
   alloc_parked_ = true;
   std::vector<Link> links;
-  for (AttachedObject& o : objects_)
+  for (AttachedObject& o : objects_) {
     for (Link& l : o.alloc_links) links.push_back(std::move(l));
-  for (AttachedObject& o : objects_) o.alloc_links.clear();
+    o.alloc_links.clear();
+    mark_parked(o, o.alloc_entries, true);
+    mark_parked(o, o.alloc_returns, true);
+  }
   return links;
 }
 
@@ -60,6 +75,10 @@ Status ProcessAttacher::unpark_alloc_side() {
       Fd fd(*fd_or);
       st = attach_alloc_links("/proc/self/fd/" + std::to_string(fd.get()), o);
     }
+    if (st) {
+      mark_parked(o, o.alloc_entries, false);
+      mark_parked(o, o.alloc_returns, false);
+    }
     if (!st && first) first = Error{st.error().code, o.path + ": " + st.error().message};
   }
   return first;
@@ -72,6 +91,7 @@ std::vector<Link> ProcessAttacher::park_free_side() {
     if (!o.map || o.free_entries.empty()) continue;  // not an allocator object
     for (Link& l : o.links) links.push_back(std::move(l));
     o.links.clear();
+    mark_parked(o, o.free_entries, true);
   }
   return links;
 }
@@ -90,6 +110,7 @@ Status ProcessAttacher::unpark_free_side() {
       if (links) o.links = std::move(*links);
       else st = links.error();
     }
+    if (st) mark_parked(o, o.free_entries, false);
     if (!st && first) first = Error{st.error().code, o.path + ": " + st.error().message};
   }
   return first;

@@ -89,6 +89,9 @@ struct ProbeReport {
   std::string placement;   // "entry", "after NULL check", ...
   bool attached = false;
   std::string error;       // why not, when !attached
+  // Attached, but lifted for now: a busy process's allocating side between
+  // two bursts, or its free side after a window (decision busy-processes).
+  bool parked = false;
 };
 
 // What a process preloads (LD_PRELOAD, /etc/ld.so.preload), without the

@@ -239,6 +239,7 @@ std::string status_json(const DaemonSnapshot& snap) {
                       {"retprobe", p.retprobe},
                       {"placement", p.placement},
                       {"attached", p.attached},
+                      {"parked", p.parked},
                       {"error", p.error}});
   return dump({{"timestamp", snap.timestamp},
                {"config_file", snap.config_path},

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -35,6 +36,16 @@ std::string bursts_config(const std::string& comm, const std::string& over_budge
 }
 
 // The leaked bytes the target reports at "stop".
+// The `parked` flag of libc's probe on `symbol` in /api/v1/status (the
+// daemon traces one process), or nullopt when it is not listed.
+std::optional<bool> libc_probe_parked(DaemonProcess& daemon, const std::string& symbol) {
+  const Json status = daemon.get_json("/api/v1/status");
+  for (const Json& p : status.at("probes"))
+    if (p.at("symbols") == symbol && p.at("object").get<std::string>().find("/libc.so") != std::string::npos)
+      return p.at("parked").get<bool>();
+  return std::nullopt;
+}
+
 int64_t stop_and_read_leaked(Process& target) {
   target.write_line("stop");
   for (;;) {
@@ -173,7 +184,20 @@ TEST(Bursts, AFreeSideOverBudgetIsTracedInWindowsAndSettledByHeapWalks) {
       << entry.dump().substr(0, 2000) << "\n"
       << daemon.diagnostics().substr(0, 4000);
   EXPECT_EQ(entry.at("bursts").at("window_seconds"), 1);
-  std::this_thread::sleep_for(20s);
+  // The status says which side is lifted (nothing shown attached that is
+  // not): both while parked, the allocating side alone in a window, none
+  // in a burst; never the free side alone.
+  bool seen_parked = false, seen_free_on = false;
+  for (const auto until = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < until;) {
+    const std::optional<bool> m = libc_probe_parked(daemon, "malloc"), f = libc_probe_parked(daemon, "free");
+    ASSERT_TRUE(m && f) << daemon.get_json("/api/v1/status").at("probes").dump().substr(0, 3000);
+    seen_parked |= *m && *f;
+    seen_free_on |= !*f;
+    EXPECT_TRUE(*m || !*f) << "free parked while malloc is attached";
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(seen_parked) << "the probes never showed parked";
+  EXPECT_TRUE(seen_free_on) << "the free side never showed attached";
   entry = *daemon.find_process(target.pid());
   ASSERT_FALSE(entry.at("bursts").is_null()) << "left the bursts: " << daemon.diagnostics().substr(0, 4000);
   EXPECT_FALSE(entry.at("tracing_suspended").get<bool>());
