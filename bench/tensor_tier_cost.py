@@ -22,6 +22,8 @@ CONFIGs (default: bare light light-nosessions light-notensors):
                     so its heap is traced in bursts, windows and walks (decision busy-processes);
                     the chunk starts once the first window has ended (the process parked)
   bursts-notensors  the same with `tensors: false`: the bursts' cost without the tier's
+  bursts-window1    `bursts` with `governor.drain_window_seconds: 1` (2 by default): what the
+                    windows after each burst cost
 
 Prints, per chunk, iterations/s, CPU ms per iteration and, from the
 kernel's BPF statistics (kernel.bpf_stats_enabled, set for the run and
@@ -43,7 +45,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = ("bare", "light", "light-nosessions", "light-notensors", "auto", "noop-tensors",
-           "noop-tensors-nosession", "bursts", "bursts-notensors")
+           "noop-tensors-nosession", "bursts", "bursts-notensors", "bursts-window1")
 
 
 def bpf_stats():
@@ -76,6 +78,8 @@ def start_daemon(cfg, build, pid, scratch):
         body += "    mode: full\n"
     if cfg.endswith("-notensors"):
         body += "    tensors: false\n"
+    if cfg == "bursts-window1":
+        body += "governor:\n  drain_window_seconds: 1\n"
     path = os.path.join(scratch, "cfg.yaml")
     with open(path, "w") as f:
         f.write(body)
