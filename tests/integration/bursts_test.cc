@@ -35,17 +35,16 @@ std::string bursts_config(const std::string& comm, const std::string& over_budge
          comm_selector(comm) + "\n    mode: full\n";
 }
 
-// The leaked bytes the target reports at "stop".
-// The `parked` flag of libc's probe on `symbol` in /api/v1/status (the
-// daemon traces one process), or nullopt when it is not listed.
-std::optional<bool> libc_probe_parked(DaemonProcess& daemon, const std::string& symbol) {
-  const Json status = daemon.get_json("/api/v1/status");
+// The `parked` flag of libc's probe on `symbol` in one /api/v1/status
+// reply (the daemon traces one process), or nullopt when it is not listed.
+std::optional<bool> libc_probe_parked(const Json& status, const std::string& symbol) {
   for (const Json& p : status.at("probes"))
     if (p.at("symbols") == symbol && p.at("object").get<std::string>().find("/libc.so") != std::string::npos)
       return p.at("parked").get<bool>();
   return std::nullopt;
 }
 
+// The leaked bytes the target reports at "stop".
 int64_t stop_and_read_leaked(Process& target) {
   target.write_line("stop");
   for (;;) {
@@ -189,8 +188,9 @@ TEST(Bursts, AFreeSideOverBudgetIsTracedInWindowsAndSettledByHeapWalks) {
   // in a burst; never the free side alone.
   bool seen_parked = false, seen_free_on = false;
   for (const auto until = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < until;) {
-    const std::optional<bool> m = libc_probe_parked(daemon, "malloc"), f = libc_probe_parked(daemon, "free");
-    ASSERT_TRUE(m && f) << daemon.get_json("/api/v1/status").at("probes").dump().substr(0, 3000);
+    const Json status = daemon.get_json("/api/v1/status");  // both flags from one reply
+    const std::optional<bool> m = libc_probe_parked(status, "malloc"), f = libc_probe_parked(status, "free");
+    ASSERT_TRUE(m && f) << status.at("probes").dump().substr(0, 3000);
     seen_parked |= *m && *f;
     seen_free_on |= !*f;
     EXPECT_TRUE(*m || !*f) << "free parked while malloc is attached";
