@@ -156,14 +156,17 @@ echo "PyTorch CPU inference ($model_desc, $threads thread(s)), ${seconds}s per r
 summarize_runs "$tmp/its" it/s 1 "${rows[@]}"
 echo "target CPU per iteration, lower is better"
 summarize_runs "$tmp/cpu" ms/it 0 "${rows[@]}"
+# An awk program's start: reads "ROW VALUE" lines; med(ROW) is the row's median.
+# shellcheck disable=SC2016  # awk's $1, not the shell's
+row_medians='{ n[$1]++; v[$1, n[$1]] = $2 }
+  function med(l,   i, j, t, a, k) {
+    k = n[l]; for (i = 1; i <= k; i++) a[i] = v[l, i]
+    for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+  }'
 # Full's loss of it/s against bare, less the no-op probes' at its places.
 if [[ " ${rows[*]} " == *" noop-full "* ]]; then
-  awk '{ n[$1]++; v[$1, n[$1]] = $2 }
-    function med(l,   i, j, t, a, k) {
-      k = n[l]; for (i = 1; i <= k; i++) a[i] = v[l, i]
-      for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-    }
+  awk "$row_medians"'
     END {
       b = med("bare"); f = 100 * (1 - med("full") / b); z = 100 * (1 - med("noop-full") / b)
       printf "it/s lost against bare (medians): full %.1f%%, no-op probes at full'"'"'s places %.1f%%: full - no-op = %.1f points\n", f, z, f - z
@@ -172,12 +175,7 @@ if [[ " ${rows[*]} " == *" noop-full "* ]]; then
 fi
 # Added CPU per iteration (row median - bare median), full against memleak.
 if [[ " ${rows[*]} " == *" bcc-memleak "* ]]; then
-  awk '{ n[$1]++; v[$1, n[$1]] = $2 }
-    function med(l,   i, j, t, a, k) {
-      k = n[l]; for (i = 1; i <= k; i++) a[i] = v[l, i]
-      for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-    }
+  awk "$row_medians"'
     END {
       b = med("bare"); f = med("full") - b; m = med("bcc-memleak") - b
       printf "added CPU per iteration vs bare: full %.4f ms, bcc memleak %.4f ms; full / memleak = %s\n",

@@ -13,16 +13,11 @@
 
 namespace lw {
 
-namespace {
-
-// The reports of one side's probes (by file offset) shown parked or not.
 void mark_parked(AttachedObject& o, const std::vector<UprobeSpec>& side, bool parked) {
   for (ProbeReport& r : o.probes)
     if (std::any_of(side.begin(), side.end(), [&](const UprobeSpec& u) { return u.file_offset == r.file_offset; }))
       r.parked = parked;
 }
-
-}  // namespace
 
 bool frees_in_drain(uint32_t func) {
   return func == LW_FUNC_FREE || func == LW_FUNC_REALLOC || func == LW_FUNC_REALLOCARRAY ||

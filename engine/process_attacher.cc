@@ -715,9 +715,7 @@ Status ProcessAttacher::attach_object(const MapEntry& m, const ElfFile& elf,
     }
   } else if (links && allocator) {
     // Mapped while the allocating side is parked: attached at the next burst.
-    for (ProbeReport& r : obj.probes)
-      r.parked = std::any_of(obj.alloc_entries.begin(), obj.alloc_entries.end(),
-                             [&](const UprobeSpec& u) { return u.file_offset == r.file_offset; });
+    mark_parked(obj, obj.alloc_entries, true);
   }
   if (!links) {
     const Error& e = links.error();

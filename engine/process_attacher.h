@@ -59,6 +59,9 @@ struct AttachedObject {
 // Whether an allocator function stays probed between two bursts: it frees
 // a block (decision busy-processes).
 bool frees_in_drain(uint32_t func);
+// Marks `o`'s reports of one side's probes (matched by file offset) as
+// parked or not: lifted between bursts, shown so in the status.
+void mark_parked(AttachedObject& o, const std::vector<UprobeSpec>& side, bool parked);
 
 // Processes with their own pid-filtered link on one libc's system-call
 // wrappers (or on one ld.so's link-map hook) before the next one joins the
