@@ -24,6 +24,13 @@ CONFIGs (default: bare light light-nosessions light-notensors):
   bursts-notensors  the same with `tensors: false`: the bursts' cost without the tier's
   bursts-window1    `bursts` with `governor.drain_window_seconds: 1` (2 by default): what the
                     windows after each burst cost
+  light-fp          `light` with `unwind.mode: frame_pointers`: what the CFI walk costs the tier
+  light-nopy        `light` with `unwind.python_frames: false`: what the Python frames cost it
+  light-nomemo      `light` with LW_BENCH_NO_WALK_REUSE: what walk reuse saves it
+  light-pynative    `light` with `unwind.native_frames_above_python: true`: the native walk
+                    goes on above the first Python frame (the default stops there)
+  light-smallmap    `light` with `limits.live_map_entries: 65536`: what the live map's size
+                    (its bucket array) costs each lookup
 
 Prints, per chunk, iterations/s, CPU ms per iteration and, from the
 kernel's BPF statistics (kernel.bpf_stats_enabled, set for the run and
@@ -45,7 +52,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = ("bare", "light", "light-nosessions", "light-notensors", "auto", "noop-tensors",
-           "noop-tensors-nosession", "bursts", "bursts-notensors", "bursts-window1")
+           "noop-tensors-nosession", "bursts", "bursts-notensors", "bursts-window1", "light-fp",
+           "light-nopy", "light-nomemo", "light-smallmap",
+           "light-pynative")
 
 
 def bpf_stats():
@@ -80,12 +89,22 @@ def start_daemon(cfg, build, pid, scratch):
         body += "    tensors: false\n"
     if cfg == "bursts-window1":
         body += "governor:\n  drain_window_seconds: 1\n"
+    if cfg == "light-fp":
+        body += "unwind:\n  mode: frame_pointers\n"
+    if cfg == "light-nopy":
+        body += "unwind:\n  python_frames: false\n"
+    if cfg == "light-pynative":
+        body += "unwind:\n  native_frames_above_python: true\n"
+    if cfg == "light-smallmap":
+        body += "limits:\n  live_map_entries: 65536\n"
     path = os.path.join(scratch, "cfg.yaml")
     with open(path, "w") as f:
         f.write(body)
     env = dict(os.environ)
     if cfg == "light-nosessions":
         env["LW_BENCH_NO_UPROBE_SESSIONS"] = "1"
+    if cfg == "light-nomemo":
+        env["LW_BENCH_NO_WALK_REUSE"] = "1"
     err = open(os.path.join(scratch, f"daemon-{cfg}.err"), "w")
     proc = subprocess.Popen([os.path.join(build, "leakwatch"), "run", "--config", path], stderr=err, env=env)
     url = f"http://127.0.0.1:{port}/api/v1/processes/{pid}/sites"

@@ -197,6 +197,9 @@ enum lw_stack_end {
   LW_END_VMA_BUSY = 7,      /* the mapping lookup could not take the mmap lock */
   LW_END_FRAME_POINTERS = 8,/* captured by the kernel's frame-pointer walk (unwinding off):
                              * the end is unknown */
+  LW_END_PYTHON = 9,        /* the first frame in CPython's evaluation loop: the thread's
+                             * Python frames, read whole, stand for the native frames above
+                             * (decision python-frames, "Where the native walk stops") */
 };
 #define LW_STACK_END_MASK 0xffu
 #define LW_STACK_USES_FP 0x100u /* at least one frame was found through a frame pointer */
@@ -279,6 +282,15 @@ struct lw_py_proc {
   __u16 code_bytecode;    /* co_code_adaptive */
   __u8 owner_cstack;      /* owner value of the entry shim frame (3.12+); 0xff: none */
   __u8 pad[5];
+  /* _PyEval_EvalFrameDefault in the interpreter's object (its kernel dev and
+   * inode, as frames carry them), file offsets [eval_start, eval_end): the
+   * native walk stops at its first frame (decision python-frames, "Where the
+   * native walk stops"); eval_ino 0: unknown, the walk goes on. */
+  __u64 eval_ino;
+  __u32 eval_dev;
+  __u32 eval_start;
+  __u32 eval_end;
+  __u32 pad2;
 };
 
 #define LW_PY_FRAME_HEADER 72 /* bytes of _PyInterpreterFrame read at once (every offset above is below it) */
@@ -584,7 +596,7 @@ static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
 static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH + 8 + 16 * LW_MAX_PY_FRAMES, "lw_stack ABI");
 static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
-static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
+static_assert(sizeof(struct lw_py_proc) == 64, "lw_py_proc ABI");
 static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");
@@ -598,7 +610,7 @@ _Static_assert(sizeof(struct lw_live_val) == 24, "lw_live_val ABI");
 _Static_assert(sizeof(struct lw_frame) == 16, "lw_frame ABI");
 _Static_assert(sizeof(struct lw_stack) == 8 + 17 * LW_MAX_STACK_DEPTH + 8 + 16 * LW_MAX_PY_FRAMES, "lw_stack ABI");
 _Static_assert(sizeof(struct lw_py_frame) == 16, "lw_py_frame ABI");
-_Static_assert(sizeof(struct lw_py_proc) == 40, "lw_py_proc ABI");
+_Static_assert(sizeof(struct lw_py_proc) == 64, "lw_py_proc ABI");
 _Static_assert(sizeof(struct lw_obj_key) == 16, "lw_obj_key ABI");
 _Static_assert(sizeof(struct lw_unwind_obj) == 16, "lw_unwind_obj ABI");
 _Static_assert(sizeof(struct lw_ctx_val) == 56, "lw_ctx_val ABI");

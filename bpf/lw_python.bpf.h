@@ -36,6 +36,12 @@ struct {
 /* Set at load time: 0 leaves Python frames out (stacks are native only). */
 const volatile __u32 python_frames = 1;
 
+/* Set at load time: 1 walks the native frames above the first frame in the
+ * evaluation loop too (unwind.native_frames_above_python); 0, the default,
+ * stops there when the Python frames were read whole (decision
+ * python-frames, "Where the native walk stops"). */
+const volatile __u32 python_native_above = 0;
+
 /* Set at load time: 0 reads every code object's first line (benchmarks). */
 const volatile __u32 python_code_memo = 1;
 
@@ -286,6 +292,15 @@ __noinline int lw_python_stack(void)
   else if (w.end == LW_PY_DEPTH)
     count(LW_CNT_PY_DEPTH);
   return 0;
+}
+
+/* Whether lw_python_stack() just read the thread's Python frames to its
+ * first one. */
+static __always_inline bool lw_python_read_whole(void)
+{
+  __u32 zero = 0;
+  struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+  return s && s->py_nr && (s->py_flags & LW_PY_END_MASK) == LW_PY_COMPLETE;
 }
 
 #endif /* LW_PYTHON_BPF_H_ */

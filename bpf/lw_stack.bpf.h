@@ -132,12 +132,19 @@ static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
 {
   if (!collect_stacks)
     return 0;
+  /* The Python frames first: read whole, they stand for the native frames
+   * above the evaluation loop, and the native walk stops there (decision
+   * python-frames, "Where the native walk stops"). */
+  lw_python_stack();
   if (unwind_cfi) {
     /* The target's maps generation validates the frame cache (0: none);
      * passed in, so the walk does not look the target up again. User
-     * addresses leave bit 63 free for at_return. */
+     * addresses leave bits 63 and 62 free for the flags. */
     __u64 gen = frame_cache_on ? t->maps_gen : 0;
-    if (lw_unwind_stack(r->ip, r->sp, r->bp, hint | (at_return ? LW_HINT_AT_RETURN : 0), gen)) {
+    __u64 flags = at_return ? LW_HINT_AT_RETURN : 0;
+    if (!python_native_above && lw_python_read_whole())
+      flags |= LW_HINT_STOP_PY;
+    if (lw_unwind_stack(r->ip, r->sp, r->bp, hint | flags, gen)) {
       count(LW_CNT_SCRATCH_FAILED);
       return 0;
     }
@@ -150,7 +157,6 @@ static __always_inline __u64 capture_stack(void *ctx, const struct lw_target *t,
     }
     lw_fp_stack(ctx, hint, s);
   }
-  lw_python_stack();
   struct lw_target *tw = (struct lw_target *)t; /* the map value is writable */
   const bool over_share = t->stack_limit && t->stacks_added + 1 >= t->stack_limit;
   __u64 h = lw_store_stack(!over_share);

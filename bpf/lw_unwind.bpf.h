@@ -21,6 +21,7 @@
 #define LW_UNWIND_BPF_H_
 
 #include "lw_common.bpf.h"
+#include "lw_python.bpf.h"
 #include "lw_uread.bpf.h"
 
 /* What a step returns when it found the caller; any other value is the
@@ -35,6 +36,10 @@
 #define LW_FP_MAX_DISTANCE (64ULL << 20)
 /* lw_unwind_stack's hint argument: bit 63 says the pc is a return address. */
 #define LW_HINT_AT_RETURN (1ULL << 63)
+/* Or'ed into the hint too: stop at the first frame in CPython's evaluation
+ * loop (the caller read the thread's Python frames whole). Part of walk
+ * reuse's key, as the whole hint is. */
+#define LW_HINT_STOP_PY (1ULL << 62)
 
 /* Inner maps: one table per object (sized by the daemon when it creates
  * them; BPF_F_INNER_MAP lets their sizes differ). */
@@ -140,6 +145,11 @@ struct lw_unwind {
   __u8 recording;         /* the reads go to walk_reads */
   __u8 bp_src;            /* the read whose v[0] bp is (walk reuse), 0xff: none */
   __u8 pad[2];
+  /* Where the walk stops (LW_HINT_STOP_PY): CPython's evaluation loop,
+   * file offsets (stop_lo, stop_hi] of the object (stop_dev, stop_ino);
+   * stop_ino 0: nowhere. */
+  __u64 stop_ino;
+  __u32 stop_dev, stop_lo, stop_hi, pad3;
 };
 
 #include "lw_walk_memo.bpf.h"
@@ -484,6 +494,15 @@ static __always_inline __u32 lw_push_frame(struct lw_unwind *u, struct lw_stack 
   return 0;
 }
 
+/* Whether the frame just recorded is in CPython's evaluation loop, where
+ * the walk stops (decision python-frames, "Where the native walk stops").
+ * A return address may be its function's end: (lo, hi]. */
+static __always_inline bool lw_stop_here(const struct lw_unwind *u, const struct lw_frame *f)
+{
+  return u->stop_ino && f->ino == u->stop_ino && f->dev == u->stop_dev && f->off > u->stop_lo &&
+         f->off <= u->stop_hi;
+}
+
 /* One frame: record it, then step to its caller. Returns 1 to stop.
  * A global function, so that the verifier checks it once, not once per
  * caller and loop iteration (it held the programs over the 1M-instruction
@@ -528,6 +547,10 @@ __noinline int lw_unwind_frame(struct lw_unwind *u)
     s->frames[n].off = c->off;
     s->how[n] = u->how;
     s->nr = n + 1;
+    if (lw_stop_here(u, &s->frames[n])) {
+      u->end = LW_END_PYTHON;
+      return 1;
+    }
     struct lw_unwind_row row = c->row;
     why = lw_step_cfi(u, &row);
     if (why == LW_STEP_OK)
@@ -538,6 +561,11 @@ __noinline int lw_unwind_frame(struct lw_unwind *u)
   why = lw_push_frame(u, s, u->pc, u->how, &off);
   if (why) {
     u->end = why;
+    return 1;
+  }
+  __u32 last = s->nr - 1;
+  if (last < LW_MAX_STACK_DEPTH && lw_stop_here(u, &s->frames[last])) {
+    u->end = LW_END_PYTHON;
     return 1;
   }
   __u32 no_table = LW_END_NO_CFI;
@@ -620,7 +648,7 @@ static long lw_unwind_step(__u32 i, void *unused)
  * -1 without a scratch buffer. Global: verified once. */
 __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, __u64 gen)
 {
-  __u64 hint = hint_flags & ~LW_HINT_AT_RETURN;
+  __u64 hint = hint_flags & ~(LW_HINT_AT_RETURN | LW_HINT_STOP_PY);
   bool at_return = (hint_flags & LW_HINT_AT_RETURN) != 0;
   __u32 zero = 0;
   struct lw_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
@@ -647,6 +675,15 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, _
     up->ri = ut->return_instances;
   up->bp_initial = 1;
   up->bp_src = 0xff;
+  if (hint_flags & LW_HINT_STOP_PY) {
+    struct lw_py_proc *pp = bpf_map_lookup_elem(&py_procs, &up->tgid);
+    if (pp && pp->eval_ino && pp->eval_end > pp->eval_start) {
+      up->stop_ino = pp->eval_ino;
+      up->stop_dev = pp->eval_dev;
+      up->stop_lo = pp->eval_start;
+      up->stop_hi = pp->eval_end;
+    }
+  }
   lw_window_reset();  /* decision user-read-window: this thread's stack changed since the last walk */
   /* Walk reuse (decision walk-reuse): the frame cache's generation validates it too. */
   struct lw_walk_memo *m = 0;
@@ -693,7 +730,8 @@ __noinline int lw_unwind_stack(__u64 ip, __u64 sp, __u64 bp, __u64 hint_flags, _
     count(LW_CNT_STACK_END_NO_CFI - LW_END_NO_CFI + up->end);
   /* Only walks that end for good are kept: a table that is pending now
    * gives a longer stack later. */
-  if (m && rec && rec->ok && !up->uses_fp && (up->end == LW_END_COMPLETE || up->end == LW_END_DEPTH)) {
+  if (m && rec && rec->ok && !up->uses_fp &&
+      (up->end == LW_END_COMPLETE || up->end == LW_END_DEPTH || up->end == LW_END_PYTHON)) {
     key->bp_used = up->bp_used;
     lw_memo_keep(m, s, rec, key);
   }

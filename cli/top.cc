@@ -73,73 +73,6 @@ struct TopOptions {
   std::optional<std::string> unwind_cache_dir;  // --unwind-cache-dir; "": none
 };
 
-void top_usage(FILE* out) {
-  fprintf(out,
-          "usage: leakwatch top -p PID [options]\n"
-          "       leakwatch top [options] -c 'PROG ARGS'   (or: -- PROG ARGS...)\n"
-          "  -p, --pid PID               process to attach to (it keeps running)\n"
-          "  -c, --command 'PROG ARGS'   start PROG (split on blanks, no shell) and trace it\n"
-          "                              from its first instruction; its stdout goes to\n"
-          "                              leakwatch's stderr\n"
-          "  -i, --interval SECONDS      time between snapshots (default 1)\n"
-          "  -n, --count N               exit after N snapshots (default: until exit)\n"
-          "      --json                  one JSON object per snapshot, one per line\n"
-          "  -k, --top K                 sites shown per snapshot by live bytes (default 20)\n"
-          "      --top-by-rate N         and up to N more, the fastest-growing of the rest\n"
-          "                              (default: K; 0: none): at most K + N sites\n"
-          "      --older SECONDS         show only allocations at least this old\n"
-          "      --min-size BYTES        show only allocations of at least BYTES\n"
-          "      --max-size BYTES        show only allocations of at most BYTES\n"
-          "      --ringbuf-bytes N       ring buffer size, power of two >= 4096 (8 MiB)\n"
-          "      --live-max N            kernel live-allocation map entries (automatic:\n"
-          "                              2%% of RAM at worst, half the cgroup limit)\n"
-          "      --stack-max N           kernel stack map entries (16384)\n"
-          "      --mode full|light       full (default): heap probes and mmap tracing;\n"
-          "                              light: only anonymous mmap/munmap/brk tracing\n"
-          "      --unwind cfi|frame_pointers\n"
-          "                              how stacks are found: call-frame information\n"
-          "                              (default) or the kernel's frame-pointer walk\n"
-          "      --unwind-cache-dir DIR  keep built unwind tables in DIR (absolute path;\n"
-          "                              default /var/cache/leakwatch/unwind when run as\n"
-          "                              root, else none); --unwind-cache-dir '': none\n"
-          "      --sample-mean BYTES     sample heap allocations by bytes at this mean\n"
-          "                              (1..1073741824; heap figures become estimates)\n"
-          "      --bursts SECONDS/PERIOD trace the heap in bursts of SECONDS in every PERIOD,\n"
-          "                              the frees of what they record followed between\n"
-          "                              them (heap figures become estimates)\n"
-          "      --window SECONDS        with --bursts: keep the free side SECONDS after each\n"
-          "                              burst only, and settle the rest by walking the heap\n"
-          "                              before the next (glibc's malloc only)\n"
-          "      --no-auto-sampling      never switch the heap to sampling when its records\n"
-          "                              outgrow their share of the live map: lose\n"
-          "                              allocations instead (counted as map_full)\n"
-          "      --no-python-frames      native frames only in CPython processes\n"
-          "      --no-tensors            no tensor tier: PyTorch's and TensorFlow's own\n"
-          "                              allocators are not probed (kinds tensor_cpu,\n"
-          "                              tensor_gpu; on by default in both modes)\n"
-          "      --rss-interval SECONDS  read /proc/PID/smaps for the rss: line at most this\n"
-          "                              often (1..3600, default 15; 0: off)\n"
-          "      --analysis-window SECONDS\n"
-          "                              for demos and tests: a shorter leak analysis\n"
-          "                              window (30..86400, default 600): quicker, less\n"
-          "                              certain verdicts (docs/cli.md)\n"
-          "      --log-level LEVEL       debug|info|warn|error (debug: libbpf's messages too)\n"
-          "      --config FILE           take the `symbols` section of this daemon config\n"
-          "                              (debug directories, debuginfod servers)\n"
-          "      --record-events FILE    also write every raw event record to FILE\n"
-          "                              (replayed by bench/lw_bench_consumer --replay)\n"
-          "      --debug-stall-consumer-ms N\n"
-          "                              stop reading events for N ms after attach\n"
-          "                              (fault testing: forces ring-buffer loss)\n"
-          "      --debug-slow-tables-ms N\n"
-          "                              delay each unwind-table build or load by N ms\n"
-          "                              (fault testing: a slow first output)\n"
-          "  -h, --help                  this text\n"
-          "The text view fits COLUMNS (or the terminal); a closed output (| head)\n"
-          "detaches and exits 0. Exit codes: 0 ok, 1 error, 2 usage, 3 no such process,\n"
-          "4 permission denied, 5 kernel unsupported.\n");
-}
-
 std::vector<std::string> split_blanks(const std::string& s) {
   std::vector<std::string> out;
   size_t i = 0;
@@ -182,6 +115,7 @@ enum LongOnly {
   kOptUnwind,
   kOptConfig,
   kOptNoPythonFrames,
+  kOptNativeAbovePython,
   kOptNoTensors,
   kOptRssInterval,
   kOptUnwindCacheDir,
@@ -261,6 +195,9 @@ int parse_trace_option(int c, TopOptions& o, bool& have_pid, bool& have_command)
       return kTaken;
     case kOptNoPythonFrames:  // decision python-frames
       o.bpf.python_frames = false;
+      return kTaken;
+    case kOptNativeAbovePython:  // decision python-frames, "Where the native walk stops"
+      o.bpf.python_native_above = true;
       return kTaken;
     case kOptNoTensors:  // decision tensor-tier
       o.no_tensors = true;
@@ -381,6 +318,7 @@ int parse(int argc, char** argv, TopOptions& o) {
       {"unwind-cache-dir", required_argument, nullptr, kOptUnwindCacheDir},
       {"config", required_argument, nullptr, kOptConfig},
       {"no-python-frames", no_argument, nullptr, kOptNoPythonFrames},
+      {"native-frames-above-python", no_argument, nullptr, kOptNativeAbovePython},
       {"no-tensors", no_argument, nullptr, kOptNoTensors},
       {"rss-interval", required_argument, nullptr, kOptRssInterval},
       {nullptr, 0, nullptr, 0},

@@ -134,6 +134,7 @@ Result<std::unique_ptr<BpfSession>> BpfSession::create(const BpfOptions& options
   sk->rodata->unwind_cfi = options.unwind_cfi ? 1 : 0;
   sk->rodata->python_frames = options.python_frames ? 1 : 0;
   sk->rodata->python_code_memo = options.python_code_memo ? 1 : 0;
+  sk->rodata->python_native_above = options.python_native_above ? 1 : 0;
   bpf_map__set_max_entries(sk->maps.py_procs, std::max<uint32_t>(options.max_targets, 1));
   sk->rodata->frame_cache_on = options.frame_cache ? 1 : 0;
   sk->rodata->walk_memo_on = options.walk_reuse ? 1 : 0;

@@ -72,6 +72,10 @@ struct BpfOptions {
   // again (decision code-object-memo; false: read it at every frame,
   // benchmarks).
   bool python_code_memo = true;
+  // Walk the native frames above CPython's evaluation loop too; false: the
+  // walk stops at its first frame when the Python frames were read whole
+  // (decision python-frames, "Where the native walk stops").
+  bool python_native_above = false;
   // OOM kills and user-space SIGKILLs of targets (tp_btf/mark_victim,
   // signal_generate; decision oom-kill-reports), where the kernel has them.
   bool oom_events = true;

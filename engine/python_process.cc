@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "core/symbols/elf_file.h"
@@ -143,7 +144,16 @@ void PythonProcess::find_tsd_offset(const ParsedMaps& maps) {
 void PythonProcess::try_register(BpfSession& session) {
   // The BPF side reads the autoTSSkey itself at each allocation, so the
   // process is registered at once, before its interpreter has started.
-  if (Status st = session.set_python_process(pid_, make_py_proc(*layout_, tsd_key0_, runtime_addr_)); !st) {
+  lw_py_proc proc = make_py_proc(*layout_, tsd_key0_, runtime_addr_);
+  // Where the native walk stops (decision python-frames, "Where the native
+  // walk stops"): unknown (0) when the symbol was not found.
+  if (eval_end_ > eval_start_ && eval_end_ <= UINT32_MAX) {
+    proc.eval_ino = ino_;
+    proc.eval_dev = dev_;
+    proc.eval_start = static_cast<uint32_t>(eval_start_);
+    proc.eval_end = static_cast<uint32_t>(eval_end_);
+  }
+  if (Status st = session.set_python_process(pid_, proc); !st) {
     status_.reason = st.error().message;
     return;
   }

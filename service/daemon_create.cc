@@ -25,6 +25,7 @@ BpfOptions bpf_options(const Config& c, const DaemonOptions& options) {
   o.report_all_execs = true;
   o.unwind_cfi = c.unwind.cfi;
   o.python_frames = c.unwind.python_frames;
+  o.python_native_above = c.unwind.native_frames_above_python;
   return o;
 }
 

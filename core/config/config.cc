@@ -445,6 +445,9 @@ void parse_unwind(ErrorSink& errors, const YAML::Node& node, const std::string& 
                   }},
                  {"python_frames", [&](const Node& x, const Path& q) {
                     read_bool(errors, x, q, u.python_frames);
+                  }},
+                 {"native_frames_above_python", [&](const Node& x, const Path& q) {
+                    read_bool(errors, x, q, u.native_frames_above_python);
                   }}});
 }
 

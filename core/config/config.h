@@ -182,6 +182,9 @@ struct UnwindConfig {
   // CPython frames in the stacks of CPython processes
   // (decision python-frames).
   bool python_frames = true;
+  // Native frames above the first CPython evaluation frame, walked too
+  // (false: the walk stops there; decision python-frames).
+  bool native_frames_above_python = false;
 };
 
 // Symbolization (docs/config.md, "Symbols"): where debug files are looked

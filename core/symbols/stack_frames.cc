@@ -29,6 +29,10 @@ const char* stack_end_name(uint32_t end) {
     case LW_END_READ_FAILED: return "read_failed";
     case LW_END_VMA_BUSY: return "vma_busy";
     case LW_END_FRAME_POINTERS: return "frame_pointers";
+    // Stopped at CPython's evaluation loop by design, the Python frames read
+    // whole standing for the native ones above: not cut short (decision
+    // python-frames, "Where the native walk stops").
+    case LW_END_PYTHON: return "";
   }
   return "unknown";
 }

@@ -58,16 +58,18 @@ struct PyRun {
 };
 
 PyRun run_python(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
-                 double max_ready_wait_s = 120, const std::vector<std::string>& leakwatch_env = {}) {
+                 double max_ready_wait_s = 120, const std::vector<std::string>& leakwatch_env = {},
+                 const std::vector<std::string>& top_args = {}) {
   PyRun r;
   r.target = std::make_unique<Process>(argv, Process::Options{false, env, 0});
   auto ready = r.target->read_line(std::chrono::milliseconds(180000));
   if (!ready || *ready != "ready " + std::to_string(r.target->pid()))
     throw std::runtime_error("target: expected ready, got '" + ready.value_or("<EOF>") + "'; stderr: " +
                              r.target->stderr_text());
-  r.leakwatch = std::make_unique<Process>(std::vector<std::string>{
-      LW_LEAKWATCH_BIN, "top", "-p", std::to_string(r.target->pid()), "--json", "--interval", "0.2"},
-      Process::Options{false, leakwatch_env, 0});
+  std::vector<std::string> top = {LW_LEAKWATCH_BIN, "top", "-p", std::to_string(r.target->pid()), "--json",
+                                  "--interval", "0.2"};
+  top.insert(top.end(), top_args.begin(), top_args.end());
+  r.leakwatch = std::make_unique<Process>(top, Process::Options{false, leakwatch_env, 0});
   const double start = now_s();
   for (;;) {
     Json snap = next_json(*r.leakwatch, 60);
@@ -160,9 +162,13 @@ void expect_within(int64_t got, int64_t want, double tolerance, const std::strin
 }
 
 // remember <- handle_request <- two_deep, with files and lines, exact bytes.
-void expect_two_deep(const std::vector<std::string>& leakwatch_env) {
+// `native_above`: with --native-frames-above-python (the native walk goes
+// on past the first evaluation frame; by default it stops there).
+void expect_two_deep(const std::vector<std::string>& leakwatch_env, bool native_above = false) {
   const std::string script = py_target("py_leaker.py");
-  PyRun r = run_python({kPython311, script, "two_deep"}, {}, 120, leakwatch_env);
+  PyRun r = run_python({kPython311, script, "two_deep"}, {}, 120, leakwatch_env,
+                       native_above ? std::vector<std::string>{"--native-frames-above-python"}
+                                    : std::vector<std::string>{});
   ASSERT_TRUE(r.attach.at("python").at("frames").get<bool>()) << r.attach.dump();
   EXPECT_EQ(r.attach.at("python").at("version").get<std::string>().rfind("3.11.", 0), 0u);
   EXPECT_EQ(r.attach.at("python").at("support"), "tested");
@@ -185,9 +191,21 @@ void expect_two_deep(const std::vector<std::string>& leakwatch_env) {
   EXPECT_EQ(py[1]->at("line").get<int>(), source_line(script, "# site: handle_request"));
   EXPECT_EQ(py[2]->at("function"), "two_deep");
   // Mixed: native frames below the Python ones (the allocator's callers in
-  // the interpreter), and the native stack goes on past them (Py_RunMain...).
-  EXPECT_NE(site->at("frames")[0].value("language", ""), "python") << describe(r.snapshot);
-  EXPECT_NE(site->at("frames").back().value("language", ""), "python") << describe(r.snapshot);
+  // the interpreter). By default the native walk stops at the first
+  // evaluation frame and the Python frames, read whole, end the stack at the
+  // module's; with native_above it goes on past them (Py_RunMain...).
+  const Json& frames = site->at("frames");
+  EXPECT_NE(frames[0].value("language", ""), "python") << describe(r.snapshot);
+  if (native_above) {
+    EXPECT_NE(frames.back().value("language", ""), "python") << describe(r.snapshot);
+  } else {
+    EXPECT_EQ(frames.back().value("language", ""), "python") << describe(r.snapshot);
+    EXPECT_EQ(frames.back().value("function", ""), "<module>") << describe(r.snapshot);
+    size_t first_py = 0;
+    while (first_py < frames.size() && frames[first_py].value("language", "") != "python") ++first_py;
+    for (size_t i = first_py; i < frames.size(); ++i)
+      EXPECT_EQ(frames[i].value("language", ""), "python") << i << "\n" << describe(r.snapshot);
+  }
   EXPECT_TRUE(site->at("truncated").is_null()) << describe(r.snapshot);
   r.target->write_line("exit");
   EXPECT_TRUE(r.target->wait_exit(std::chrono::milliseconds(10000)).has_value());
@@ -196,6 +214,14 @@ void expect_two_deep(const std::vector<std::string>& leakwatch_env) {
 TEST(LeakwatchPython, LeakTwoFunctionsDeepHasBothFramesWithFileAndLine) {
   REQUIRE_PYTHON311();
   expect_two_deep({});
+}
+
+// unwind.native_frames_above_python (decision python-frames, "Where the
+// native walk stops"): the interpreter's frames between and above the
+// Python ones are walked too, and the Python frames are the same.
+TEST(LeakwatchPython, NativeFramesAbovePythonWhenAsked) {
+  REQUIRE_PYTHON311();
+  expect_two_deep({}, true);
 }
 
 // The memo of code objects' first lines (decision code-object-memo), off: every
