@@ -283,9 +283,10 @@ struct lw_py_proc {
   __u8 owner_cstack;      /* owner value of the entry shim frame (3.12+); 0xff: none */
   __u8 pad[5];
   /* _PyEval_EvalFrameDefault in the interpreter's object (its kernel dev and
-   * inode, as frames carry them), file offsets [eval_start, eval_end): the
-   * native walk stops at its first frame (decision python-frames, "Where the
-   * native walk stops"); eval_ino 0: unknown, the walk goes on. */
+   * inode, as frames carry them), file offsets [eval_start, eval_end), so a
+   * return address into it is in (eval_start, eval_end]: the native walk
+   * stops at its first frame (decision python-frames, "Where the native
+   * walk stops"); eval_ino 0: unknown, the walk goes on. */
   __u64 eval_ino;
   __u32 eval_dev;
   __u32 eval_start;
