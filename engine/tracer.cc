@@ -521,6 +521,10 @@ void Tracer::fold_cut_sites(TracedProcess& proc) {
     WalkedStack walked{stored.flags & LW_STACK_END_MASK, {}};
     walked.frames.reserve(stored.frames.size());
     for (const StoredFrame& f : stored.frames) walked.frames.push_back({f.ino, f.dev, f.addr, f.how});
+    std::vector<std::pair<uint64_t, int32_t>> py;
+    py.reserve(stored.py.size());
+    for (const lw_py_frame& f : stored.py) py.emplace_back(f.code, f.lasti);
+    walked.python = python_frames_identity(py);
     return walked;
   };
   const std::vector<SiteFold> folds = find_cut_site_folds(proc.cut_sites, proc.heap.sites(), peek);

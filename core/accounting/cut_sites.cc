@@ -5,6 +5,19 @@
 
 namespace lw {
 
+uint64_t python_frames_identity(const std::vector<std::pair<uint64_t, int32_t>>& frames) {
+  if (frames.empty()) return 0;
+  uint64_t h = 0xcbf29ce484222325ull ^ frames.size();
+  for (const auto& [code, lasti] : frames) {
+    for (uint64_t v : {code, static_cast<uint64_t>(static_cast<uint32_t>(lasti))}) {
+      h ^= v;
+      h *= 0x100000001b3ull;
+      h ^= h >> 29;
+    }
+  }
+  return h ? h : 1;
+}
+
 std::vector<WalkedFrame> cut_prefix(const WalkedStack& stack) {
   if (stack.end != LW_END_TABLE_PENDING) return {};
   std::vector<WalkedFrame> prefix;
@@ -38,13 +51,14 @@ std::vector<SiteFold> find_cut_site_folds(CutSites& state, const std::vector<Sit
       std::vector<WalkedFrame> prefix = cut_prefix(stored);
       if (prefix.empty()) continue;
       if (state.waiting.size() >= CutSites::kMaxWaiting) continue;
-      state.waiting.push_back({static_cast<uint32_t>(i), s.kind, std::move(prefix)});
+      state.waiting.push_back({static_cast<uint32_t>(i), s.kind, std::move(prefix), stored.python});
       continue;
     }
     // A whole stack (or one cut for another reason, which no table will
     // lengthen): it takes over every waiting cut stack it starts with.
     auto taken = std::remove_if(state.waiting.begin(), state.waiting.end(), [&](const CutSites::Cut& c) {
-      if (c.kind != s.kind || !starts_with(stored, c.prefix)) return false;
+      if (c.kind != s.kind || (c.python && c.python != stored.python) || !starts_with(stored, c.prefix))
+        return false;
       folds.push_back({c.site, static_cast<uint32_t>(i)});
       return true;
     });

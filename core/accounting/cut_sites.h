@@ -12,9 +12,13 @@
 // kind that starts with its frames takes it over (HeapTracker::fold_sites()).
 // Its frames found by the frame-pointer fallback are not compared (they may
 // be a wrong guess); the frames before them, found from the probe's
-// registers and from tables, are exact. Where callers differ beyond the cut,
-// the early bytes go to the first whole stack seen: the cut stack cannot say
-// which caller it had.
+// registers and from tables, are exact. So are its Python frames, read from
+// the interpreter whatever the tables: a cut stack with Python frames goes
+// only into a whole stack with the same ones (a PyTorch process records its
+// first tensors while libtorch's table loads, and every Python function's
+// tensors start with the same native frames). Where native callers differ
+// beyond the cut and no Python frames tell them apart, the early bytes go to
+// the first whole stack seen: the cut stack cannot say which caller it had.
 // Pure: the engine reads the stacks (Tracer::fold_cut_sites).
 // Thread-safety: not thread-safe; the tracer's thread.
 #pragma once
@@ -22,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/accounting/heap_tracker.h"
@@ -41,7 +46,13 @@ struct WalkedFrame {
 struct WalkedStack {
   uint32_t end = LW_END_COMPLETE;
   std::vector<WalkedFrame> frames;
+  // The identity of its Python frames (python_frames_identity()); 0: none.
+  uint64_t python = 0;
 };
+
+// A digest of Python frames (code object, instruction offset), innermost
+// first; 0 for none.
+uint64_t python_frames_identity(const std::vector<std::pair<uint64_t, int32_t>>& frames);
 
 // Per process: how far its sites were looked at, and the cut ones waiting.
 struct CutSites {
@@ -50,6 +61,7 @@ struct CutSites {
     uint32_t site = 0;                // index into HeapTracker::sites()
     uint32_t kind = 0;
     std::vector<WalkedFrame> prefix;  // the exact frames, leaf first
+    uint64_t python = 0;              // WalkedStack::python: a whole stack must match it
   };
   std::vector<Cut> waiting;  // at most kMaxWaiting; past it a cut site stays apart, `truncated`
   static constexpr size_t kMaxWaiting = 4096;

@@ -84,6 +84,35 @@ TEST(CutSites, FirstWholeStackOfTheKindTakesTheCutSiteOver) {
   EXPECT_EQ(state.waiting.size(), 1u);
 }
 
+// A Python process records its first tensors while libtorch's table loads:
+// every Python function's tensors start with the same native frames, and
+// only their Python frames (read whatever the tables) tell them apart. The
+// cut site of remember_batch waits for a whole stack with its Python
+// frames, not the first one of the kind (a Conv2d's).
+TEST(CutSites, ACutStackWithPythonFramesGoesOnlyIntoOneWithTheSame) {
+  const uint64_t remember = python_frames_identity({{0x7f00, 40}, {0x7f80, 12}});
+  const uint64_t conv = python_frames_identity({{0x7e00, 40}, {0x7f80, 12}});
+  ASSERT_NE(remember, 0u);
+  ASSERT_NE(remember, conv);
+  EXPECT_NE(python_frames_identity({{0x7f00, 42}, {0x7f80, 12}}), remember) << "another instruction";
+  EXPECT_EQ(python_frames_identity({}), 0u);
+  WalkedStack cut_py = cut(), conv_whole = whole(), remember_whole = whole();
+  cut_py.python = remember_whole.python = remember;
+  conv_whole.python = conv;
+  std::map<uint64_t, WalkedStack> stored = {{11, cut_py}, {12, conv_whole}, {13, remember_whole}};
+  auto peek = [&](uint64_t hash) { return stored.at(hash); };
+  std::vector<SiteStats> sites = {SiteStats{11, LW_KIND_TENSOR_CPU}, SiteStats{12, LW_KIND_TENSOR_CPU}};
+  CutSites state;
+  EXPECT_TRUE(find_cut_site_folds(state, sites, peek).empty()) << "the native frames match, the Python ones do not";
+  EXPECT_EQ(state.waiting.size(), 1u);
+  sites.push_back(SiteStats{13, LW_KIND_TENSOR_CPU});
+  const std::vector<SiteFold> folds = find_cut_site_folds(state, sites, peek);
+  ASSERT_EQ(folds.size(), 1u);
+  EXPECT_EQ(folds[0].from, 0u);
+  EXPECT_EQ(folds[0].to, 2u);
+  EXPECT_TRUE(state.waiting.empty());
+}
+
 // The fold itself: the cut site's records and figures move, a free of one
 // of them and a late event naming the cut stack land in the whole site.
 TEST(CutSites, FoldMovesRecordsAndFiguresAndLaterEventsFollow) {
